@@ -1,0 +1,141 @@
+"""The command line: ``run`` and ``doctor`` for now; ``serve``, ``servers`` and ``search`` come later.
+
+Exit statuses of ``run`` follow shell habits: 0 success, 1 the code raised (or the sandbox died under it),
+124 timeout (as ``timeout(1)``), 125 the bridge itself could not run the code (bad settings, no backend).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import __version__
+from .doctor import diagnose, render_text
+from .errors import CodemodeError
+from .sandbox.select import choose_backend
+from .sandbox.worker import ExecutionResult
+from .sessions import DEFAULT_SESSION, SessionManager, check_session_name
+from .settings import RUNTIME_CHOICES, Settings
+
+EXIT_OK, EXIT_RAISED, EXIT_TIMEOUT, EXIT_BRIDGE = 0, 1, 124, 125
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcp-codemode", description="Run Python in a hardened sandbox.")
+    parser.add_argument("--version", action="version", version=f"mcp-codemode {__version__}")
+    parser.add_argument("--settings", type=Path, help="TOML settings file (else $MCP_CODEMODE_SETTINGS)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run code in a fresh sandbox session")
+    run.add_argument("-c", dest="codes", action="append", metavar="CODE", help="code to run; repeat to run several cells")
+    run.add_argument("file", nargs="?", help="a file of Python code, or - for standard input")
+    run.add_argument("--backend", choices=RUNTIME_CHOICES, help="sandbox backend (default: MCP_BRIDGE_RUNTIME or auto)")
+    run.add_argument("--timeout", type=_positive_float, help="seconds per cell (default: MCP_BRIDGE_TIMEOUT)")
+    run.add_argument("--session", default=DEFAULT_SESSION, type=_session_name, help="session name")
+    run.add_argument("-v", "--verbose", action="store_true", help="say which backend runs the code, and why")
+
+    doctor = commands.add_parser("doctor", help="check which sandboxes work here and what they enforce")
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    return parser
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (for example --timeout 30)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("the timeout must be above zero seconds")
+    return value
+
+
+def _session_name(text: str) -> str:
+    try:
+        return check_session_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        overrides: dict[str, Any] = {"runtime": getattr(args, "backend", None)}
+        settings = Settings.load(settings_file=args.settings, overrides=overrides)
+        logging.basicConfig(level=settings.log_level, stream=sys.stderr, format="mcp-codemode: %(message)s")
+        if args.command == "doctor":
+            report = diagnose(settings)
+            print(json.dumps(report, indent=2) if args.json else render_text(report))
+            return EXIT_OK if report["selected"]["backend"] else EXIT_BRIDGE
+        if args.command == "run":
+            cells = _cells(args)
+            return asyncio.run(_run(settings, cells, args.timeout, args.session, args.verbose))
+    except CodemodeError as exc:
+        print(f"mcp-codemode: {exc}", file=sys.stderr)
+        return EXIT_BRIDGE
+    except KeyboardInterrupt:
+        return 130
+    return EXIT_BRIDGE
+
+
+def _cells(args: argparse.Namespace) -> list[str]:
+    cells = list(args.codes or [])
+    if args.file == "-":
+        cells.append(sys.stdin.read())
+    elif args.file:
+        try:
+            cells.append(Path(args.file).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CodemodeError(f"cannot read {args.file}: {exc}") from None
+    if not cells:
+        raise CodemodeError("nothing to run: give code with -c CODE, a FILE, or - to read standard input")
+    return cells
+
+
+async def _run(settings: Settings, cells: list[str], timeout: float | None, session: str, verbose: bool) -> int:
+    choice = choose_backend(settings)
+    if verbose:
+        print(f"mcp-codemode: {choice.reason}", file=sys.stderr)
+    streams: dict[str, TextIO] = {"stdout": sys.stdout, "stderr": sys.stderr}
+    shown = {"stdout": 0, "stderr": 0}
+
+    def echo(stream: str, text: str) -> None:
+        streams[stream].write(text)
+        streams[stream].flush()
+        shown[stream] += len(text)
+
+    async with SessionManager(choice.backend, settings) as sessions:
+        for code in cells:
+            shown.update(stdout=0, stderr=0)
+            result = await sessions.execute(code, session=session, timeout=timeout, on_output=echo)
+            # Output was streamed live; only a truncation marker and the kept tail are still unprinted.
+            echo("stdout", result.stdout[shown["stdout"] :])
+            echo("stderr", result.stderr[shown["stderr"] :])
+            status = _report(result)
+            if status != EXIT_OK:
+                return status
+    return EXIT_OK
+
+
+def _report(result: ExecutionResult) -> int:
+    """Print what the live stream could not: truncation tails, the last value, the error, notices."""
+    if result.value is not None:
+        print(result.value, flush=True)
+    if result.error is not None:
+        sys.stderr.write(result.error.traceback or f"{result.error.type}: {result.error.message}\n")
+    if result.notice:
+        print(f"mcp-codemode: {result.notice}", file=sys.stderr)
+    if result.status == "ok":
+        return EXIT_OK
+    if result.status == "timeout":
+        return EXIT_TIMEOUT
+    return EXIT_RAISED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,406 @@
+"""The worker that runs inside the sandbox.
+
+It is shipped as a file and started as ``python3 -I -B -u worker.py CONFIG_JSON``; it must run on any
+Python >= 3.10 with the standard library only, and it imports nothing of the host package.
+
+Why it is shaped this way:
+
+* The host talks to it over the process's original stdin/stdout, which the worker moves to private,
+  close-on-exec descriptors before any user code runs. File descriptors 1 and 2 are then pipes that the
+  worker itself drains, so ``print``, ``os.write(1, ...)``, C extensions and subprocesses all land in the
+  captured output and can never corrupt the control channel.
+* Frames are a 4-byte big-endian length followed by UTF-8 JSON. A length prefix (rather than newlines)
+  means a 100 MB line of output is just data, and the host can refuse an oversized frame before reading it.
+* Output is bounded here, at the source: each stream streams its head to the host and keeps only a tail
+  ring afterwards, counting what it dropped. A flood costs the host at most the configured cap.
+* Interrupts arrive as frames; the control thread turns them into SIGINT for the main thread, and the
+  SIGINT handler raises only while user code is running, so an interrupt can never land in the worker's
+  own bookkeeping.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import codecs
+import collections
+import fcntl
+import faulthandler
+import json
+import linecache
+import os
+import queue
+import resource
+import select
+import signal
+import struct
+import sys
+import termios
+import threading
+import time
+import traceback
+import types
+from typing import Any
+
+HEADER = struct.Struct(">I")
+MAX_INBOUND_FRAME = 64 * 1024 * 1024
+READ_CHUNK = 65536
+FENCE_WAIT_SECONDS = 0.05
+TEXT_LIMIT = 200_000
+
+_RLIMIT_NAMES = {
+    "AS": resource.RLIMIT_AS,
+    "CORE": resource.RLIMIT_CORE,
+    "CPU": resource.RLIMIT_CPU,
+    "FSIZE": resource.RLIMIT_FSIZE,
+    "NOFILE": resource.RLIMIT_NOFILE,
+    "NPROC": resource.RLIMIT_NPROC,
+}
+
+
+class Channel:
+    """Writes frames to the host; several threads share it, so writes are serialised."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._lock = threading.Lock()
+
+    def send(self, message: dict[str, Any]) -> None:
+        payload = json.dumps(message, ensure_ascii=False, default=repr).encode("utf-8", "backslashreplace")
+        data = HEADER.pack(len(payload)) + payload
+        with self._lock:
+            view = memoryview(data)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+
+
+class StreamSink:
+    """Bounded capture of one output stream for the running execution.
+
+    The first ``head_limit`` characters are streamed to the host as they come; later text is kept in a
+    tail ring of ``tail_limit`` characters, and whatever falls out of the ring is only counted.
+    """
+
+    def __init__(self, name: str, channel: Channel, head_limit: int, tail_limit: int) -> None:
+        self.name = name
+        self._channel = channel
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.head_left = head_limit
+        self.tail_limit = tail_limit
+        self.tail: collections.deque[str] = collections.deque()
+        self.tail_chars = 0
+        self.dropped = 0
+
+    def feed(self, data: bytes) -> None:
+        text = self._decoder.decode(data)
+        if not text:
+            return
+        if self.head_left > 0:
+            head, text = text[: self.head_left], text[self.head_left :]
+            self.head_left -= len(head)
+            self._channel.send({"type": "output", "stream": self.name, "data": head})
+        if not text:
+            return
+        if len(text) >= self.tail_limit:
+            self.dropped += self.tail_chars + len(text) - self.tail_limit
+            self.tail.clear()
+            text = text[len(text) - self.tail_limit :] if self.tail_limit else ""
+            self.tail_chars = 0
+        self.tail.append(text)
+        self.tail_chars += len(text)
+        while self.tail_chars > self.tail_limit and self.tail:
+            first = self.tail[0]
+            excess = self.tail_chars - self.tail_limit
+            if len(first) <= excess:
+                self.tail.popleft()
+                self.tail_chars -= len(first)
+                self.dropped += len(first)
+            else:
+                self.tail[0] = first[excess:]
+                self.tail_chars -= excess
+                self.dropped += excess
+
+    def finish(self) -> tuple[str, int]:
+        rest = self._decoder.decode(b"", final=True)
+        if rest:
+            self.feed(rest.encode("utf-8"))
+        return "".join(self.tail), self.dropped
+
+
+class Capture:
+    """Owns the pipes behind fds 1 and 2 and the threads that drain them."""
+
+    def __init__(self, channel: Channel, limit: int) -> None:
+        self._channel = channel
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._fds: dict[str, int] = {}
+        self._sinks: dict[str, StreamSink] = {}
+        self.reset()
+        for name, target in (("stdout", 1), ("stderr", 2)):
+            read_fd, write_fd = os.pipe()
+            os.dup2(write_fd, target)
+            os.close(write_fd)
+            os.set_blocking(read_fd, False)
+            self._fds[name] = read_fd
+            threading.Thread(target=self._drain, args=(name, read_fd), daemon=True, name=f"capture-{name}").start()
+
+    def reset(self) -> None:
+        half = max(self._limit // 2, 1)
+        with self._lock:
+            self._sinks = {
+                name: StreamSink(name, self._channel, head_limit=half, tail_limit=self._limit - half)
+                for name in ("stdout", "stderr")
+            }
+
+    def _drain(self, name: str, fd: int) -> None:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while True:
+            poller.poll()
+            with self._lock:
+                try:
+                    data = os.read(fd, READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    return
+                self._sinks[name].feed(data)
+
+    def fence(self) -> dict[str, Any]:
+        """Wait until everything written so far is drained, then close this execution's capture."""
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        deadline = time.monotonic() + FENCE_WAIT_SECONDS
+        buf = bytearray(4)
+        for fd in self._fds.values():
+            while True:
+                with self._lock:
+                    fcntl.ioctl(fd, termios.FIONREAD, buf)
+                    pending = int.from_bytes(buf, sys.byteorder)
+                if pending == 0 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.0002)
+        with self._lock:
+            summary: dict[str, Any] = {}
+            for name, sink in self._sinks.items():
+                tail, dropped = sink.finish()
+                summary[name + "_tail"] = tail
+                summary[name + "_dropped"] = dropped
+        self.reset()
+        return summary
+
+
+class Interrupter:
+    """Delivers SIGINT to the main thread only while user code runs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.running_id: int | None = None
+        signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, signum: int, frame: types.FrameType | None) -> None:
+        if self.running_id is not None:
+            raise KeyboardInterrupt
+
+    def enter(self, request_id: int) -> None:
+        with self._lock:
+            self.running_id = request_id
+
+    def leave(self) -> None:
+        with self._lock:
+            self.running_id = None
+
+    def interrupt(self, request_id: Any) -> None:
+        with self._lock:
+            if self.running_id is not None and request_id == self.running_id:
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+
+class Executor:
+    """Runs cells in one persistent namespace, notebook style."""
+
+    def __init__(self, interrupter: Interrupter) -> None:
+        self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        self.cell = 0
+        self._interrupter = interrupter
+
+    def _compile(self, source: str) -> tuple[types.CodeType, types.CodeType | None, str]:
+        self.cell += 1
+        filename = f"<cell {self.cell}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        tree = compile(source, filename, "exec", flags | ast.PyCF_ONLY_AST, dont_inherit=True)
+        assert isinstance(tree, ast.Module)
+        last: types.CodeType | None = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            expr = ast.Expression(tree.body.pop().value)
+            last = compile(expr, filename, "eval", flags, dont_inherit=True)
+        body = compile(tree, filename, "exec", flags, dont_inherit=True)
+        return body, last, filename
+
+    def _run(self, code: types.CodeType) -> Any:
+        result = eval(code, self.namespace)  # noqa: S307 - running the user's code is the point
+        if code.co_flags & 0x80:  # CO_COROUTINE: the cell used top-level await
+            result = self.loop.run_until_complete(result)
+        return result
+
+    def execute(self, request_id: int, source: str) -> dict[str, Any]:
+        try:
+            body, last, _ = self._compile(source)
+        except (SyntaxError, ValueError) as exc:
+            return {"status": "error", "error": describe_exception(exc)}
+        self._interrupter.enter(request_id)
+        try:
+            self._run(body)
+            value = self._run(last) if last is not None else None
+        except KeyboardInterrupt as exc:
+            self._interrupter.leave()
+            return {"status": "interrupted", "error": describe_exception(exc)}
+        except BaseException as exc:  # noqa: BLE001 - SystemExit from user code must not end the session
+            self._interrupter.leave()
+            return {"status": "error", "error": describe_exception(exc)}
+        self._interrupter.leave()
+        if value is None:
+            return {"status": "ok", "value": None}
+        self.namespace["_"] = value
+        try:
+            shown = repr(value)
+        except BaseException as exc:  # noqa: BLE001 - a broken __repr__ is the user's error, not ours
+            return {"status": "error", "error": describe_exception(exc)}
+        return {"status": "ok", "value": clip(shown)}
+
+
+def _trim_to_user_frames(te: traceback.TracebackException) -> None:
+    """Drop the worker's and asyncio's frames above the first frame of a cell, in every chained exception."""
+    seen: set[int] = set()
+    pending: list[traceback.TracebackException | None] = [te]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        frames = list(current.stack)
+        first_cell = next((i for i, f in enumerate(frames) if f.filename.startswith("<cell ")), None)
+        if first_cell is not None:
+            kept = [f for f in frames[first_cell:] if f.filename != __file__]
+            current.stack = traceback.StackSummary.from_list(kept)
+        pending.extend([current.__cause__, current.__context__])
+
+
+def clip(text: str, limit: int = TEXT_LIMIT) -> str:
+    """Keep head and tail of an oversized text, so one repr or message cannot blow up a frame."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n... [{len(text) - 2 * half} characters cut] ...\n{text[-half:]}"
+
+
+def describe_exception(exc: BaseException) -> dict[str, Any]:
+    try:
+        te = traceback.TracebackException.from_exception(exc, limit=None, compact=True)
+        _trim_to_user_frames(te)
+        formatted = "".join(te.format())
+    except BaseException:  # noqa: BLE001 - a hostile exception must not kill the worker
+        formatted = f"{type(exc).__name__}: <traceback could not be formatted>\n"
+    try:
+        message = str(exc)
+    except BaseException:  # noqa: BLE001
+        message = "<unprintable exception>"
+    return {"type": type(exc).__name__, "message": clip(message), "traceback": clip(formatted)}
+
+
+def apply_rlimits(limits: dict[str, Any]) -> None:
+    for name, value in limits.items():
+        which = _RLIMIT_NAMES.get(name)
+        if which is None or not isinstance(value, int):
+            continue
+        soft, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(which, (value, value))
+
+
+def read_exactly(stream: Any, size: int) -> bytes | None:
+    data = stream.read(size)
+    if data is None or len(data) < size:
+        return None
+    return bytes(data)
+
+
+def control_loop(stream: Any, requests: queue.Queue[dict[str, Any]], interrupter: Interrupter) -> None:
+    """Reads the host's frames; end of input means the host is gone, so the worker ends at once."""
+    try:
+        while True:
+            header = read_exactly(stream, HEADER.size)
+            if header is None:
+                break
+            (size,) = HEADER.unpack(header)
+            if size > MAX_INBOUND_FRAME:
+                break
+            payload = read_exactly(stream, size)
+            if payload is None:
+                break
+            message = json.loads(payload)
+            kind = message.get("type")
+            if kind == "interrupt":
+                interrupter.interrupt(message.get("id"))
+            elif kind in ("execute", "shutdown"):
+                requests.put(message)
+    finally:
+        os._exit(0)
+
+
+def main(argv: list[str]) -> int:
+    config: dict[str, Any] = json.loads(argv[1]) if len(argv) > 1 else {}
+    apply_rlimits(config.get("rlimits", {}))
+    control_in = os.dup(0)
+    control_out = os.dup(1)
+    diagnostics = os.dup(2)
+    faulthandler.enable(file=diagnostics)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    channel = Channel(control_out)
+    capture = Capture(channel, int(config.get("capture_limit", 1 << 20)))
+    interrupter = Interrupter()
+    executor = Executor(interrupter)
+    workdir = config.get("workdir")
+    if isinstance(workdir, str) and os.path.isdir(workdir):
+        os.chdir(workdir)
+    requests: queue.Queue[dict[str, Any]] = queue.Queue()
+    threading.Thread(
+        target=control_loop,
+        args=(os.fdopen(control_in, "rb", buffering=READ_CHUNK), requests, interrupter),
+        daemon=True,
+        name="control",
+    ).start()
+    channel.send({"type": "ready", "python": sys.version.split()[0], "pid": os.getpid()})
+    while True:
+        message = requests.get()
+        if message.get("type") == "shutdown":
+            return 0
+        request_id = message.get("id")
+        code = message.get("code")
+        if not isinstance(request_id, int) or not isinstance(code, str):
+            continue
+        started = time.perf_counter()
+        try:
+            outcome = executor.execute(request_id, code)
+        except BaseException as exc:  # noqa: BLE001 - e.g. a second interrupt landing in our except block
+            interrupter.leave()
+            outcome = {"status": "interrupted" if isinstance(exc, KeyboardInterrupt) else "error",
+                       "error": describe_exception(exc)}
+        outcome.update(capture.fence())
+        outcome.update(type="result", id=request_id, duration=time.perf_counter() - started)
+        channel.send(outcome)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,73 @@
+"""What every sandbox backend provides, and the small records passed between backends and workers.
+
+A backend knows how to start one worker process in its kind of sandbox and how to clean up after it.
+Everything about talking to the worker (frames, interrupts, timeouts) is the same for all backends and
+lives in ``worker.py``; that is why a backend only returns a started process plus hooks.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import dataclasses
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+GUEST_MOUNT = "/opt/mcp-codemode"
+WORKSPACE = "/workspace"
+
+
+@dataclasses.dataclass(frozen=True)
+class Availability:
+    """Whether a backend can run here; when not, why, and what would fix it."""
+
+    usable: bool
+    reason: str
+    fix: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class EnforcedLimit:
+    """A limit as it will really be enforced here (doctor shows these)."""
+
+    name: str
+    value: str
+    mechanism: str
+
+
+@dataclasses.dataclass
+class Launch:
+    """A started worker process and what its backend needs to know about it afterwards."""
+
+    process: asyncio.subprocess.Process
+    kill: Callable[[], Awaitable[None]]
+    cleanup: Callable[[], Awaitable[None]]
+    death_cause: Callable[[], str | None]  # e.g. "out of memory (limit 512m)" once the process has died
+
+
+class Backend(abc.ABC):
+    """One kind of sandbox."""
+
+    name: str
+
+    @abc.abstractmethod
+    def availability(self) -> Availability:
+        """Cheap, cached check whether this backend can start workers here."""
+
+    @abc.abstractmethod
+    def enforced_limits(self) -> list[EnforcedLimit]:
+        """The limits a worker will really get, and by which mechanism."""
+
+    @abc.abstractmethod
+    async def launch(self, worker_id: str, guest_config: dict[str, Any]) -> Launch:
+        """Start a worker; it speaks frames on its stdin/stdout."""
+
+    async def reap_orphans(self) -> int:
+        """Remove leftovers of bridges that died without cleaning up; returns how many."""
+        return 0
+
+
+def guest_argv(python: str, guest_config: dict[str, Any]) -> list[str]:
+    """The command that starts the worker inside any sandbox: isolated mode, no bytecode, unbuffered."""
+    return [python, "-I", "-B", "-u", f"{GUEST_MOUNT}/worker.py", json.dumps(guest_config, separators=(",", ":"))]

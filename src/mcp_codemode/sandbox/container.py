@@ -1,0 +1,204 @@
+"""The container backend, for podman and for docker (same flags, another binary).
+
+Slower to start than bubblewrap (a ``podman run`` costs about 150 ms here) but it isolates with a whole
+image, works where user namespaces are off, and can run under gVisor (``MCP_BRIDGE_OCI_RUNTIME=runsc``).
+
+Facts that shaped it (DESIGN.md §4): podman as root on a cgroup-v1 hybrid host works only with the runc
+OCI runtime, and needs ``--ulimit nofile`` and ``--ulimit nproc`` set explicitly; no registry is
+reachable, so we never pull (``--pull never``) and tell the user how to build the image locally.
+
+Orphans: a killed ``podman run`` client does not stop its container, so every container is labelled with
+the bridge's pid, killed by name, and swept at start-up if its bridge is gone. The worker also exits when
+its stdin closes, which is what happens when the bridge dies, so a container never outlives it by more
+than its own exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import os
+import shutil
+import subprocess
+from typing import Any, Literal
+
+from ..errors import SandboxUnavailable
+from ..settings import Settings, format_size
+from .base import GUEST_MOUNT, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
+from .staging import stage_guest
+
+OWNER_LABEL = "io.mcp-codemode.bridge-pid"
+ContainerEngine = Literal["podman", "docker"]
+_counter = itertools.count(1)
+_BUILD_HINT = "build it with: sudo scripts/build-image.sh {image} {engine}"
+
+
+class ContainerBackend(Backend):
+    def __init__(self, settings: Settings, engine: ContainerEngine) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.name = engine
+        self.binary = shutil.which(engine)
+
+    @property
+    def oci_runtime(self) -> str:
+        """runc by default for podman when it is installed (crun fails on cgroup-v1 hybrid hosts)."""
+        if self.settings.oci_runtime:
+            return self.settings.oci_runtime
+        if self.engine == "podman" and shutil.which("runc"):
+            return "runc"
+        return ""
+
+    @functools.cached_property
+    def _guest_dir(self) -> str:
+        uid, _, gid = self.settings.container_user.partition(":")
+        return str(stage_guest(self.settings.state_dir, int(uid), int(gid or uid)))
+
+    def availability(self) -> Availability:
+        return self._availability
+
+    @functools.cached_property
+    def _availability(self) -> Availability:
+        if self.binary is None:
+            return Availability(False, f"{self.engine} is not installed", f"apt-get install {self.engine}")
+        if self.engine == "docker":
+            probe = self._run_quiet([self.binary, "version", "--format", "{{.Server.Version}}"])
+            if probe.returncode != 0:
+                return Availability(
+                    False,
+                    "the docker client is installed but no Docker engine answers",
+                    "start the Docker daemon, or use podman (MCP_BRIDGE_RUNTIME=podman)",
+                )
+        image = self.settings.image
+        probe = self._run_quiet([self.binary, "image", "inspect", "--format", "{{.Id}}", image])
+        if probe.returncode != 0:
+            return Availability(
+                False, f"image {image} is not present in {self.engine}",
+                _BUILD_HINT.format(image=image, engine=self.engine),
+            )  # fmt: skip
+        runtime = self.oci_runtime
+        if runtime and shutil.which(runtime) is None and not os.path.isabs(runtime):
+            return Availability(False, f"OCI runtime {runtime} is not installed", f"apt-get install {runtime}")
+        extra = f" with the {runtime} runtime" if runtime else ""
+        return Availability(True, f"{self.engine} at {self.binary}{extra}, image {image}")
+
+    @staticmethod
+    def _run_quiet(argv: list[str]) -> subprocess.CompletedProcess[bytes]:
+        try:
+            return subprocess.run(argv, capture_output=True, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return subprocess.CompletedProcess(argv, 1, b"", str(exc).encode())
+
+    def enforced_limits(self) -> list[EnforcedLimit]:
+        s = self.settings
+        mechanism = f"{self.engine} --memory/--pids-limit"
+        limits = [
+            EnforcedLimit("memory", format_size(s.memory), mechanism),
+            EnforcedLimit("processes", str(s.pids), f"{mechanism} + --ulimit nproc"),
+            EnforcedLimit("/tmp", format_size(s.tmp_size), "tmpfs size"),
+            EnforcedLimit(WORKSPACE, format_size(s.workspace_size), "tmpfs size"),
+            EnforcedLimit("network", "none", "--network none"),
+        ]
+        if s.cpus:
+            limits.append(EnforcedLimit("cpus", str(s.cpus), "--cpus"))
+        if os.geteuid() != 0:
+            limits.append(EnforcedLimit("note", "rootless", "on cgroup v1, rootless podman ignores --memory/--pids"))
+        return limits
+
+    def run_argv(self, container_name: str, guest_config: dict[str, Any]) -> list[str]:
+        assert self.binary is not None
+        s = self.settings
+        tmpfs_opts = "rw,nosuid,nodev,mode=1777"
+        argv = [self.binary, "run", "-i", "--rm", "--init", "--pull", "never", "--name", container_name]
+        argv += ["--label", f"{OWNER_LABEL}={os.getpid()}", "--log-driver", "none"]
+        if self.oci_runtime:
+            argv += ["--runtime", self.oci_runtime]
+        argv += ["--network", "none", "--read-only", "--cap-drop", "ALL"]
+        argv += ["--security-opt", "no-new-privileges", "--user", s.container_user, "--hostname", "sandbox"]
+        argv += ["--pids-limit", str(s.pids), "--memory", str(s.memory), "--memory-swap", str(s.memory)]
+        argv += ["--ulimit", "nofile=1024:1024", "--ulimit", f"nproc={s.pids}:{s.pids}", "--ulimit", "core=0:0"]
+        if s.cpus:
+            argv += ["--cpus", str(s.cpus)]
+        argv += ["--tmpfs", f"/tmp:{tmpfs_opts},size={s.tmp_size}"]
+        argv += ["--tmpfs", f"/dev/shm:{tmpfs_opts},size={s.tmp_size}"]
+        argv += ["--tmpfs", f"{WORKSPACE}:{tmpfs_opts},size={s.workspace_size}"]
+        argv += ["--volume", f"{self._guest_dir}:{GUEST_MOUNT}:ro", "--workdir", WORKSPACE]
+        argv += ["--env", f"HOME={WORKSPACE}", "--env", "TMPDIR=/tmp", "--env", "LANG=C.UTF-8"]
+        argv += list(s.container_args)
+        argv += [s.image, *guest_argv("python3", dict(guest_config, workdir=WORKSPACE))]
+        return argv
+
+    async def launch(self, worker_id: str, guest_config: dict[str, Any]) -> Launch:
+        availability = self.availability()
+        if not availability.usable:
+            raise SandboxUnavailable(f"{self.engine} backend: {availability.reason}; fix: {availability.fix}")
+        name = f"mcp-codemode-{os.getpid()}-{next(_counter)}-{worker_id}"
+        process = await asyncio.create_subprocess_exec(
+            *self.run_argv(name, guest_config),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        killed = False
+
+        async def kill() -> None:
+            nonlocal killed
+            if killed:
+                return
+            killed = True
+            await self._remove(name)
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+
+        async def cleanup() -> None:
+            if process.returncode is None:
+                await kill()
+            with contextlib.suppress(asyncio.TimeoutError, ProcessLookupError):
+                await asyncio.wait_for(process.wait(), 10)
+
+        def death_cause() -> str | None:
+            if process.returncode == 137 and not killed:
+                return f"killed by SIGKILL, most likely the memory limit ({format_size(self.settings.memory)})"
+            return None
+
+        return Launch(process, kill, cleanup, death_cause)
+
+    async def _remove(self, name: str) -> None:
+        assert self.binary is not None
+        remover = await asyncio.create_subprocess_exec(
+            self.binary, "rm", "--force", "--time", "0", name,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(remover.wait(), 30)
+
+    async def reap_orphans(self) -> int:
+        """Remove containers whose bridge process is gone (it was SIGKILLed before it could clean up)."""
+        if self.binary is None:
+            return 0
+        lister = await asyncio.create_subprocess_exec(
+            self.binary, "ps", "--all", "--filter", f"label={OWNER_LABEL}",
+            "--format", '{{.Names}} {{index .Labels "' + OWNER_LABEL + '"}}',
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        out, _ = await lister.communicate()
+        removed = 0
+        for line in out.decode(errors="replace").splitlines():
+            name, _, owner = line.partition(" ")
+            if owner.strip().isdigit() and not _pid_alive(int(owner)):
+                await self._remove(name)
+                removed += 1
+        return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,100 @@
+"""The seccomp denylist handed to bubblewrap (``--seccomp FD``), compiled with libseccomp.
+
+A denylist rather than an allowlist: Python and whatever native packages users add call a wide, changing
+set of syscalls, and an allowlist that misses one breaks them in confusing ways. What we deny is the
+kernel surface a sandbox escape or a host attack needs and ordinary Python code never does: tracing other
+processes, mounting, namespaces, keyrings, BPF, perf, io_uring, userfaultfd, kernel modules, clocks,
+network sockets (only AF_UNIX is allowed) and terminal injection. Each denied call fails with EPERM (or
+EAFNOSUPPORT for sockets) instead of killing the process, so user code gets a clean Python exception.
+Syscalls from a foreign architecture (32-bit ``int 0x80`` on x86-64) kill the process: libseccomp's
+default for a bad architecture.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import tempfile
+
+DENIED_SYSCALLS: tuple[str, ...] = (
+    # Looking into or steering other processes.
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
+    # Mounts, roots and namespaces.
+    "mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
+    "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+    "name_to_handle_at", "open_by_handle_at",
+    # Kernel key rings, BPF, perf, io_uring, userfaultfd, fanotify.
+    "keyctl", "add_key", "request_key", "bpf", "perf_event_open",
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "userfaultfd", "fanotify_init",
+    # The machine itself.
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+    "reboot", "swapon", "swapoff", "acct", "syslog", "quotactl", "vhangup", "iopl", "ioperm",
+    "lookup_dcookie", "uselib", "personality",
+    # Clocks.
+    "clock_settime", "clock_adjtime", "settimeofday", "adjtimex",
+)  # fmt: skip
+
+CLONE_NAMESPACE_FLAGS = (
+    0x00020000  # CLONE_NEWNS
+    | 0x02000000  # CLONE_NEWCGROUP
+    | 0x04000000  # CLONE_NEWUTS
+    | 0x08000000  # CLONE_NEWIPC
+    | 0x10000000  # CLONE_NEWUSER
+    | 0x20000000  # CLONE_NEWPID
+    | 0x40000000  # CLONE_NEWNET
+)
+AF_UNIX = 1
+TIOCSTI = 0x5412
+TIOCLINUX = 0x541C
+
+
+class SeccompUnavailable(Exception):
+    """libseccomp (the shared library or its Python binding) is missing."""
+
+
+@functools.cache
+def denylist_bpf() -> bytes:
+    """The compiled filter; built once per process because it never changes."""
+    try:
+        import pyseccomp as sc
+    except (ImportError, OSError) as exc:  # OSError: the binding loads libseccomp.so.2 with ctypes
+        raise SeccompUnavailable(
+            f"libseccomp is not usable ({exc}); install it with: apt-get install libseccomp2"
+        ) from None
+    flt = sc.SyscallFilter(sc.ALLOW)
+    deny = sc.ERRNO(errno.EPERM)
+    for name in DENIED_SYSCALLS:
+        try:
+            flt.add_rule(deny, name)
+        except (ValueError, OSError):
+            continue  # not a syscall on this architecture
+    # Sockets: only local (AF_UNIX) ones; everything else looks like a kernel without that family.
+    flt.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", sc.Arg(0, sc.NE, AF_UNIX))
+    # New namespaces through clone; clone3 hides its flags in memory, so make it look absent and
+    # let the C library fall back to clone, whose flags we can see.
+    for flag in _single_bits(CLONE_NAMESPACE_FLAGS):
+        flt.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+    flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    # Pushing characters into a terminal's input queue, and other console tricks.
+    for request in (TIOCSTI, TIOCLINUX):
+        flt.add_rule(deny, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, request))
+    with tempfile.TemporaryFile() as handle:
+        flt.export_bpf(handle)
+        handle.seek(0)
+        return handle.read()
+
+
+def _single_bits(mask: int) -> list[int]:
+    return [1 << bit for bit in range(mask.bit_length()) if mask & (1 << bit)]
+
+
+def bpf_pipe() -> int:
+    """A readable fd holding the filter, ready to pass to bubblewrap, which reads it to the end."""
+    program = denylist_bpf()
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, program)
+    finally:
+        os.close(write_fd)
+    return read_fd

@@ -1,0 +1,73 @@
+"""Puts the guest worker where a sandbox can read it.
+
+The package may live somewhere the sandbox uid cannot reach (root's home is mode 700 on our machines), so
+the guest files are copied once into the state directory, under a name derived from their content: a
+new version lands beside the old one and a running worker never sees its files change underneath it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+PASSWD = "root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{uid}:{gid}:sandbox:/workspace:/usr/sbin/nologin\n"
+GROUP = "root:x:0:\nsandbox:x:{gid}:\n"
+
+
+def guest_sources() -> dict[str, bytes]:
+    """Every file of the guest package, by path relative to it."""
+    root = resources.files("mcp_codemode.guest")
+    found: dict[str, bytes] = {}
+    pending = [(root, "")]
+    while pending:
+        directory, prefix = pending.pop()
+        for entry in directory.iterdir():
+            name = prefix + entry.name
+            if entry.is_dir():
+                if entry.name != "__pycache__":
+                    pending.append((entry, name + "/"))
+            elif entry.name.endswith(".py"):
+                found[name] = entry.read_bytes()
+    return found
+
+
+def stage_guest(state_dir: Path, uid: int, gid: int) -> Path:
+    """Return a world-readable directory holding the guest files and a minimal /etc."""
+    files = guest_sources()
+    files["etc/passwd"] = PASSWD.format(uid=uid, gid=gid).encode()
+    files["etc/group"] = GROUP.format(gid=gid).encode()
+    files["etc/hosts"] = b"127.0.0.1 localhost sandbox\n"
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + files[name] + b"\0")
+    base = state_dir / "guest"
+    target = base / digest.hexdigest()[:16]
+    if target.is_dir():
+        return target
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(PermissionError):
+        os.chmod(state_dir, 0o711)  # the sandbox uid must be able to pass through, not list
+    base.mkdir(mode=0o755, exist_ok=True)
+    os.chmod(base, 0o755)
+    scratch = Path(tempfile.mkdtemp(prefix=".staging-", dir=base))
+    try:
+        for name, content in files.items():
+            path = scratch / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+            path.chmod(0o644)
+        for directory in [scratch, *(p for p in scratch.rglob("*") if p.is_dir())]:
+            directory.chmod(0o755)
+        try:
+            scratch.rename(target)
+        except OSError:  # another bridge staged the same version first
+            if not target.is_dir():
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target

@@ -1,0 +1,313 @@
+"""Host side of one warm worker: start it, run cells, interrupt, time out, notice death.
+
+Everything the guest sends is treated as hostile: frames are bounded and validated, output is capped
+again here (the guest's own cap is a courtesy, not a guarantee), and a protocol violation ends the
+worker. The guest cannot make the host wait longer than the call's timeout plus the interrupt grace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import itertools
+import logging
+import signal
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+from ..errors import SandboxStartError
+from ..settings import Settings
+from .base import Backend, Launch
+from .frames import FrameError, encode_frame, read_frame
+
+log = logging.getLogger(__name__)
+
+Status = Literal["ok", "error", "timeout", "crashed"]
+OutputCallback = Callable[[str, str], None]
+_STDERR_KEEP = 8192
+
+
+@dataclasses.dataclass(frozen=True)
+class GuestError:
+    """An exception raised by the user's code, as the guest described it."""
+
+    type: str
+    message: str
+    traceback: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutionResult:
+    """What one cell produced. ``notice`` is a plain sentence for timeouts and crashes."""
+
+    status: Status
+    stdout: str = ""
+    stderr: str = ""
+    value: str | None = None
+    error: GuestError | None = None
+    duration: float = 0.0
+    state_lost: bool = False
+    notice: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class _Stream:
+    """Host-side bound on one stream of one cell: keep at most ``limit`` characters of head."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.parts: list[str] = []
+        self.size = 0
+        self.dropped = 0
+
+    def add(self, text: str) -> str:
+        room = self.limit - self.size
+        kept = text[:room] if room > 0 else ""
+        self.dropped += len(text) - len(kept)
+        if kept:
+            self.parts.append(kept)
+            self.size += len(kept)
+        return kept
+
+    def render(self, tail: Any, guest_dropped: Any) -> str:
+        tail_text = tail if isinstance(tail, str) else ""
+        tail_text = tail_text[-self.limit :]
+        dropped = self.dropped + (guest_dropped if isinstance(guest_dropped, int) and guest_dropped > 0 else 0)
+        head = "".join(self.parts)
+        if dropped:
+            return f"{head}\n[... {dropped} characters of output dropped ...]\n{tail_text}"
+        return head + tail_text
+
+
+@dataclasses.dataclass
+class _Cell:
+    id: int
+    done: asyncio.Future[dict[str, Any]]
+    streams: dict[str, _Stream]
+    on_output: OutputCallback | None
+
+
+class Worker:
+    """One sandboxed interpreter. Not safe for concurrent ``execute`` calls: sessions serialise them."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, backend: Backend, settings: Settings, worker_id: str) -> None:
+        self.backend = backend
+        self.settings = settings
+        self.worker_id = worker_id
+        self._launch: Launch | None = None
+        self._ready = asyncio.Event()
+        self._dead = asyncio.Event()
+        self._cell: _Cell | None = None
+        self._violation: str | None = None
+        self._stderr_tail: collections.deque[bytes] = collections.deque()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.python_version = ""
+        self.started_at = 0.0
+
+    @property
+    def alive(self) -> bool:
+        return self._launch is not None and not self._dead.is_set()
+
+    async def start(self) -> None:
+        self.started_at = time.monotonic()
+        launch = await self.backend.launch(self.worker_id, {"capture_limit": self.settings.capture_limit})
+        self._launch = launch
+        self._tasks = [asyncio.create_task(self._pump()), asyncio.create_task(self._drain_stderr())]
+        ready = asyncio.create_task(self._ready.wait())
+        dead = asyncio.create_task(self._dead.wait())
+        try:
+            await asyncio.wait({ready, dead}, timeout=self.settings.startup_timeout, return_when="FIRST_COMPLETED")
+        finally:
+            ready.cancel()
+            dead.cancel()
+        if not self._ready.is_set():
+            await self.close()
+            if not self._dead.is_set():
+                raise SandboxStartError(
+                    f"the {self.backend.name} worker did not start within {self.settings.startup_timeout:g} s "
+                    f"(raise MCP_BRIDGE_STARTUP_TIMEOUT if the machine is slow){self._stderr_hint()}"
+                )
+            raise SandboxStartError(f"the {self.backend.name} worker exited while starting{self._stderr_hint()}")
+
+    def _stderr_hint(self) -> str:
+        text = b"".join(self._stderr_tail).decode(errors="replace").strip()
+        return f": {text}" if text else ""
+
+    async def _pump(self) -> None:
+        assert self._launch is not None and self._launch.process.stdout is not None
+        reader = self._launch.process.stdout
+        try:
+            while True:
+                message = await read_frame(reader)
+                if message is None:
+                    break
+                self._dispatch(message)
+        except FrameError as exc:
+            self._violation = str(exc)
+            log.warning("worker %s broke the protocol: %s", self.worker_id, exc)
+            await self._launch.kill()
+        finally:
+            self._dead.set()
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        cell = self._cell
+        if kind == "ready":
+            version = message.get("python")
+            self.python_version = version[:32] if isinstance(version, str) else ""
+            self._ready.set()
+        elif kind == "output" and cell is not None:
+            stream, data = message.get("stream"), message.get("data")
+            if stream in cell.streams and isinstance(data, str):
+                kept = cell.streams[stream].add(data)
+                if kept and cell.on_output is not None:
+                    cell.on_output(stream, kept)
+        elif kind == "result" and cell is not None and message.get("id") == cell.id and not cell.done.done():
+            cell.done.set_result(message)
+
+    async def _drain_stderr(self) -> None:
+        """The worker's own stderr carries only bwrap/runtime errors and fatal crashes; keep its tail."""
+        assert self._launch is not None and self._launch.process.stderr is not None
+        size = 0
+        while chunk := await self._launch.process.stderr.read(4096):
+            self._stderr_tail.append(chunk)
+            size += len(chunk)
+            while size > _STDERR_KEEP and len(self._stderr_tail) > 1:
+                size -= len(self._stderr_tail.popleft())
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self._launch is not None and self._launch.process.stdin is not None
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            self._launch.process.stdin.write(encode_frame(message))
+
+    def interrupt(self) -> None:
+        """Ask the running cell to stop (KeyboardInterrupt in the guest); the namespace survives."""
+        if self._cell is not None and self.alive:
+            self._send({"type": "interrupt", "id": self._cell.id})
+
+    async def execute(self, code: str, timeout: float, on_output: OutputCallback | None = None) -> ExecutionResult:
+        if not self.alive:
+            return ExecutionResult("crashed", state_lost=True, notice="The sandbox worker is not running.")
+        loop = asyncio.get_running_loop()
+        limit = self.settings.capture_limit
+        cell = _Cell(next(self._ids), loop.create_future(), {"stdout": _Stream(limit), "stderr": _Stream(limit)},
+                     on_output)  # fmt: skip
+        self._cell = cell
+        started = time.monotonic()
+        try:
+            self._send({"type": "execute", "id": cell.id, "code": code})
+            if await self._wait(cell, timeout):
+                return self._finish(cell, started)
+            if not self.alive:
+                return self._died(cell, started)
+            self.interrupt()
+            if await self._wait(cell, self.settings.interrupt_grace):
+                return self._finish(cell, started, timed_out=timeout)
+            if not self.alive:
+                return self._died(cell, started)
+            await self.kill()
+            return self._result_without_frame(
+                cell, started, "timeout", f"Timed out after {timeout:g} s and did not stop within "
+                f"{self.settings.interrupt_grace:g} s of an interrupt, so the sandbox was killed: the session's "
+                "state (variables, imports, functions) was lost and the next call starts fresh.",
+            )  # fmt: skip
+        except asyncio.CancelledError:
+            await asyncio.shield(self._abort(cell))
+            raise
+        finally:
+            self._cell = None
+
+    async def _abort(self, cell: _Cell) -> None:
+        """The caller gave up (client cancelled): interrupt, and kill if the code ignores it."""
+        self.interrupt()
+        if not await self._wait(cell, self.settings.interrupt_grace):
+            await self.kill()
+
+    async def _wait(self, cell: _Cell, timeout: float) -> bool:
+        """True when the cell's result arrived; False on timeout or worker death."""
+        dead = asyncio.ensure_future(self._dead.wait())
+        try:
+            await asyncio.wait({cell.done, dead}, timeout=timeout, return_when="FIRST_COMPLETED")
+        finally:
+            dead.cancel()
+        return cell.done.done()
+
+    def _finish(self, cell: _Cell, started: float, timed_out: float | None = None) -> ExecutionResult:
+        frame = cell.done.result()
+        stdout = cell.streams["stdout"].render(frame.get("stdout_tail"), frame.get("stdout_dropped"))
+        stderr = cell.streams["stderr"].render(frame.get("stderr_tail"), frame.get("stderr_dropped"))
+        error = _guest_error(frame.get("error"))
+        value = frame.get("value") if isinstance(frame.get("value"), str) else None
+        duration = time.monotonic() - started
+        if timed_out is not None:
+            notice = (
+                f"Timed out after {timed_out:g} s; the code was interrupted and the session's state was kept."
+            )
+            return ExecutionResult("timeout", stdout, stderr, None, error, duration, False, notice)
+        status = frame.get("status")
+        if status == "ok":
+            return ExecutionResult("ok", stdout, stderr, value, None, duration)
+        return ExecutionResult("error", stdout, stderr, None, error, duration)
+
+    def _died(self, cell: _Cell, started: float) -> ExecutionResult:
+        return self._result_without_frame(
+            cell, started, "crashed", f"The sandbox worker died ({self.death_reason()}). The session's state "
+            "was lost; the next call starts a fresh one.",
+        )  # fmt: skip
+
+    def _result_without_frame(self, cell: _Cell, started: float, status: Status, notice: str) -> ExecutionResult:
+        stdout = cell.streams["stdout"].render("", 0)
+        stderr = cell.streams["stderr"].render("", 0)
+        return ExecutionResult(status, stdout, stderr, None, None, time.monotonic() - started, True, notice)
+
+    def death_reason(self) -> str:
+        if self._launch is None:
+            return "never started"
+        if self._violation:
+            return f"killed for breaking the frame protocol: {self._violation}"
+        cause = self._launch.death_cause()
+        if cause:
+            return cause
+        code = self._launch.process.returncode
+        if code is None:
+            return "its output channel closed"
+        if code < 0:
+            return f"killed by {signal.Signals(-code).name}" if -code in signal.valid_signals() else f"signal {-code}"
+        if code > 128 and code - 128 in signal.valid_signals():
+            return f"killed by {signal.Signals(code - 128).name} (exit status {code})"
+        return f"exit status {code}"
+
+    async def kill(self) -> None:
+        if self._launch is None:
+            return
+        await self._launch.kill()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._dead.wait(), 5)
+
+    async def close(self) -> None:
+        """Stop the worker and everything it started; safe to call twice."""
+        if self._launch is None:
+            return
+        if self.alive:
+            self._send({"type": "shutdown"})
+        await self._launch.cleanup()
+        self._dead.set()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _guest_error(raw: Any) -> GuestError | None:
+    if not isinstance(raw, dict):
+        return None
+    fields = [raw.get(key) for key in ("type", "message", "traceback")]
+    text = [value if isinstance(value, str) else "" for value in fields]
+    return GuestError(text[0][:200] or "Exception", text[1], text[2])

@@ -1,0 +1,186 @@
+"""Named sessions: one warm worker and one namespace each.
+
+Calls into one session queue behind its lock (a namespace is not thread-safe, and a notebook runs one cell
+at a time); different sessions run in parallel. Sessions are created on first use, expire when idle, and
+are capped in number: when the cap is reached the least recently used idle session is closed to make
+room. A session whose worker died or was killed is restarted on its next call, and that call's result
+says the state was lost, so the model never silently works with variables that no longer exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import re
+import time
+
+from .errors import SessionLimitError
+from .sandbox.base import Backend
+from .sandbox.worker import ExecutionResult, OutputCallback, Worker
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+SESSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+DEFAULT_SESSION = "default"
+
+
+def check_session_name(name: str) -> str:
+    if not SESSION_NAME.match(name):
+        raise ValueError(
+            f"session name {name!r} is not valid: use 1-128 letters, digits, '_', '.', ':', '@' or '-', "
+            "starting with a letter or digit (for example 'analysis-1')"
+        )
+    return name
+
+
+@dataclasses.dataclass
+class Session:
+    name: str
+    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+    worker: Worker | None = None
+    last_used: float = dataclasses.field(default_factory=time.monotonic)
+    generation: int = 0  # how many workers this session has had
+    pending_notice: str = ""  # said once, on the next call (e.g. "expired while idle")
+
+    @property
+    def busy(self) -> bool:
+        return self.lock.locked()
+
+
+class SessionManager:
+    """Owns every live session of one bridge; ``close()`` leaves no worker behind."""
+
+    def __init__(self, backend: Backend, settings: Settings) -> None:
+        self.backend = backend
+        self.settings = settings
+        self._sessions: dict[str, Session] = {}
+        self._forgotten: dict[str, str] = {}  # names closed by expiry/eviction -> why, for the next call
+        self._reaper: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> SessionManager:
+        with contextlib.suppress(Exception):
+            removed = await self.backend.reap_orphans()
+            if removed:
+                log.info("removed %d leftover sandbox(es) of a bridge that died", removed)
+        self._reaper = asyncio.create_task(self._expire_idle_forever())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def names(self) -> list[str]:
+        return sorted(self._sessions)
+
+    async def execute(
+        self,
+        code: str,
+        *,
+        session: str = DEFAULT_SESSION,
+        timeout: float | None = None,
+        reset: bool = False,
+        on_output: OutputCallback | None = None,
+    ) -> ExecutionResult:
+        check_session_name(session)
+        entry = await self._get(session)
+        async with entry.lock:
+            entry.last_used = time.monotonic()
+            notices: list[str] = []
+            if entry.pending_notice:
+                notices.append(entry.pending_notice)
+                entry.pending_notice = ""
+            if reset and entry.worker is not None:
+                await entry.worker.close()
+                entry.worker = None
+                notices.append("The session was reset: it starts with a fresh namespace.")
+            if entry.worker is None or not entry.worker.alive:
+                if entry.worker is not None:
+                    await entry.worker.close()
+                    notices.append(
+                        f"The previous sandbox of session '{session}' had stopped ({entry.worker.death_reason()}); "
+                        "this call runs in a fresh one with an empty namespace."
+                    )
+                entry.worker = await self._start_worker(session, entry)
+            result = await entry.worker.execute(code, self.settings.clamp_timeout(timeout), on_output)
+            entry.last_used = time.monotonic()
+            if result.state_lost:
+                await entry.worker.close()
+                entry.worker = None
+        if notices:
+            joined = " ".join([*notices, result.notice]).strip()
+            result = dataclasses.replace(result, notice=joined)
+        return result
+
+    async def _start_worker(self, session: str, entry: Session) -> Worker:
+        entry.generation += 1
+        worker = Worker(self.backend, self.settings, f"{_slug(session)}-{entry.generation}")
+        await worker.start()
+        return worker
+
+    async def _get(self, name: str) -> Session:
+        entry = self._sessions.get(name)
+        if entry is not None:
+            return entry
+        if len(self._sessions) >= self.settings.max_sessions:
+            await self._evict_one()
+        entry = Session(name)
+        reason = self._forgotten.pop(name, "")
+        if reason:
+            entry.pending_notice = f"Session '{name}' {reason}; this call starts it fresh with an empty namespace."
+        self._sessions[name] = entry
+        return entry
+
+    async def _evict_one(self) -> None:
+        idle = [s for s in self._sessions.values() if not s.busy]
+        if not idle:
+            raise SessionLimitError(
+                f"all {self.settings.max_sessions} sessions are busy; wait for one to finish, or raise "
+                "MCP_BRIDGE_MAX_SESSIONS"
+            )
+        victim = min(idle, key=lambda s: s.last_used)
+        await self._drop(victim, "was closed to make room for another (the session limit was reached)")
+
+    async def _drop(self, entry: Session, why: str) -> None:
+        self._sessions.pop(entry.name, None)
+        self._forgotten[entry.name] = why
+        while len(self._forgotten) > 4 * self.settings.max_sessions:
+            self._forgotten.pop(next(iter(self._forgotten)))
+        if entry.worker is not None:
+            await entry.worker.close()
+            entry.worker = None
+
+    async def expire_idle(self) -> int:
+        """Close sessions idle for longer than the configured time; returns how many were closed."""
+        limit = self.settings.session_idle_timeout
+        now = time.monotonic()
+        stale = [s for s in self._sessions.values() if not s.busy and now - s.last_used > limit]
+        for entry in stale:
+            await self._drop(entry, f"expired after {limit:g} s without use")
+        return len(stale)
+
+    async def _expire_idle_forever(self) -> None:
+        interval = min(max(self.settings.session_idle_timeout / 4, 0.5), 60)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.expire_idle()
+            except Exception:  # noqa: BLE001 - the reaper must outlive one bad close
+                log.exception("idle session expiry failed")
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+        workers = [s.worker for s in self._sessions.values() if s.worker is not None]
+        self._sessions.clear()
+        await asyncio.gather(*(w.close() for w in workers), return_exceptions=True)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:40]

@@ -1,0 +1,257 @@
+"""The one settings object.
+
+Settings are read here and nowhere else: defaults, then an optional TOML settings file, then environment
+variables, then command-line overrides. Every other module receives a ``Settings`` and never looks at
+``os.environ`` itself, so tests can build any configuration without touching the process.
+
+Environment variable names follow the reference bridge (``MCP_BRIDGE_*``) where they mean the same thing,
+so existing client configurations keep working.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shlex
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from .errors import SettingsError
+
+RuntimeChoice = Literal["auto", "bubblewrap", "podman", "docker"]
+RUNTIME_CHOICES: tuple[RuntimeChoice, ...] = ("auto", "bubblewrap", "podman", "docker")
+_RUNTIME_ALIASES: dict[str, RuntimeChoice] = {"bwrap": "bubblewrap"}
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+DEFAULT_IMAGE = "mcp-codemode-sandbox:bookworm"
+SETTINGS_FILE_ENV = "MCP_CODEMODE_SETTINGS"
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """Parse ``512m``, ``1g``, ``1.5GiB`` or plain bytes, the way container runtimes do (binary units)."""
+    match = _SIZE_RE.match(text)
+    if not match:
+        raise ValueError(text)
+    number, unit, _ = match.groups()
+    value = int(float(number) * _SIZE_UNITS[unit.lower()])
+    if value <= 0:
+        raise ValueError(text)
+    return value
+
+
+def format_size(value: int) -> str:
+    for unit, factor in (("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10)):
+        if value % factor == 0:
+            return f"{value // factor}{unit}"
+    return str(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """How one setting is named outside and checked on the way in."""
+
+    name: str
+    env: str
+    parse: Callable[[str], Any]
+    expect: str
+    example: str
+
+
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text.strip())
+        if not low <= value <= high:
+            raise ValueError(text)
+        return value
+
+    return parse
+
+
+def _float_in(low: float, high: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = float(text.strip())
+        if not low <= value <= high:
+            raise ValueError(text)
+        return value
+
+    return parse
+
+
+def _runtime(text: str) -> RuntimeChoice:
+    value = text.strip().lower()
+    value = _RUNTIME_ALIASES.get(value, value)
+    if value not in RUNTIME_CHOICES:
+        raise ValueError(text)
+    return value  # type: ignore[return-value]
+
+
+def _log_level(text: str) -> str:
+    value = text.strip().upper()
+    if value not in LOG_LEVELS:
+        raise ValueError(text)
+    return value
+
+
+def _user(text: str) -> str:
+    if not re.fullmatch(r"\d+(:\d+)?", text.strip()):
+        raise ValueError(text)
+    return text.strip()
+
+
+def _nonempty(text: str) -> str:
+    if not text.strip():
+        raise ValueError(text)
+    return text.strip()
+
+
+def _optional_path(text: str) -> Path | None:
+    return Path(text).expanduser() if text.strip() else None
+
+
+def _args(text: str) -> tuple[str, ...]:
+    return tuple(shlex.split(text))
+
+
+def _optional_float(text: str) -> float | None:
+    return _float_in(0.01, 1024)(text) if text.strip() else None
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("runtime", "MCP_BRIDGE_RUNTIME", _runtime, "one of auto, bubblewrap, podman, docker", "auto"),
+    Field("image", "MCP_BRIDGE_IMAGE", _nonempty, "a container image name", DEFAULT_IMAGE),
+    Field("timeout", "MCP_BRIDGE_TIMEOUT", _int_in(1, 86400), "whole seconds from 1 to 86400", "30"),
+    Field("max_timeout", "MCP_BRIDGE_MAX_TIMEOUT", _int_in(1, 86400), "whole seconds from 1 to 86400", "120"),
+    Field("memory", "MCP_BRIDGE_MEMORY", parse_size, "a size such as 512m or 1g", "512m"),
+    Field("pids", "MCP_BRIDGE_PIDS", _int_in(8, 1_000_000), "a whole number of processes, at least 8", "128"),
+    Field("cpus", "MCP_BRIDGE_CPUS", _optional_float, "a number of CPUs such as 1 or 0.5 (empty: no limit)", "1"),
+    Field("container_user", "MCP_BRIDGE_CONTAINER_USER", _user, "UID or UID:GID", "65534:65534"),
+    Field("state_dir", "MCP_BRIDGE_STATE_DIR", lambda t: Path(_nonempty(t)).expanduser(), "a directory", "~/.x"),
+    Field("log_level", "MCP_BRIDGE_LOG_LEVEL", _log_level, "one of " + ", ".join(LOG_LEVELS), "INFO"),
+    Field("oci_runtime", "MCP_BRIDGE_OCI_RUNTIME", str.strip, "an OCI runtime such as runc or runsc", "runc"),
+    Field("container_args", "MCP_BRIDGE_CONTAINER_ARGS", _args, "extra arguments, shell-quoted", "--cpus 1"),
+    Field("sandbox_python", "MCP_BRIDGE_SANDBOX_PYTHON", _optional_path, "a python3 path", "/usr/bin/python3"),
+    Field("sandbox_uid", "MCP_BRIDGE_SANDBOX_UID", _int_in(1, 2**31 - 2), "a non-root uid", "65534"),
+    Field("tmp_size", "MCP_BRIDGE_TMP_SIZE", parse_size, "a size such as 64m", "64m"),
+    Field("workspace_size", "MCP_BRIDGE_WORKSPACE_SIZE", parse_size, "a size such as 128m", "128m"),
+    Field("capture_limit", "MCP_BRIDGE_CAPTURE_LIMIT", parse_size, "a size such as 1m", "1m"),
+    Field("max_sessions", "MCP_BRIDGE_MAX_SESSIONS", _int_in(1, 10_000), "a whole number, at least 1", "16"),
+    Field("session_idle_timeout", "MCP_BRIDGE_SESSION_IDLE_TIMEOUT", _float_in(1, 10**7), "seconds", "900"),
+    Field("interrupt_grace", "MCP_BRIDGE_INTERRUPT_GRACE", _float_in(0.05, 600), "seconds", "2"),
+    Field("startup_timeout", "MCP_BRIDGE_STARTUP_TIMEOUT", _float_in(1, 3600), "seconds", "60"),
+)
+_BY_NAME = {f.name: f for f in FIELDS}
+
+
+def default_state_dir(env: Mapping[str, str], is_root: bool) -> Path:
+    if is_root:
+        return Path("/var/lib/mcp-codemode")
+    base = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME", "~")).expanduser() / ".local" / "state")
+    return Path(base) / "mcp-codemode"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything the bridge can be told. Field docs live in docs/configuration.md."""
+
+    runtime: RuntimeChoice = "auto"
+    image: str = DEFAULT_IMAGE
+    timeout: int = 30
+    max_timeout: int = 120
+    memory: int = 512 << 20
+    pids: int = 128
+    cpus: float | None = None
+    container_user: str = "65534:65534"
+    state_dir: Path = Path("/var/lib/mcp-codemode")
+    log_level: str = "INFO"
+    oci_runtime: str = ""
+    container_args: tuple[str, ...] = ()
+    sandbox_python: Path | None = None
+    sandbox_uid: int = 65534
+    tmp_size: int = 64 << 20
+    workspace_size: int = 128 << 20
+    capture_limit: int = 1 << 20
+    max_sessions: int = 16
+    session_idle_timeout: float = 900.0
+    interrupt_grace: float = 2.0
+    startup_timeout: float = 60.0
+    # Where the values came from, for `doctor` and for error messages.
+    sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.timeout > self.max_timeout:
+            raise SettingsError(
+                f"the default timeout ({self.timeout} s, MCP_BRIDGE_TIMEOUT) is above the ceiling "
+                f"({self.max_timeout} s, MCP_BRIDGE_MAX_TIMEOUT); lower the first or raise the second"
+            )
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    def clamp_timeout(self, requested: float | None) -> float:
+        """The timeout a call really gets: the default when absent, never above the ceiling."""
+        if requested is None:
+            return float(self.timeout)
+        return float(min(max(requested, 0.001), self.max_timeout))
+
+    @classmethod
+    def load(
+        cls,
+        env: Mapping[str, str] | None = None,
+        settings_file: Path | None = None,
+        overrides: Mapping[str, Any] | None = None,
+    ) -> Settings:
+        """Build settings from defaults < settings file < environment < overrides (already typed)."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {"state_dir": default_state_dir(env, os.geteuid() == 0)}
+        sources: dict[str, str] = {}
+        file_path = settings_file or (Path(env[SETTINGS_FILE_ENV]) if env.get(SETTINGS_FILE_ENV) else None)
+        if file_path is not None:
+            for name, raw in _read_settings_file(file_path).items():
+                values[name] = _parse(_BY_NAME[name], raw, f"{name} in {file_path}")
+                sources[name] = str(file_path)
+        for field in FIELDS:
+            if field.env in env:
+                values[field.name] = _parse(field, env[field.env], field.env)
+                sources[field.name] = field.env
+        for name, value in (overrides or {}).items():
+            if value is not None:
+                values[name] = value
+                sources[name] = "command line"
+        return cls(**values, sources=sources)
+
+
+def _parse(field: Field, raw: object, where: str) -> Any:
+    text = raw if isinstance(raw, str) else ("" if raw is None else str(raw))
+    if isinstance(raw, list) and field.name == "container_args":
+        return tuple(str(item) for item in raw)
+    try:
+        return field.parse(text)
+    except (ValueError, TypeError):
+        raise SettingsError(
+            f"{where}={text!r} is not valid: expected {field.expect} (for example {field.env}={field.example})"
+        ) from None
+
+
+def _read_settings_file(path: Path) -> dict[str, object]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SettingsError(f"settings file {path} does not exist; create it or unset {SETTINGS_FILE_ENV}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"settings file {path} cannot be read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"settings file {path} is not valid TOML: {exc}") from None
+    section = data.get("mcp-codemode", data)
+    if not isinstance(section, dict):
+        raise SettingsError(f"settings file {path}: [mcp-codemode] must be a table")
+    unknown = sorted(set(section) - set(_BY_NAME))
+    if unknown:
+        raise SettingsError(
+            f"settings file {path} has unknown key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(_BY_NAME))}"
+        )
+    return dict(section)
