@@ -33,7 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run code in a fresh sandbox session")
-    run.add_argument("-c", dest="codes", action="append", metavar="CODE", help="code to run; repeat to run several cells")
+    run.add_argument(
+        "-c", dest="codes", action="append", metavar="CODE", help="code to run; repeat to run several cells"
+    )
     run.add_argument("file", nargs="?", help="a file of Python code, or - for standard input")
     run.add_argument("--backend", choices=RUNTIME_CHOICES, help="sandbox backend (default: MCP_BRIDGE_RUNTIME or auto)")
     run.add_argument("--timeout", type=_positive_float, help="seconds per cell (default: MCP_BRIDGE_TIMEOUT)")

@@ -43,8 +43,13 @@ def diagnose(settings: Settings) -> dict[str, Any]:
         "backends": backends,
         "image": settings.image,
         "sandbox_python": str(bubblewrap.python) if bubblewrap.python else None,
-        "cgroups": {"mode": cgroup.mode, "memory": cgroup.memory, "pids": cgroup.pids, "cpu": cgroup.cpu,
-                    "detail": cgroup.reason},  # fmt: skip
+        "cgroups": {
+            "mode": cgroup.mode,
+            "memory": cgroup.memory,
+            "pids": cgroup.pids,
+            "cpu": cgroup.cpu,
+            "detail": cgroup.reason,
+        },
         "state_dir": str(settings.state_dir),
     }
 

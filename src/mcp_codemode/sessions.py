@@ -166,7 +166,7 @@ class SessionManager:
             await asyncio.sleep(interval)
             try:
                 await self.expire_idle()
-            except Exception:  # noqa: BLE001 - the reaper must outlive one bad close
+            except Exception:
                 log.exception("idle session expiry failed")
 
     async def close(self) -> None:

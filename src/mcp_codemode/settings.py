@@ -87,7 +87,7 @@ def _runtime(text: str) -> RuntimeChoice:
     value = _RUNTIME_ALIASES.get(value, value)
     if value not in RUNTIME_CHOICES:
         raise ValueError(text)
-    return value  # type: ignore[return-value]
+    return value
 
 
 def _log_level(text: str) -> str:

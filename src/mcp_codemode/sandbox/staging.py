@@ -15,7 +15,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-PASSWD = "root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{uid}:{gid}:sandbox:/workspace:/usr/sbin/nologin\n"
+PASSWD = "root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{uid}:{gid}:sandbox:/workspace:/usr/sbin/nologin\n"  # noqa: S105
 GROUP = "root:x:0:\nsandbox:x:{gid}:\n"
 
 
@@ -51,9 +51,9 @@ def stage_guest(state_dir: Path, uid: int, gid: int) -> Path:
         return target
     state_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(PermissionError):
-        os.chmod(state_dir, 0o711)  # the sandbox uid must be able to pass through, not list
+        os.chmod(state_dir, 0o711)  # noqa: S103 - the sandbox uid must be able to pass through, not list
     base.mkdir(mode=0o755, exist_ok=True)
-    os.chmod(base, 0o755)
+    os.chmod(base, 0o755)  # noqa: S103 - the sandbox uid must read the guest files
     scratch = Path(tempfile.mkdtemp(prefix=".staging-", dir=base))
     try:
         for name, content in files.items():

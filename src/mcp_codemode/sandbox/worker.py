@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 Status = Literal["ok", "error", "timeout", "crashed"]
 OutputCallback = Callable[[str, str], None]
 _STDERR_KEEP = 8192
+_GRACEFUL_EXIT_SECONDS = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,9 +234,10 @@ class Worker:
 
     async def _wait(self, cell: _Cell, timeout: float) -> bool:
         """True when the cell's result arrived; False on timeout or worker death."""
-        dead = asyncio.ensure_future(self._dead.wait())
+        dead: asyncio.Future[Any] = asyncio.ensure_future(self._dead.wait())
+        waiting: set[asyncio.Future[Any]] = {cell.done, dead}
         try:
-            await asyncio.wait({cell.done, dead}, timeout=timeout, return_when="FIRST_COMPLETED")
+            await asyncio.wait(waiting, timeout=timeout, return_when="FIRST_COMPLETED")
         finally:
             dead.cancel()
         return cell.done.done()
@@ -248,9 +250,7 @@ class Worker:
         value = frame.get("value") if isinstance(frame.get("value"), str) else None
         duration = time.monotonic() - started
         if timed_out is not None:
-            notice = (
-                f"Timed out after {timed_out:g} s; the code was interrupted and the session's state was kept."
-            )
+            notice = f"Timed out after {timed_out:g} s; the code was interrupted and the session's state was kept."
             return ExecutionResult("timeout", stdout, stderr, None, error, duration, False, notice)
         status = frame.get("status")
         if status == "ok":
@@ -297,7 +297,10 @@ class Worker:
         if self._launch is None:
             return
         if self.alive:
+            # Let the worker leave on its own first: the sandbox then unwinds in order and leaves no zombies.
             self._send({"type": "shutdown"})
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._launch.process.wait(), _GRACEFUL_EXIT_SECONDS)
         await self._launch.cleanup()
         self._dead.set()
         for task in self._tasks:

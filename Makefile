@@ -1,0 +1,7 @@
+# Shortcuts; the scripts are the source of truth (a fresh machine may not have make).
+.PHONY: setup demo test bench lint
+setup: ; scripts/setup.sh
+demo: ; scripts/demo.sh
+test: ; scripts/test.sh
+bench: setup ; .venv/bin/python benchmarks/sandbox.py
+lint: ; .venv/bin/ruff check src tests benchmarks && .venv/bin/mypy

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs everything mcp-codemode needs on a Debian/Ubuntu machine, idempotently:
+# system packages (sandboxes, debootstrap, libseccomp), uv, the project's .venv, and the local
+# sandbox image. Run as root or through sudo; every other script starts by calling this one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+
+packages=(bubblewrap podman runc catatonit uidmap debootstrap libseccomp2 python3 python3-venv
+          util-linux procps ca-certificates)
+missing=()
+for pkg in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    $SUDO apt-get update -q
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# uv from PyPI (the only Python package index we can rely on), in a private venv when it is not on PATH.
+if command -v uv >/dev/null 2>&1; then
+    UV="$(command -v uv)"
+else
+    UV=".cache/uv/bin/uv"
+    if [ ! -x "$UV" ]; then
+        echo "setup: installing uv into .cache/uv"
+        /usr/bin/python3 -m venv .cache/uv
+        .cache/uv/bin/pip install -q uv
+    fi
+fi
+export UV_PYTHON_DOWNLOADS=never
+"$UV" sync --locked --quiet
+
+# The podman/docker backends need an image; no registry is reachable, so it is built from Debian.
+$SUDO scripts/build-image.sh "${MCP_BRIDGE_IMAGE:-mcp-codemode-sandbox:bookworm}" podman
