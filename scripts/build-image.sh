@@ -16,7 +16,7 @@ mirror="${MCP_CODEMODE_IMAGE_MIRROR:-http://deb.debian.org/debian}"
 cache_dir="${MCP_CODEMODE_CACHE_DIR:-$(cd "$(dirname "$0")/.." && pwd)/.cache}"
 tarball="$cache_dir/rootfs-$suite.tar"
 
-if "$runtime" image exists "$image" 2>/dev/null; then
+if "$runtime" image inspect "$image" >/dev/null 2>&1; then
     echo "build-image: $image already present in $runtime"
     exit 0
 fi

@@ -37,7 +37,9 @@ def _parser() -> argparse.ArgumentParser:
         "-c", dest="codes", action="append", metavar="CODE", help="code to run; repeat to run several cells"
     )
     run.add_argument("file", nargs="?", help="a file of Python code, or - for standard input")
-    run.add_argument("--backend", choices=RUNTIME_CHOICES, help="sandbox backend (default: MCP_BRIDGE_RUNTIME or auto)")
+    run.add_argument(
+        "--backend", choices=(*RUNTIME_CHOICES, "bwrap"), help="sandbox backend (default: MCP_BRIDGE_RUNTIME or auto)"
+    )
     run.add_argument("--timeout", type=_positive_float, help="seconds per cell (default: MCP_BRIDGE_TIMEOUT)")
     run.add_argument("--session", default=DEFAULT_SESSION, type=_session_name, help="session name")
     run.add_argument("-v", "--verbose", action="store_true", help="say which backend runs the code, and why")
@@ -67,7 +69,8 @@ def _session_name(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        overrides: dict[str, Any] = {"runtime": getattr(args, "backend", None)}
+        backend = getattr(args, "backend", None)
+        overrides: dict[str, Any] = {"runtime": "bubblewrap" if backend == "bwrap" else backend}
         settings = Settings.load(settings_file=args.settings, overrides=overrides)
         logging.basicConfig(level=settings.log_level, stream=sys.stderr, format="mcp-codemode: %(message)s")
         if args.command == "doctor":

@@ -82,6 +82,16 @@ def _float_in(low: float, high: float) -> Callable[[str], float]:
     return parse
 
 
+def _size_in(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = parse_size(text)
+        if not low <= value <= high:
+            raise ValueError(text)
+        return value
+
+    return parse
+
+
 def _runtime(text: str) -> RuntimeChoice:
     value = text.strip().lower()
     value = _RUNTIME_ALIASES.get(value, value)
@@ -128,9 +138,15 @@ FIELDS: tuple[Field, ...] = (
     Field("max_timeout", "MCP_BRIDGE_MAX_TIMEOUT", _int_in(1, 86400), "whole seconds from 1 to 86400", "120"),
     Field("memory", "MCP_BRIDGE_MEMORY", parse_size, "a size such as 512m or 1g", "512m"),
     Field("pids", "MCP_BRIDGE_PIDS", _int_in(8, 1_000_000), "a whole number of processes, at least 8", "128"),
-    Field("cpus", "MCP_BRIDGE_CPUS", _optional_float, "a number of CPUs such as 1 or 0.5 (empty: no limit)", "1"),
+    Field("cpus", "MCP_BRIDGE_CPUS", _optional_float, "a number of CPUs such as 1 or 0.5 (empty: no limit)", "0.5"),
     Field("container_user", "MCP_BRIDGE_CONTAINER_USER", _user, "UID or UID:GID", "65534:65534"),
-    Field("state_dir", "MCP_BRIDGE_STATE_DIR", lambda t: Path(_nonempty(t)).expanduser(), "a directory", "~/.x"),
+    Field(
+        "state_dir",
+        "MCP_BRIDGE_STATE_DIR",
+        lambda t: Path(_nonempty(t)).expanduser(),
+        "a directory",
+        "/var/lib/mcp-codemode",
+    ),
     Field("log_level", "MCP_BRIDGE_LOG_LEVEL", _log_level, "one of " + ", ".join(LOG_LEVELS), "INFO"),
     Field("oci_runtime", "MCP_BRIDGE_OCI_RUNTIME", str.strip, "an OCI runtime such as runc or runsc", "runc"),
     Field("container_args", "MCP_BRIDGE_CONTAINER_ARGS", _args, "extra arguments, shell-quoted", "--cpus 1"),
@@ -138,7 +154,7 @@ FIELDS: tuple[Field, ...] = (
     Field("sandbox_uid", "MCP_BRIDGE_SANDBOX_UID", _int_in(1, 2**31 - 2), "a non-root uid", "65534"),
     Field("tmp_size", "MCP_BRIDGE_TMP_SIZE", parse_size, "a size such as 64m", "64m"),
     Field("workspace_size", "MCP_BRIDGE_WORKSPACE_SIZE", parse_size, "a size such as 128m", "128m"),
-    Field("capture_limit", "MCP_BRIDGE_CAPTURE_LIMIT", parse_size, "a size such as 1m", "1m"),
+    Field("capture_limit", "MCP_BRIDGE_CAPTURE_LIMIT", _size_in(1 << 10, 16 << 20), "a size from 1k to 16m", "1m"),
     Field("max_sessions", "MCP_BRIDGE_MAX_SESSIONS", _int_in(1, 10_000), "a whole number, at least 1", "16"),
     Field("session_idle_timeout", "MCP_BRIDGE_SESSION_IDLE_TIMEOUT", _float_in(1, 10**7), "seconds", "900"),
     Field("interrupt_grace", "MCP_BRIDGE_INTERRUPT_GRACE", _float_in(0.05, 600), "seconds", "2"),
@@ -241,7 +257,9 @@ def _read_settings_file(path: Path) -> dict[str, object]:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise SettingsError(f"settings file {path} does not exist; create it or unset {SETTINGS_FILE_ENV}") from None
+        raise SettingsError(
+            f"settings file {path} does not exist; create it, or point --settings / {SETTINGS_FILE_ENV} elsewhere"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SettingsError(f"settings file {path} cannot be read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:

@@ -83,6 +83,13 @@ class BubblewrapBackend(Backend):
             return Availability(False, "bwrap is not installed", "apt-get install bubblewrap")
         if self.as_root and self.setpriv is None:
             return Availability(False, "setpriv is missing (needed to drop root)", "apt-get install util-linux")
+        configured = self.settings.sandbox_python
+        if configured is not None and self.python != configured:
+            return Availability(
+                False,
+                f"MCP_BRIDGE_SANDBOX_PYTHON={configured} is not an executable file",
+                "point it at a python3 that the sandbox uid can read, or unset it",
+            )
         if self.python is None:
             return Availability(
                 False,

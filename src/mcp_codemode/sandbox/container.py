@@ -107,6 +107,13 @@ class ContainerBackend(Backend):
             limits.append(EnforcedLimit("note", "rootless", "on cgroup v1, rootless podman ignores --memory/--pids"))
         return limits
 
+    def nproc_ulimit(self) -> int:
+        """RLIMIT_NPROC counts every process of the host uid, so all rootful containers share it: there
+        ``--pids-limit`` (a per-container cgroup) does the real work and nproc only caps the sum. Rootless on
+        cgroup v1 ignores ``--pids-limit``, so there nproc is the limit."""
+        s = self.settings
+        return s.pids * s.max_sessions if os.geteuid() == 0 else s.pids
+
     def run_argv(self, container_name: str, guest_config: dict[str, Any]) -> list[str]:
         assert self.binary is not None
         s = self.settings
@@ -117,8 +124,10 @@ class ContainerBackend(Backend):
             argv += ["--runtime", self.oci_runtime]
         argv += ["--network", "none", "--read-only", "--cap-drop", "ALL"]
         argv += ["--security-opt", "no-new-privileges", "--user", s.container_user, "--hostname", "sandbox"]
+        argv += ["--security-opt", f"seccomp={self._guest_dir}/seccomp.json"]
         argv += ["--pids-limit", str(s.pids), "--memory", str(s.memory), "--memory-swap", str(s.memory)]
-        argv += ["--ulimit", "nofile=1024:1024", "--ulimit", f"nproc={s.pids}:{s.pids}", "--ulimit", "core=0:0"]
+        nproc = self.nproc_ulimit()
+        argv += ["--ulimit", "nofile=1024:1024", "--ulimit", f"nproc={nproc}:{nproc}", "--ulimit", "core=0:0"]
         if s.cpus:
             argv += ["--cpus", str(s.cpus)]
         argv += ["--tmpfs", f"/tmp:{tmpfs_opts},size={s.tmp_size}"]

@@ -85,6 +85,48 @@ def denylist_bpf() -> bytes:
         return handle.read()
 
 
+def oci_profile() -> dict[str, object]:
+    """The same denylist as an OCI seccomp profile, for ``podman/docker --security-opt seccomp=FILE``.
+
+    Containers get it too because the engines' default profiles allow ptrace of same-uid processes and
+    differ between engines and versions; one list for every backend keeps the promise the same everywhere.
+    """
+    eperm = errno.EPERM
+    rules: list[dict[str, object]] = [
+        {"names": list(DENIED_SYSCALLS), "action": "SCMP_ACT_ERRNO", "errnoRet": eperm},
+        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS},
+        {
+            "names": ["socket"],
+            "action": "SCMP_ACT_ERRNO",
+            "errnoRet": errno.EAFNOSUPPORT,
+            "args": [{"index": 0, "value": AF_UNIX, "op": "SCMP_CMP_NE"}],
+        },
+    ]
+    for flag in _single_bits(CLONE_NAMESPACE_FLAGS):
+        rules.append(
+            {
+                "names": ["clone"],
+                "action": "SCMP_ACT_ERRNO",
+                "errnoRet": eperm,
+                "args": [{"index": 0, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}],
+            }
+        )
+    for request in (TIOCSTI, TIOCLINUX):
+        rules.append(
+            {
+                "names": ["ioctl"],
+                "action": "SCMP_ACT_ERRNO",
+                "errnoRet": eperm,
+                "args": [{"index": 1, "value": request, "op": "SCMP_CMP_EQ"}],
+            }
+        )
+    return {
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"],
+        "syscalls": rules,
+    }
+
+
 def _single_bits(mask: int) -> list[int]:
     return [1 << bit for bit in range(mask.bit_length()) if mask & (1 << bit)]
 

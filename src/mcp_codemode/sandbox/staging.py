@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import tempfile
 from importlib import resources
 from pathlib import Path
+
+from .seccomp import oci_profile
 
 PASSWD = "root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{uid}:{gid}:sandbox:/workspace:/usr/sbin/nologin\n"  # noqa: S105
 GROUP = "root:x:0:\nsandbox:x:{gid}:\n"
@@ -42,6 +45,7 @@ def stage_guest(state_dir: Path, uid: int, gid: int) -> Path:
     files["etc/passwd"] = PASSWD.format(uid=uid, gid=gid).encode()
     files["etc/group"] = GROUP.format(gid=gid).encode()
     files["etc/hosts"] = b"127.0.0.1 localhost sandbox\n"
+    files["seccomp.json"] = json.dumps(oci_profile(), indent=1).encode()
     digest = hashlib.sha256()
     for name in sorted(files):
         digest.update(name.encode() + b"\0" + files[name] + b"\0")
@@ -49,9 +53,10 @@ def stage_guest(state_dir: Path, uid: int, gid: int) -> Path:
     target = base / digest.hexdigest()[:16]
     if target.is_dir():
         return target
-    state_dir.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(PermissionError):
-        os.chmod(state_dir, 0o711)  # noqa: S103 - the sandbox uid must be able to pass through, not list
+    if not state_dir.exists():
+        state_dir.mkdir(parents=True)
+        with contextlib.suppress(PermissionError):
+            os.chmod(state_dir, 0o711)  # noqa: S103 - the sandbox uid must be able to pass through, not list
     base.mkdir(mode=0o755, exist_ok=True)
     os.chmod(base, 0o755)  # noqa: S103 - the sandbox uid must read the guest files
     scratch = Path(tempfile.mkdtemp(prefix=".staging-", dir=base))

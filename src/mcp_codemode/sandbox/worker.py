@@ -21,7 +21,7 @@ from typing import Any, Literal
 from ..errors import SandboxStartError
 from ..settings import Settings
 from .base import Backend, Launch
-from .frames import FrameError, encode_frame, read_frame
+from .frames import MAX_FRAME_BYTES, FrameError, encode_frame, read_frame
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,7 @@ Status = Literal["ok", "error", "timeout", "crashed"]
 OutputCallback = Callable[[str, str], None]
 _STDERR_KEEP = 8192
 _GRACEFUL_EXIT_SECONDS = 1.0
+_GUEST_TEXT_LIMITS = 3 * 200_000  # value, message and traceback, each clipped by the guest (TEXT_LIMIT)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,10 +60,11 @@ class ExecutionResult:
 
 
 class _Stream:
-    """Host-side bound on one stream of one cell: keep at most ``limit`` characters of head."""
+    """Host-side bound on one stream of one cell, split like the guest's: half head, half tail."""
 
     def __init__(self, limit: int) -> None:
-        self.limit = limit
+        self.limit = max(limit // 2, 1)
+        self.tail_limit = max(limit - self.limit, 0)
         self.parts: list[str] = []
         self.size = 0
         self.dropped = 0
@@ -78,7 +80,7 @@ class _Stream:
 
     def render(self, tail: Any, guest_dropped: Any) -> str:
         tail_text = tail if isinstance(tail, str) else ""
-        tail_text = tail_text[-self.limit :]
+        tail_text = tail_text[len(tail_text) - self.tail_limit :] if self.tail_limit else ""
         dropped = self.dropped + (guest_dropped if isinstance(guest_dropped, int) and guest_dropped > 0 else 0)
         head = "".join(self.parts)
         if dropped:
@@ -112,6 +114,8 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self.python_version = ""
         self.started_at = 0.0
+        # JSON may escape a character into 6 bytes; the guest bounds output, values and tracebacks in characters.
+        self._max_frame = max(MAX_FRAME_BYTES, 6 * (settings.capture_limit + _GUEST_TEXT_LIMITS) + 65536)
 
     @property
     def alive(self) -> bool:
@@ -147,7 +151,7 @@ class Worker:
         reader = self._launch.process.stdout
         try:
             while True:
-                message = await read_frame(reader)
+                message = await read_frame(reader, self._max_frame)
                 if message is None:
                     break
                 self._dispatch(message)
@@ -208,12 +212,12 @@ class Worker:
             if await self._wait(cell, timeout):
                 return self._finish(cell, started)
             if not self.alive:
-                return self._died(cell, started)
+                return await self._died(cell, started)
             self.interrupt()
             if await self._wait(cell, self.settings.interrupt_grace):
                 return self._finish(cell, started, timed_out=timeout)
             if not self.alive:
-                return self._died(cell, started)
+                return await self._died(cell, started)
             await self.kill()
             return self._result_without_frame(
                 cell, started, "timeout", f"Timed out after {timeout:g} s and did not stop within "
@@ -257,7 +261,11 @@ class Worker:
             return ExecutionResult("ok", stdout, stderr, value, None, duration)
         return ExecutionResult("error", stdout, stderr, None, error, duration)
 
-    def _died(self, cell: _Cell, started: float) -> ExecutionResult:
+    async def _died(self, cell: _Cell, started: float) -> ExecutionResult:
+        # The output channel closes a moment before the exit status (and the OOM verdict) is known.
+        if self._launch is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._launch.process.wait(), _GRACEFUL_EXIT_SECONDS)
         return self._result_without_frame(
             cell, started, "crashed", f"The sandbox worker died ({self.death_reason()}). The session's state "
             "was lost; the next call starts a fresh one.",

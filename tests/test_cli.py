@@ -1,0 +1,137 @@
+"""The command line as a user runs it: real subprocesses, real sandboxes, real exit statuses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from .conftest import our_containers, sandbox_processes, wait_until_gone
+
+CLI = [sys.executable, "-m", "mcp_codemode"]
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], input=stdin, capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
+@pytest.mark.usefixtures("no_orphans")
+def test_several_cells_share_one_session_and_print_like_a_shell(backend_name):
+    done = run_cli("run", "--backend", backend_name, "-c", "x = 20", "-c", "print('twice', x * 2)", "-c", "x + 1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "twice 40\n21\n"
+
+
+@pytest.mark.usefixtures("no_orphans")
+def test_exit_status_is_1_when_the_code_raises_and_the_traceback_goes_to_stderr(backend_name):
+    done = run_cli("run", "--backend", backend_name, "-c", "print('before')", "-c", "1/0", "-c", "print('never')")
+    assert done.returncode == 1
+    assert done.stdout == "before\n"
+    assert "ZeroDivisionError: division by zero" in done.stderr
+    assert "never" not in done.stdout
+
+
+@pytest.mark.usefixtures("no_orphans")
+def test_exit_status_is_124_on_timeout(backend_name):
+    done = run_cli("run", "--backend", backend_name, "--timeout", "1", "-c", "import time; time.sleep(30)")
+    assert done.returncode == 124
+    assert "Timed out after 1 s" in done.stderr
+
+
+@pytest.mark.usefixtures("no_orphans")
+def test_code_from_stdin_and_from_a_file(backend_name, tmp_path: Path):
+    from_stdin = run_cli("run", "--backend", backend_name, "-", stdin="import sys\nprint(sys.version_info[0])\n")
+    script = tmp_path / "job.py"
+    script.write_text("total = sum(range(5))\ntotal\n")
+    from_file = run_cli("run", "--backend", backend_name, str(script))
+    assert (from_stdin.returncode, from_stdin.stdout) == (0, "3\n")
+    assert (from_file.returncode, from_file.stdout) == (0, "10\n")
+
+
+def test_a_bad_setting_names_the_variable_and_an_example():
+    done = run_cli("run", "-c", "1", env={**os.environ, "MCP_BRIDGE_TIMEOUT": "30s"})
+    assert done.returncode == 125
+    assert "MCP_BRIDGE_TIMEOUT='30s' is not valid" in done.stderr
+    assert "MCP_BRIDGE_TIMEOUT=30" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_missing_runtime_says_what_to_install():
+    env = {**os.environ, "PATH": "/nonexistent"}
+    done = run_cli("run", "--backend", "podman", "-c", "1", env=env)
+    assert done.returncode == 125
+    assert "podman is not installed" in done.stderr
+    assert "apt-get install podman" in done.stderr
+
+
+def test_a_missing_image_says_how_to_build_it():
+    env = {**os.environ, "MCP_BRIDGE_IMAGE": "mcp-codemode-no-such-image:latest"}
+    done = run_cli("run", "--backend", "podman", "-c", "1", env=env)
+    assert done.returncode == 125
+    assert "image mcp-codemode-no-such-image:latest is not present" in done.stderr
+    assert "scripts/build-image.sh" in done.stderr
+
+
+def test_a_missing_sandbox_python_is_named():
+    env = {**os.environ, "MCP_BRIDGE_SANDBOX_PYTHON": "/opt/nowhere/python3"}
+    done = run_cli("run", "--backend", "bubblewrap", "-c", "1", env=env)
+    assert done.returncode == 125
+    assert "MCP_BRIDGE_SANDBOX_PYTHON=/opt/nowhere/python3" in done.stderr
+
+
+def test_nothing_to_run_is_a_clear_usage_error():
+    done = run_cli("run")
+    assert done.returncode == 125
+    assert "nothing to run" in done.stderr
+
+
+def test_doctor_reports_backends_limits_and_the_choice():
+    done = run_cli("doctor", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert set(report["backends"]) == {"bubblewrap", "podman", "docker"}
+    assert report["selected"]["backend"] == "bubblewrap"
+    assert "auto chose bubblewrap" in report["selected"]["reason"]
+    bubblewrap = report["backends"]["bubblewrap"]
+    assert bubblewrap["usable"] is True
+    assert {limit["name"] for limit in bubblewrap["limits"]} >= {"memory", "processes", "network"}
+    assert report["cgroups"]["mode"] in ("v1", "v2", "none")
+    docker = report["backends"]["docker"]
+    assert docker["usable"] or docker["fix"], "an unusable backend must say how to fix it"
+
+
+def _wait_for(probe: Callable[[], list[str]], seconds: float = 30.0) -> list[str]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = probe()
+        if found:
+            return found
+        time.sleep(0.1)
+    return []
+
+
+def test_nothing_survives_a_sigkill_of_the_bridge(backend_name):
+    bridge = subprocess.Popen(
+        [*CLI, "run", "--backend", backend_name, "-c", "import subprocess, time\n"
+         "subprocess.Popen(['/bin/sleep', '300'])\ntime.sleep(300)"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        running = _wait_for(lambda: [p for p in sandbox_processes() if "sleep 300" in p])
+        assert running, "the sandboxed child never started"
+        bridge.send_signal(signal.SIGKILL)
+        bridge.wait(timeout=10)
+        assert wait_until_gone(sandbox_processes, 30) == []
+        if backend_name == "podman":
+            assert wait_until_gone(our_containers, 30) == []
+    finally:
+        if bridge.poll() is None:
+            bridge.kill()
