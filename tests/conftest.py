@@ -76,11 +76,16 @@ def with_sessions(backend_name: str) -> Callable[..., Any]:
 
 
 def sandbox_processes() -> list[str]:
-    """Processes of the sandbox uid on the host (bubblewrap workers and their children)."""
+    """Live processes of the sandbox uid on the host (workers, their children, rootful containers).
+
+    Zombies are left out: they run nothing and hold no memory, and bwrap's inner processes become zombies
+    of the host's init, which on our VMs reaps them only every second or so.
+    """
     done = subprocess.run(
-        ["ps", "-o", "pid=,args=", "-u", str(SANDBOX_UID)], capture_output=True, text=True, check=False
+        ["ps", "-o", "pid=,stat=,args=", "-u", str(SANDBOX_UID)], capture_output=True, text=True, check=False
     )
-    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    rows = [line.split(None, 2) for line in done.stdout.splitlines() if line.strip()]
+    return [" ".join(row) for row in rows if len(row) == 3 and not row[1].startswith("Z")]
 
 
 def our_containers() -> list[str]:

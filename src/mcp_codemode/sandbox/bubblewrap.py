@@ -125,7 +125,7 @@ class BubblewrapBackend(Backend):
     def enforced_limits(self) -> list[EnforcedLimit]:
         s, cg = self.settings, self.cgroup_support
         memory = "cgroup " + cg.mode if cg.memory else "RLIMIT_AS (address space, cruder than a cgroup)"
-        pids = "cgroup " + cg.mode if cg.pids else "RLIMIT_NPROC (counted per host uid, shared by sessions)"
+        pids = "cgroup " + cg.mode if cg.pids else "RLIMIT_NPROC (per user, weaker than a cgroup)"
         limits = [
             EnforcedLimit("memory", format_size(s.memory), memory),
             EnforcedLimit("processes", str(s.pids), pids),

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Literal
 
+from .processes import pid_alive
+
 CgroupMode = Literal["v2", "v1", "none"]
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 GROUP_NAME = "mcp-codemode"
@@ -225,18 +227,8 @@ def sweep_stale(support: CgroupSupport) -> int:
             for child in parent.iterdir():
                 if child.is_dir() and child.name.startswith("w-"):
                     owner = child.name.split("-")[1]
-                    if owner.isdigit() and not _alive(int(owner)):
+                    if owner.isdigit() and not pid_alive(int(owner)):
                         with contextlib.suppress(OSError):
                             child.rmdir()
                             removed += 1
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from ..errors import SandboxUnavailable
 from ..settings import Settings, format_size
 from .base import GUEST_MOUNT, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
+from .processes import pid_alive
 from .staging import stage_guest
 
 OWNER_LABEL = "io.mcp-codemode.bridge-pid"
@@ -197,17 +198,7 @@ class ContainerBackend(Backend):
         removed = 0
         for line in out.decode(errors="replace").splitlines():
             name, _, owner = line.partition(" ")
-            if owner.strip().isdigit() and not _pid_alive(int(owner)):
+            if owner.strip().isdigit() and not pid_alive(int(owner)):
                 await self._remove(name)
                 removed += 1
         return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
