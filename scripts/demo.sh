@@ -27,7 +27,7 @@ try:
     import socket; socket.create_connection(("1.1.1.1", 53), timeout=2)
 except OSError as exc:
     print("no network:", type(exc).__name__)
-f"still here: {summary[\"n\"]} readings"'
+f"still here: {len(readings)} readings"'
 
 echo
 echo "== a timeout interrupts the code but keeps the session's state"

@@ -37,11 +37,12 @@ _BUILD_HINT = "build it with: sudo scripts/build-image.sh {image} {engine}"
 
 
 class ContainerBackend(Backend):
-    def __init__(self, settings: Settings, engine: ContainerEngine) -> None:
+    def __init__(self, settings: Settings, engine: ContainerEngine, binary: str | None = None) -> None:
+        """``binary`` overrides the executable, e.g. podman's docker-compatible CLI for the docker path."""
         self.settings = settings
         self.engine = engine
         self.name = engine
-        self.binary = shutil.which(engine)
+        self.binary = binary or shutil.which(engine)
 
     @property
     def oci_runtime(self) -> str:
@@ -100,7 +101,7 @@ class ContainerBackend(Backend):
             EnforcedLimit("processes", str(s.pids), f"{mechanism} + --ulimit nproc"),
             EnforcedLimit("/tmp", format_size(s.tmp_size), "tmpfs size"),
             EnforcedLimit(WORKSPACE, format_size(s.workspace_size), "tmpfs size"),
-            EnforcedLimit("network", "none", "--network none"),
+            EnforcedLimit("network", "none", "--network none + seccomp (AF_UNIX only)"),
         ]
         if s.cpus:
             limits.append(EnforcedLimit("cpus", str(s.cpus), "--cpus"))
