@@ -166,7 +166,7 @@ class SessionManager:
             await asyncio.sleep(interval)
             try:
                 await self.expire_idle()
-            except Exception:
+            except Exception:  # the reaper must outlive one bad close
                 log.exception("idle session expiry failed")
 
     async def close(self) -> None:

@@ -17,10 +17,11 @@ import shlex
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from .errors import SettingsError
 
+T = TypeVar("T", int, float)
 RuntimeChoice = Literal["auto", "bubblewrap", "podman", "docker"]
 RUNTIME_CHOICES: tuple[RuntimeChoice, ...] = ("auto", "bubblewrap", "podman", "docker")
 _RUNTIME_ALIASES: dict[str, RuntimeChoice] = {"bwrap": "bubblewrap"}
@@ -62,34 +63,28 @@ class Field:
     example: str
 
 
-def _int_in(low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = int(text.strip())
+def _bounded(parse: Callable[[str], T], low: T, high: T) -> Callable[[str], T]:
+    """``parse``, refusing values outside ``low..high`` (inclusive)."""
+
+    def parse_in_range(text: str) -> T:
+        value = parse(text.strip())
         if not low <= value <= high:
             raise ValueError(text)
         return value
 
-    return parse
+    return parse_in_range
+
+
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    return _bounded(int, low, high)
 
 
 def _float_in(low: float, high: float) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        value = float(text.strip())
-        if not low <= value <= high:
-            raise ValueError(text)
-        return value
-
-    return parse
+    return _bounded(float, low, high)
 
 
 def _size_in(low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = parse_size(text)
-        if not low <= value <= high:
-            raise ValueError(text)
-        return value
-
-    return parse
+    return _bounded(parse_size, low, high)
 
 
 def _runtime(text: str) -> RuntimeChoice:

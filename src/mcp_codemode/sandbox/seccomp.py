@@ -12,10 +12,13 @@ default for a bad architecture.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
+import json
 import os
 import tempfile
+from typing import Any
 
 DENIED_SYSCALLS: tuple[str, ...] = (
     # Looking into or steering other processes.
@@ -53,6 +56,34 @@ class SeccompUnavailable(Exception):
     """libseccomp (the shared library or its Python binding) is missing."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One refusal: ``syscall`` fails with ``errno_value``, when argument ``arg`` masked by ``mask`` equals
+    ``value`` (or, with ``unequal``, differs from it); with ``arg`` None, always."""
+
+    syscall: str
+    errno_value: int
+    arg: int | None = None
+    mask: int = 0xFFFFFFFFFFFFFFFF
+    value: int = 0
+    unequal: bool = False
+
+
+def _rules() -> list[Rule]:
+    """The denylist as data, rendered both to BPF (bubblewrap) and to an OCI profile (containers)."""
+    rules = [Rule(name, errno.EPERM) for name in DENIED_SYSCALLS]
+    # Sockets: only local (AF_UNIX) ones; everything else looks like a kernel without that family.
+    rules.append(Rule("socket", errno.EAFNOSUPPORT, arg=0, value=AF_UNIX, unequal=True))
+    # New namespaces through clone; clone3 hides its flags in memory, so make it look absent and
+    # let the C library fall back to clone, whose flags we can see.
+    rules += [Rule("clone", errno.EPERM, arg=0, mask=flag, value=flag) for flag in _single_bits(CLONE_NAMESPACE_FLAGS)]
+    rules.append(Rule("clone3", errno.ENOSYS))
+    # Pushing characters into a terminal's input queue, and other console tricks. The kernel reads the
+    # request as a 32-bit int, so only the low 32 bits are compared (garbage above them must not slip by).
+    rules += [Rule("ioctl", errno.EPERM, arg=1, mask=0xFFFFFFFF, value=request) for request in (TIOCSTI, TIOCLINUX)]
+    return rules
+
+
 @functools.cache
 def denylist_bpf() -> bytes:
     """The compiled filter; built once per process because it never changes."""
@@ -63,22 +94,17 @@ def denylist_bpf() -> bytes:
             f"libseccomp is not usable ({exc}); install it with: apt-get install libseccomp2"
         ) from None
     flt = sc.SyscallFilter(sc.ALLOW)
-    deny = sc.ERRNO(errno.EPERM)
-    for name in DENIED_SYSCALLS:
+    for rule in _rules():
+        if rule.arg is None:
+            conditions = []
+        elif rule.unequal:
+            conditions = [sc.Arg(rule.arg, sc.NE, rule.value)]
+        else:
+            conditions = [sc.Arg(rule.arg, sc.MASKED_EQ, rule.mask, rule.value)]
         try:
-            flt.add_rule(deny, name)
+            flt.add_rule(sc.ERRNO(rule.errno_value), rule.syscall, *conditions)
         except (ValueError, OSError):
             continue  # not a syscall on this architecture
-    # Sockets: only local (AF_UNIX) ones; everything else looks like a kernel without that family.
-    flt.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", sc.Arg(0, sc.NE, AF_UNIX))
-    # New namespaces through clone; clone3 hides its flags in memory, so make it look absent and
-    # let the C library fall back to clone, whose flags we can see.
-    for flag in _single_bits(CLONE_NAMESPACE_FLAGS):
-        flt.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
-    flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
-    # Pushing characters into a terminal's input queue, and other console tricks.
-    for request in (TIOCSTI, TIOCLINUX):
-        flt.add_rule(deny, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, request))
     with tempfile.TemporaryFile() as handle:
         flt.export_bpf(handle)
         handle.seek(0)
@@ -91,39 +117,24 @@ def oci_profile() -> dict[str, object]:
     Containers get it too because the engines' default profiles allow ptrace of same-uid processes and
     differ between engines and versions; one list for every backend keeps the promise the same everywhere.
     """
-    eperm = errno.EPERM
-    rules: list[dict[str, object]] = [
-        {"names": list(DENIED_SYSCALLS), "action": "SCMP_ACT_ERRNO", "errnoRet": eperm},
-        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS},
-        {
-            "names": ["socket"],
-            "action": "SCMP_ACT_ERRNO",
-            "errnoRet": errno.EAFNOSUPPORT,
-            "args": [{"index": 0, "value": AF_UNIX, "op": "SCMP_CMP_NE"}],
-        },
-    ]
-    for flag in _single_bits(CLONE_NAMESPACE_FLAGS):
-        rules.append(
-            {
-                "names": ["clone"],
-                "action": "SCMP_ACT_ERRNO",
-                "errnoRet": eperm,
-                "args": [{"index": 0, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}],
-            }
-        )
-    for request in (TIOCSTI, TIOCLINUX):
-        rules.append(
-            {
-                "names": ["ioctl"],
-                "action": "SCMP_ACT_ERRNO",
-                "errnoRet": eperm,
-                "args": [{"index": 1, "value": request, "op": "SCMP_CMP_EQ"}],
-            }
-        )
+    # Rules that differ only in the syscall share one entry, as hand-written profiles do.
+    grouped: dict[tuple[int, str], dict[str, Any]] = {}
+    for rule in _rules():
+        args: list[dict[str, object]] = []
+        if rule.arg is not None and rule.unequal:
+            args = [{"index": rule.arg, "value": rule.value, "op": "SCMP_CMP_NE"}]
+        elif rule.arg is not None:
+            args = [{"index": rule.arg, "value": rule.mask, "valueTwo": rule.value, "op": "SCMP_CMP_MASKED_EQ"}]
+        key = (rule.errno_value, json.dumps(args))
+        entry = grouped.setdefault(key, {"names": [], "action": "SCMP_ACT_ERRNO", "errnoRet": rule.errno_value})
+        entry["names"].append(rule.syscall)
+        if args:
+            entry["args"] = args
+    syscalls = list(grouped.values())
     return {
         "defaultAction": "SCMP_ACT_ALLOW",
         "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"],
-        "syscalls": rules,
+        "syscalls": syscalls,
     }
 
 
