@@ -1,4 +1,4 @@
-"""The command line: ``run`` and ``doctor`` for now; ``serve``, ``servers`` and ``search`` come later.
+"""The command line: ``serve`` (the MCP server), ``run`` and ``doctor``; ``servers`` and ``search`` come later.
 
 Exit statuses of ``run`` follow shell habits: 0 success, 1 the code raised (or the sandbox died under it),
 124 timeout (as ``timeout(1)``), 125 the bridge itself could not run the code (bad settings, no backend).
@@ -15,13 +15,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from mcp.server.stdio import stdio_server
+
 from . import __version__
+from .bridge import Bridge
 from .doctor import diagnose, render_text
-from .errors import CodemodeError
+from .errors import CodemodeError, SettingsError
 from .sandbox.select import choose_backend
 from .sandbox.worker import ExecutionResult
+from .server import build_server
 from .sessions import DEFAULT_SESSION, SessionManager, check_session_name
-from .settings import RUNTIME_CHOICES, Settings
+from .settings import RUNTIME_CHOICES, Settings, parse_field
+from .web import check_exposure, serve_http
 
 EXIT_OK, EXIT_RAISED, EXIT_TIMEOUT, EXIT_BRIDGE = 0, 1, 124, 125
 
@@ -43,6 +48,16 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=_positive_float, help="seconds per cell (default: MCP_BRIDGE_TIMEOUT)")
     run.add_argument("--session", default=DEFAULT_SESSION, type=_session_name, help="session name")
     run.add_argument("-v", "--verbose", action="store_true", help="say which backend runs the code, and why")
+
+    serve = commands.add_parser("serve", help="serve run_python over MCP (stdio by default, or HTTP)")
+    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default: stdio")
+    serve.add_argument("--host", help="HTTP address to bind (default: MCP_BRIDGE_HTTP_HOST or 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="HTTP port (default: MCP_BRIDGE_HTTP_PORT or 8765)")
+    serve.add_argument(
+        "--token", action="append", help="bearer token clients must send over HTTP (else MCP_BRIDGE_HTTP_TOKEN)"
+    )
+    serve.add_argument("--log-file", type=Path, help="write logs here instead of standard error")
+    serve.add_argument("--backend", choices=(*RUNTIME_CHOICES, "bwrap"), help="sandbox backend (default: auto)")
 
     doctor = commands.add_parser("doctor", help="check which sandboxes work here and what they enforce")
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
@@ -71,8 +86,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         backend = getattr(args, "backend", None)
         overrides: dict[str, Any] = {"runtime": "bubblewrap" if backend == "bwrap" else backend}
+        if args.command == "serve":
+            overrides.update(_serve_overrides(args))
         settings = Settings.load(settings_file=args.settings, overrides=overrides)
-        logging.basicConfig(level=settings.log_level, stream=sys.stderr, format="mcp-codemode: %(message)s")
+        _configure_logging(settings)
+        if args.command == "serve":
+            asyncio.run(serve(settings, args.transport))
+            return EXIT_OK
         if args.command == "doctor":
             report = diagnose(settings)
             print(json.dumps(report, indent=2) if args.json else render_text(report))
@@ -86,6 +106,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return EXIT_BRIDGE
+
+
+def _serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    overrides: dict[str, Any] = {"http_host": args.host, "http_port": args.port, "log_file": args.log_file}
+    if args.token:
+        overrides["http_tokens"] = parse_field("http_tokens", ",".join(args.token), "--token")
+    if args.port is not None and not 0 <= args.port <= 65535:
+        raise SettingsError(f"--port {args.port} is not a TCP port; use 1-65535 (or 0 for any free port)")
+    return overrides
+
+
+def _configure_logging(settings: Settings) -> None:
+    """Logs go to standard error or a file, never to standard output: over stdio that is the MCP channel."""
+    handler: logging.Handler
+    if settings.log_file is not None:
+        try:
+            handler = logging.FileHandler(settings.log_file, encoding="utf-8")
+        except OSError as exc:
+            raise SettingsError(f"cannot write the log file {settings.log_file}: {exc.strerror}") from None
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("mcp-codemode: %(message)s"))
+    logging.basicConfig(level=settings.log_level, handlers=[handler], force=True)
+    logging.captureWarnings(True)
+
+
+async def serve(settings: Settings, transport: str) -> None:
+    """Serve until the client hangs up (stdio) or the process is told to stop (HTTP)."""
+    if transport == "http":
+        check_exposure(settings)
+    async with Bridge(settings) as bridge:
+        if transport == "http":
+            await serve_http(build_server(bridge, "http"), settings)
+            return
+        server = build_server(bridge, "stdio")
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
 def _cells(args: argparse.Namespace) -> list[str]:

@@ -82,6 +82,7 @@ class SessionManager:
         timeout: float | None = None,
         reset: bool = False,
         on_output: OutputCallback | None = None,
+        summary: str | None = None,
     ) -> ExecutionResult:
         check_session_name(session)
         entry = await self._get(session)
@@ -103,7 +104,7 @@ class SessionManager:
                         "this call runs in a fresh one with an empty namespace."
                     )
                 entry.worker = await self._start_worker(session, entry)
-            result = await entry.worker.execute(code, self.settings.clamp_timeout(timeout), on_output)
+            result = await entry.worker.execute(code, self.settings.clamp_timeout(timeout), on_output, summary)
             entry.last_used = time.monotonic()
             if result.state_lost:
                 await entry.worker.close()
@@ -150,6 +151,15 @@ class SessionManager:
         if entry.worker is not None:
             await entry.worker.close()
             entry.worker = None
+
+    async def discard(self, name: str) -> None:
+        """Close a session for good, without a notice for a later call (throwaway sessions end this way)."""
+        entry = self._sessions.get(name)
+        if entry is None:
+            return
+        async with entry.lock:
+            await self._drop(entry, "")
+        self._forgotten.pop(name, None)
 
     async def expire_idle(self) -> int:
         """Close sessions idle for longer than the configured time; returns how many were closed."""

@@ -23,6 +23,8 @@ from .errors import SettingsError
 
 T = TypeVar("T", int, float)
 RuntimeChoice = Literal["auto", "bubblewrap", "podman", "docker"]
+OutputMode = Literal["compact", "toon", "json"]
+OUTPUT_MODES: tuple[OutputMode, ...] = ("compact", "toon", "json")
 RUNTIME_CHOICES: tuple[RuntimeChoice, ...] = ("auto", "bubblewrap", "podman", "docker")
 _RUNTIME_ALIASES: dict[str, RuntimeChoice] = {"bwrap": "bubblewrap"}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -102,6 +104,25 @@ def _log_level(text: str) -> str:
     return value
 
 
+def _output_mode(text: str) -> OutputMode:
+    value = text.strip().lower()
+    if value not in OUTPUT_MODES:
+        raise ValueError(text)
+    return value
+
+
+def _words(text: str) -> tuple[str, ...]:
+    """A comma-separated list; empty items are dropped."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def _tokens(text: str) -> tuple[str, ...]:
+    tokens = _words(text)
+    if any(len(token) < 16 for token in tokens):
+        raise ValueError("a bearer token shorter than 16 characters is too easy to guess")
+    return tokens
+
+
 def _user(text: str) -> str:
     if not re.fullmatch(r"\d+(:\d+)?", text.strip()):
         raise ValueError(text)
@@ -154,7 +175,30 @@ FIELDS: tuple[Field, ...] = (
     Field("session_idle_timeout", "MCP_BRIDGE_SESSION_IDLE_TIMEOUT", _float_in(1, 10**7), "seconds", "900"),
     Field("interrupt_grace", "MCP_BRIDGE_INTERRUPT_GRACE", _float_in(0.05, 600), "seconds", "2"),
     Field("startup_timeout", "MCP_BRIDGE_STARTUP_TIMEOUT", _float_in(1, 3600), "seconds", "60"),
+    Field("output_mode", "MCP_BRIDGE_OUTPUT_MODE", _output_mode, "one of " + ", ".join(OUTPUT_MODES), "compact"),
+    Field("output_limit", "MCP_BRIDGE_OUTPUT_LIMIT", _int_in(500, 10_000_000), "characters, at least 500", "20000"),
+    Field("image_limit", "MCP_BRIDGE_IMAGE_LIMIT", _size_in(1 << 10, 16 << 20), "a size from 1k to 16m", "2m"),
+    Field("max_images", "MCP_BRIDGE_MAX_IMAGES", _int_in(0, 64), "a whole number from 0 to 64", "8"),
+    Field("progress_interval", "MCP_BRIDGE_PROGRESS_INTERVAL", _float_in(0.05, 5), "seconds, at most 5", "2"),
+    Field("http_host", "MCP_BRIDGE_HTTP_HOST", _nonempty, "a host name or address to bind", "127.0.0.1"),
+    Field("http_port", "MCP_BRIDGE_HTTP_PORT", _int_in(0, 65535), "a TCP port (0: any free port)", "8765"),
+    Field(
+        "http_tokens",
+        "MCP_BRIDGE_HTTP_TOKEN",
+        _tokens,
+        "one or more bearer tokens of at least 16 characters, comma-separated",
+        "$(openssl rand -hex 24)",
+    ),
+    Field(
+        "allowed_origins",
+        "MCP_BRIDGE_ALLOWED_ORIGINS",
+        _words,
+        "comma-separated origins such as https://app.example.com",
+        "https://app.example.com",
+    ),
+    Field("log_file", "MCP_BRIDGE_LOG_FILE", _optional_path, "a file path (empty: standard error)", "/tmp/bridge.log"),
 )
+SECRET_FIELDS = frozenset({"http_tokens"})
 _BY_NAME = {f.name: f for f in FIELDS}
 
 
@@ -190,6 +234,16 @@ class Settings:
     session_idle_timeout: float = 900.0
     interrupt_grace: float = 2.0
     startup_timeout: float = 60.0
+    output_mode: OutputMode = "compact"
+    output_limit: int = 20_000
+    image_limit: int = 2 << 20
+    max_images: int = 8
+    progress_interval: float = 2.0
+    http_host: str = "127.0.0.1"
+    http_port: int = 8765
+    http_tokens: tuple[str, ...] = dataclasses.field(default=(), repr=False)
+    allowed_origins: tuple[str, ...] = ()
+    log_file: Path | None = None
     # Where the values came from, for `doctor` and for error messages.
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
@@ -236,13 +290,22 @@ class Settings:
         return cls(**values, sources=sources)
 
 
+def parse_field(name: str, raw: str, where: str) -> Any:
+    """Parse one setting given outside the usual places (a command-line flag), with the usual error."""
+    return _parse(_BY_NAME[name], raw, where)
+
+
 def _parse(field: Field, raw: object, where: str) -> Any:
     text = raw if isinstance(raw, str) else ("" if raw is None else str(raw))
-    if isinstance(raw, list) and field.name == "container_args":
+    if isinstance(raw, list) and field.name in ("container_args", "http_tokens", "allowed_origins"):
+        if field.name == "http_tokens":
+            return _tokens(",".join(str(item) for item in raw))
         return tuple(str(item) for item in raw)
     try:
         return field.parse(text)
     except (ValueError, TypeError):
+        if field.name in SECRET_FIELDS:
+            text = "<hidden>"
         raise SettingsError(
             f"{where}={text!r} is not valid: expected {field.expect} (for example {field.env}={field.example})"
         ) from None

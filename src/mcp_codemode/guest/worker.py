@@ -13,6 +13,8 @@ Why it is shaped this way:
   means a 100 MB line of output is just data, and the host can refuse an oversized frame before reading it.
 * Output is bounded here, at the source: each stream streams its head to the host and keeps only a tail
   ring afterwards, counting what it dropped. A flood costs the host at most the configured cap.
+* Images travel with the cell's result: ``runtime.show(obj)``, an image-like last value and matplotlib
+  figures left open are rendered here (the host only checks and forwards bytes), each capped in size.
 * Interrupts arrive as frames; the control thread turns them into SIGINT for the main thread, and the
   SIGINT handler raises only while user code is running, so an interrupt can never land in the worker's
   own bookkeeping.
@@ -40,6 +42,7 @@ import threading
 import time
 import traceback
 import types
+import warnings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~3 ms of start-up and is only needed by type checkers
@@ -225,7 +228,10 @@ class Interrupter:
 class Executor:
     """Runs cells in one persistent namespace, notebook style."""
 
-    def __init__(self, interrupter: Interrupter) -> None:
+    def __init__(self, interrupter: Interrupter, runtime: Any, image_limit: int, max_images: int) -> None:
+        self.runtime = runtime
+        self.image_limit = image_limit
+        self.max_images = max_images
         self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
         self.loop: Any = None  # created on the first top-level await: importing asyncio costs ~40 ms of start-up
         self.cell = 0
@@ -260,6 +266,19 @@ class Executor:
         return result
 
     def execute(self, request_id: int, source: str) -> dict[str, Any]:
+        """Run one cell and describe its outcome, with the images it showed."""
+        display = self.runtime.Display(self.image_limit, self.max_images)
+        self.runtime._state.display = display
+        try:
+            outcome = self._execute(request_id, source, display)
+        finally:
+            self.runtime._state.display = None
+        display.collect_figures()
+        if display.images or display.notes:
+            outcome.update(display.payload())
+        return outcome
+
+    def _execute(self, request_id: int, source: str, display: Any) -> dict[str, Any]:
         try:
             body, last, _ = self._compile(source)
         except (SyntaxError, ValueError) as exc:
@@ -283,6 +302,11 @@ class Executor:
         if value is None:
             return {"status": "ok", "value": None}
         self.namespace["_"] = value
+        try:
+            if self.runtime.is_image_like(value):
+                display.add(value, strict=False, quiet=True)
+        except BaseException:  # noqa: BLE001, S110 - a value that only looked like an image is shown as text
+            pass
         try:
             shown = repr(value)
         except BaseException as exc:  # noqa: BLE001 - a broken __repr__ is the user's error, not ours
@@ -370,9 +394,21 @@ def control_loop(stream: Any, requests: queue.Queue[dict[str, Any]], interrupter
         os._exit(0)
 
 
+def load_runtime() -> Any:
+    """Make the guest's ``mcp`` package importable by user code and return its runtime module."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    # Plots render to bytes here; there is no display, and the home directory may not be writable.
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    os.environ.setdefault("MPLCONFIGDIR", "/tmp/.matplotlib")  # the sandbox's private tmpfs
+    # plt.show() under Agg keeps the figure open for us to send; its "cannot be shown" warning is noise here.
+    warnings.filterwarnings("ignore", message=".*non-interactive, and thus cannot be shown")
+    return __import__("mcp.runtime", fromlist=["runtime"])  # the guest's mcp, not the host's SDK
+
+
 def main(argv: list[str]) -> int:
     config: dict[str, Any] = json.loads(argv[1]) if len(argv) > 1 else {}
     apply_rlimits(config.get("rlimits", {}))
+    runtime = load_runtime()
     control_in = os.dup(0)
     control_out = os.dup(1)
     diagnostics = os.dup(2)
@@ -383,7 +419,7 @@ def main(argv: list[str]) -> int:
     channel = Channel(control_out)
     capture = Capture(channel, int(config.get("capture_limit", 1 << 20)))
     interrupter = Interrupter()
-    executor = Executor(interrupter)
+    executor = Executor(interrupter, runtime, int(config.get("image_limit", 2 << 20)), int(config.get("max_images", 8)))
     workdir = config.get("workdir")
     if isinstance(workdir, str) and os.path.isdir(workdir):
         os.chdir(workdir)
@@ -403,6 +439,9 @@ def main(argv: list[str]) -> int:
         code = message.get("code")
         if not isinstance(request_id, int) or not isinstance(code, str):
             continue
+        summary = message.get("summary")
+        if isinstance(summary, str):
+            runtime._state.summary = clip(summary)
         started = time.perf_counter()
         try:
             outcome = executor.execute(request_id, code)

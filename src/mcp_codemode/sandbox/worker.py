@@ -8,6 +8,8 @@ worker. The guest cannot make the host wait longer than the call's timeout plus 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import collections
 import contextlib
 import dataclasses
@@ -17,6 +19,8 @@ import signal
 import time
 from collections.abc import Callable
 from typing import Any, Literal
+
+import anyio
 
 from ..errors import SandboxStartError
 from ..settings import Settings
@@ -42,6 +46,23 @@ class GuestError:
 
 
 @dataclasses.dataclass(frozen=True)
+class Image:
+    """An image the code showed, checked on the host: a type we can send and bytes that really are one."""
+
+    mime: str
+    data: bytes
+
+
+_IMAGE_MAGIC = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),
+}
+_MAX_NOTES = 16
+
+
+@dataclasses.dataclass(frozen=True)
 class ExecutionResult:
     """What one cell produced. ``notice`` is a plain sentence for timeouts and crashes."""
 
@@ -53,6 +74,7 @@ class ExecutionResult:
     duration: float = 0.0
     state_lost: bool = False
     notice: str = ""
+    images: tuple[Image, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -115,7 +137,9 @@ class Worker:
         self.python_version = ""
         self.started_at = 0.0
         # JSON may escape a character into 6 bytes; the guest bounds output, values and tracebacks in characters.
-        self._max_frame = max(MAX_FRAME_BYTES, 6 * (settings.capture_limit + _GUEST_TEXT_LIMITS) + 65536)
+        text_bytes = 6 * (settings.capture_limit + _GUEST_TEXT_LIMITS) + 65536
+        image_bytes = settings.max_images * (settings.image_limit * 4 // 3 + 256)
+        self._max_frame = max(MAX_FRAME_BYTES, text_bytes + image_bytes)
 
     @property
     def alive(self) -> bool:
@@ -123,7 +147,12 @@ class Worker:
 
     async def start(self) -> None:
         self.started_at = time.monotonic()
-        launch = await self.backend.launch(self.worker_id, {"capture_limit": self.settings.capture_limit})
+        config = {
+            "capture_limit": self.settings.capture_limit,
+            "image_limit": self.settings.image_limit,
+            "max_images": self.settings.max_images,
+        }
+        launch = await self.backend.launch(self.worker_id, config)
         self._launch = launch
         self._tasks = [asyncio.create_task(self._pump()), asyncio.create_task(self._drain_stderr())]
         ready = asyncio.create_task(self._ready.wait())
@@ -198,7 +227,9 @@ class Worker:
         if self._cell is not None and self.alive:
             self._send({"type": "interrupt", "id": self._cell.id})
 
-    async def execute(self, code: str, timeout: float, on_output: OutputCallback | None = None) -> ExecutionResult:
+    async def execute(
+        self, code: str, timeout: float, on_output: OutputCallback | None = None, summary: str | None = None
+    ) -> ExecutionResult:
         if not self.alive:
             return ExecutionResult("crashed", state_lost=True, notice="The sandbox worker is not running.")
         loop = asyncio.get_running_loop()
@@ -208,7 +239,10 @@ class Worker:
         self._cell = cell
         started = time.monotonic()
         try:
-            self._send({"type": "execute", "id": cell.id, "code": code})
+            request: dict[str, Any] = {"type": "execute", "id": cell.id, "code": code}
+            if summary is not None:
+                request["summary"] = summary
+            self._send(request)
             if await self._wait(cell, timeout):
                 return self._finish(cell, started)
             if not self.alive:
@@ -225,7 +259,10 @@ class Worker:
                 "state (variables, imports, functions) was lost and the next call starts fresh.",
             )  # fmt: skip
         except asyncio.CancelledError:
-            await asyncio.shield(self._abort(cell))
+            # Shielded against both asyncio and anyio cancellation (an MCP client's cancel arrives as the
+            # latter, which re-cancels at every await): the cell must be stopped before the session is reused.
+            with anyio.CancelScope(shield=True):
+                await asyncio.shield(self._abort(cell))
             raise
         finally:
             self._cell = None
@@ -253,13 +290,14 @@ class Worker:
         error = _guest_error(frame.get("error"))
         value = frame.get("value") if isinstance(frame.get("value"), str) else None
         duration = time.monotonic() - started
+        images, notes = _guest_images(frame.get("images"), self.settings), _guest_notes(frame.get("notes"))
+        notice = " ".join(f"Note: {note}." for note in notes)
         if timed_out is not None:
             notice = f"Timed out after {timed_out:g} s; the code was interrupted and the session's state was kept."
-            return ExecutionResult("timeout", stdout, stderr, None, error, duration, False, notice)
-        status = frame.get("status")
-        if status == "ok":
-            return ExecutionResult("ok", stdout, stderr, value, None, duration)
-        return ExecutionResult("error", stdout, stderr, None, error, duration)
+            return ExecutionResult("timeout", stdout, stderr, None, error, duration, False, notice, images)
+        if frame.get("status") == "ok":
+            return ExecutionResult("ok", stdout, stderr, value, None, duration, notice=notice, images=images)
+        return ExecutionResult("error", stdout, stderr, None, error, duration, notice=notice, images=images)
 
     async def _died(self, cell: _Cell, started: float) -> ExecutionResult:
         # The output channel closes a moment before the exit status (and the OOM verdict) is known.
@@ -322,3 +360,31 @@ def _guest_error(raw: Any) -> GuestError | None:
     fields = [raw.get(key) for key in ("type", "message", "traceback")]
     text = [value if isinstance(value, str) else "" for value in fields]
     return GuestError(text[0][:200] or "Exception", text[1], text[2])
+
+
+def _guest_images(raw: Any, settings: Settings) -> tuple[Image, ...]:
+    """Images from the guest that pass every check; anything else is dropped (the guest is not trusted)."""
+    if not isinstance(raw, list):
+        return ()
+    kept: list[Image] = []
+    for item in raw[: settings.max_images]:
+        if not isinstance(item, dict):
+            continue
+        mime, encoded = item.get("mime"), item.get("data")
+        if mime not in _IMAGE_MAGIC or not isinstance(encoded, str):
+            continue
+        if len(encoded) > settings.image_limit * 4 // 3 + 8:
+            continue
+        try:
+            data = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if len(data) <= settings.image_limit and data.startswith(_IMAGE_MAGIC[mime]):
+            kept.append(Image(mime, data))
+    return tuple(kept)
+
+
+def _guest_notes(raw: Any) -> list[str]:
+    if not isinstance(raw, list):
+        return []
+    return [note[:500] for note in raw[:_MAX_NOTES] if isinstance(note, str)]

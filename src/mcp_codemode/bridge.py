@@ -1,0 +1,112 @@
+"""One execution end to end, behind every face (MCP server, command line): backend, sessions, summary.
+
+The bridge owns the session manager and knows nothing of MCP. When no sandbox backend can run here it still
+starts, and every call gets the reason and the fix: an agent can relay that to its user, whereas a server
+that refuses to start shows up in most clients as an unexplained red dot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from types import TracebackType
+
+import anyio
+
+from .errors import CodemodeError
+from .sandbox.select import choose_backend
+from .sandbox.worker import ExecutionResult, OutputCallback
+from .sessions import SessionManager
+from .settings import Settings
+from .summary import capability_summary
+
+log = logging.getLogger(__name__)
+THROWAWAY_NOTE = (
+    "Note: this call ran in a throwaway sandbox (a stateless HTTP client without a token has no session of its "
+    'own); pass session="<name>" to keep variables between calls.'
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRequest:
+    """A validated ``run_python`` call."""
+
+    code: str
+    timeout: int | None = None
+    session: str | None = None
+    reset: bool = False
+    servers: tuple[str, ...] = ()
+
+
+class Bridge:
+    """Runs code for any number of clients; use as an async context manager so no sandbox outlives it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.backend_error = ""
+        self.sessions: SessionManager | None = None
+        self.backend_name = "unavailable"
+        self.summary = ""
+        self.servers: tuple[str, ...] = ()
+
+    async def __aenter__(self) -> Bridge:
+        try:
+            choice = choose_backend(self.settings)
+        except CodemodeError as exc:
+            self.backend_error = f"No sandbox can run code on this machine: {exc}"
+            log.error("%s", self.backend_error)
+        else:
+            log.info("%s", choice.reason)
+            self.backend_name = choice.backend.name
+            self.sessions = await SessionManager(choice.backend, self.settings).__aenter__()
+        self.summary = capability_summary(self.settings, self.backend_name, self.servers)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.sessions is not None:
+            with anyio.CancelScope(shield=True):
+                await self.sessions.close()
+
+    async def run(
+        self, request: RunRequest, key: str | None, on_output: OutputCallback | None = None
+    ) -> ExecutionResult:
+        """Run ``request`` in the session ``key``; ``None`` means a throwaway session closed afterwards."""
+        if self.sessions is None:
+            raise CodemodeError(self.backend_error or "the bridge is not running")
+        throwaway = key is None
+        name = key or f"once:{uuid.uuid4().hex}"
+        try:
+            result = await self.sessions.execute(
+                request.code,
+                session=name,
+                timeout=request.timeout,
+                reset=request.reset,
+                on_output=on_output,
+                summary=self.summary,
+            )
+        finally:
+            if throwaway:
+                with anyio.CancelScope(shield=True):
+                    await self.sessions.discard(name)
+        if throwaway:
+            result = _with_note(result, THROWAWAY_NOTE)
+        unknown = [server for server in request.servers if server not in self.servers]
+        if unknown:
+            configured = ", ".join(self.servers) or "none"
+            result = _with_note(
+                result,
+                f"Note: servers= named {', '.join(unknown)}, which is not configured (configured: {configured}).",
+            )
+        return result
+
+    async def discard(self, key: str) -> None:
+        """Close a client's session when its connection ends (the sandbox would otherwise idle until expiry)."""
+        if self.sessions is not None:
+            await self.sessions.discard(key)
+
+
+def _with_note(result: ExecutionResult, note: str) -> ExecutionResult:
+    return dataclasses.replace(result, notice=f"{result.notice} {note}".strip())

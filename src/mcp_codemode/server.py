@@ -1,0 +1,298 @@
+"""The MCP face: one tool, ``run_python``, one resource, and nothing that grows with the user's servers.
+
+Built on the SDK's low-level ``Server`` rather than ``MCPServer``: the tool listing must stay a small
+constant we write by hand, and arguments must be checked by us so a wrong one comes back as a tool result
+the model can read and fix (``isError``), never as a protocol error that some clients swallow.
+
+Which session a call lands in (documented in docs/clients.md):
+
+* stdio: the process serves one client, so its default session is simply its own.
+* HTTP, handshake era (2025-11-25): the default session belongs to the MCP session id of the connection.
+* HTTP, stateless era (2026-07-28): there is no connection to belong to, so the default session belongs to
+  the authenticated principal (the bearer token used); without a token each call gets a throwaway sandbox.
+* A named ``session`` is shared by everyone with the same principal (loopback without a token: the local
+  user), which is what lets stateless clients keep state, and never crosses principals.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from . import __version__
+from .bridge import Bridge, RunRequest
+from .errors import CodemodeError
+from .render import error_result, render_result
+from .sandbox.worker import ExecutionResult
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+Transport = Literal["stdio", "http"]
+TOOL_NAME = "run_python"
+CAPABILITIES_URI = "codemode://capabilities"
+PRINCIPAL_STATE_KEY = "mcp_codemode_principal"
+MAX_CODE_CHARS = 1_000_000
+SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$"
+_SESSION_RE = re.compile(SESSION_PATTERN)
+_ARGUMENTS = ("code", "servers", "timeout", "session", "reset")
+
+DESCRIPTION = (
+    "Run Python 3 in a sandbox (no network, no host files) and get back what it prints, the value of its "
+    "last expression, errors and images. Variables, imports and functions persist between calls of a "
+    "session; top-level await works. For limits and helpers read runtime.capability_summary() (after "
+    "`import mcp.runtime as runtime`) or the codemode://capabilities resource; runtime.show(obj) returns an "
+    "image. Print only what you need: output is cut in the middle when long."
+)
+
+
+def run_python_tool(settings: Settings) -> types.Tool:
+    """The whole listing: small and constant whatever the user configures (≤ 1,400 characters as JSON)."""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "description": "Python source to run"},
+            "servers": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "MCP servers to pre-load (optional)",
+            },
+            "timeout": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": settings.max_timeout,
+                "default": settings.timeout,
+                "description": "seconds",
+            },
+            "session": {"type": "string", "description": "persistent REPL to use (default: your own)"},
+            "reset": {"type": "boolean", "description": "start the session fresh"},
+        },
+        "required": ["code"],
+        "additionalProperties": False,
+    }
+    return types.Tool(
+        name=TOOL_NAME,
+        title="Run Python",
+        description=DESCRIPTION,
+        input_schema=schema,
+        annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True),
+    )
+
+
+class InvalidArguments(ValueError):
+    """A ``run_python`` argument we cannot use; the message says what to send instead."""
+
+
+def parse_arguments(arguments: Mapping[str, Any] | None, settings: Settings) -> RunRequest:
+    """Check every argument the model sent; each message names the argument and shows a good value."""
+    args = dict(arguments or {})
+    unknown = sorted(set(args) - set(_ARGUMENTS))
+    if unknown:
+        raise InvalidArguments(
+            f"run_python has no argument {', '.join(map(repr, unknown))}; it takes code (required), "
+            "servers, timeout, session and reset"
+        )
+    code = args.get("code")
+    if not isinstance(code, str) or not code.strip():
+        what = "missing" if code is None else ("empty" if isinstance(code, str) else f"a {_json_type(code)}")
+        raise InvalidArguments(
+            f'`code` is {what}: send the Python source to run as a string, for example {{"code": "print(1 + 1)"}}'
+        )
+    if len(code) > MAX_CODE_CHARS:
+        raise InvalidArguments(
+            f"`code` is {len(code):,} characters; the limit is {MAX_CODE_CHARS:,}: send less code and keep data "
+            "in files under /workspace or in session variables"
+        )
+    return RunRequest(
+        code=code,
+        timeout=_timeout(args.get("timeout"), settings),
+        session=_session(args.get("session")),
+        reset=_reset(args.get("reset")),
+        servers=_servers(args.get("servers")),
+    )
+
+
+def _json_type(value: object) -> str:
+    names = {bool: "boolean", int: "number", float: "number", str: "string", list: "list", dict: "object"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _timeout(value: object, settings: Settings) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= settings.max_timeout:
+        raise InvalidArguments(
+            f"`timeout` must be a whole number of seconds from 1 to {settings.max_timeout}, not {value!r}; "
+            f'for example {{"timeout": {min(60, settings.max_timeout)}}}, or leave it out for '
+            f"{settings.timeout} s"
+        )
+    return value
+
+
+def _session(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _SESSION_RE.match(value):
+        raise InvalidArguments(
+            f"`session` {value!r} is not a valid session name: use 1-64 letters, digits, '_', '.', '@' or '-', "
+            'starting with a letter or digit, for example {"session": "analysis-1"}; or leave it out for your '
+            "own default session"
+        )
+    return value
+
+
+def _reset(value: object) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise InvalidArguments(f'`reset` must be true or false, not {value!r}; for example {{"reset": true}}')
+    return value
+
+
+def _servers(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, str) and 0 < len(item) <= 128 for item in value):
+        raise InvalidArguments(
+            f"`servers` must be a list of server names, not {value!r}; for example "
+            '{"servers": ["github"]}, or leave it out (every configured server is reachable anyway)'
+        )
+    return tuple(dict.fromkeys(value))
+
+
+def session_key(ctx: ServerRequestContext[Any, Any], transport: Transport, named: str | None) -> str | None:
+    """The session a call runs in (see the module docstring); ``None`` means a throwaway one."""
+    if transport == "stdio":
+        return f"stdio:{named or 'default'}"
+    request = ctx.request
+    scope = getattr(request, "scope", None) or {}
+    principal = (scope.get("state") or {}).get(PRINCIPAL_STATE_KEY)
+    owner = principal or "local"
+    if named is not None:
+        return f"p:{owner}:{named}"
+    session_id = getattr(_connection(ctx), "session_id", None)
+    if isinstance(session_id, str) and session_id:
+        return f"h:{session_id[:80]}"
+    if principal:
+        return f"p:{principal}:default"
+    return None
+
+
+def _connection(ctx: ServerRequestContext[Any, Any]) -> Any:
+    """The SDK's per-client Connection (its id, its teardown stack); reached through the request's session."""
+    return getattr(ctx.session, "_connection", None)
+
+
+def close_with_connection(ctx: ServerRequestContext[Any, Any], bridge: Bridge, key: str) -> None:
+    """Close the client's default sandbox when its MCP session ends, not only when it idles out."""
+    connection = _connection(ctx)
+    state = getattr(connection, "state", None)
+    stack = getattr(connection, "exit_stack", None)
+    if not isinstance(state, dict) or stack is None or state.get(PRINCIPAL_STATE_KEY) == key:
+        return
+    state[PRINCIPAL_STATE_KEY] = key
+    stack.push_async_callback(bridge.discard, key)
+
+
+def _progress_token(ctx: ServerRequestContext[Any, Any]) -> object:
+    meta: Mapping[str, Any] = ctx.meta or {}
+    return meta.get("progress_token", meta.get("progressToken"))
+
+
+async def _report_progress(ctx: ServerRequestContext[Any, Any], timeout: float, interval: float) -> None:
+    """Tell the client we are alive: many drop a call that stays silent for a while."""
+    started = time.monotonic()
+    while True:
+        await anyio.sleep(interval)
+        elapsed = time.monotonic() - started
+        try:
+            await ctx.session.report_progress(elapsed, timeout, f"running for {elapsed:.0f} s of at most {timeout:g} s")
+        except Exception:  # a client that went away is noticed by the call itself
+            log.debug("progress notification failed", exc_info=True)
+            return
+
+
+def build_server(bridge: Bridge, transport: Transport) -> Server[Any]:
+    """The MCP server for one bridge; the same object serves stdio, HTTP and both protocol eras."""
+    settings = bridge.settings
+    tool = run_python_tool(settings)
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[tool])
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        if params.name != TOOL_NAME:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool {params.name!r}: this server has one tool, {TOOL_NAME}")
+        try:
+            request = parse_arguments(params.arguments, settings)
+        except InvalidArguments as exc:
+            return error_result(str(exc))
+        key = session_key(ctx, transport, request.session)
+        if key is not None and key.startswith("h:"):
+            close_with_connection(ctx, bridge, key)
+        label = request.session or ("default" if key else "throwaway")
+        timeout = settings.clamp_timeout(request.timeout)
+        reply: types.CallToolResult
+        async with anyio.create_task_group() as group:
+            if _progress_token(ctx) is not None:
+                group.start_soon(_report_progress, ctx, timeout, settings.progress_interval)
+            try:
+                result: ExecutionResult = await bridge.run(request, key)
+            except CodemodeError as exc:
+                reply = error_result(str(exc), type(exc).__name__)
+            else:
+                reply = render_result(result, settings.output_mode, settings.output_limit, label)
+            group.cancel_scope.cancel()
+        return reply
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    uri=CAPABILITIES_URI,
+                    name="capabilities",
+                    title="What the run_python sandbox offers",
+                    description="Limits, sessions, output, images and the MCP servers reachable from code",
+                    mime_type="text/markdown",
+                )
+            ]
+        )
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        if str(params.uri) != CAPABILITIES_URI:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"Resource not found: {params.uri}; this server has one resource, {CAPABILITIES_URI}",
+                data={"uri": str(params.uri)},
+            )
+        contents = types.TextResourceContents(uri=CAPABILITIES_URI, mime_type="text/markdown", text=bridge.summary)
+        return types.ReadResourceResult(contents=[contents])
+
+    return Server(
+        "mcp-codemode",
+        version=__version__,
+        title="mcp-codemode",
+        instructions=("Use run_python to compute, transform data and call tools in code; state persists per session."),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+    )

@@ -1,0 +1,140 @@
+"""Serving the MCP face over Streamable HTTP: the ASGI app, bearer tokens, Origin checks, uvicorn.
+
+Guards, outermost first: an Origin check (a web page must not drive the bridge through a victim's browser,
+the DNS-rebinding attack), then bearer-token authentication (required whenever the bridge listens beyond
+loopback), then the SDK's transport. The token a request used becomes its principal, which scopes sessions.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+from typing import Any
+
+import uvicorn
+from mcp.server.lowlevel import Server
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .errors import SettingsError
+from .server import PRINCIPAL_STATE_KEY
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+MCP_PATH = "/mcp"
+_LOOPBACK_NAMES = ("localhost", "localhost.localdomain")
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(settings: Settings) -> None:
+    """Refuse to listen beyond loopback without a token: anyone reaching the port could run code."""
+    if not is_loopback(settings.http_host) and not settings.http_tokens:
+        raise SettingsError(
+            f"listening on {settings.http_host} would let anyone who reaches the port run code; set a bearer "
+            "token with --token or MCP_BRIDGE_HTTP_TOKEN (for example MCP_BRIDGE_HTTP_TOKEN=$(openssl rand -hex 24)),"
+            " or listen on 127.0.0.1"
+        )
+
+
+def _local_origins() -> list[str]:
+    return ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+
+
+class Guard:
+    """Origin check and bearer-token authentication in front of the MCP endpoint."""
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.tokens = [token.encode() for token in settings.http_tokens]
+        self.origins = list(settings.allowed_origins)
+        if is_loopback(settings.http_host):
+            self.origins.extend(_local_origins())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+        origin = headers.get("origin")
+        if origin is not None and not self._origin_allowed(origin, headers.get("host", "")):
+            log.warning("refused a request from origin %s", origin)
+            await _reply(send, 403, f"origin {origin} is not allowed; add it to MCP_BRIDGE_ALLOWED_ORIGINS", {})
+            return
+        if self.tokens:
+            principal = self._principal(headers.get("authorization", ""))
+            if principal is None:
+                challenge = {"www-authenticate": 'Bearer realm="mcp-codemode"'}
+                await _reply(send, 401, "missing or wrong bearer token: send Authorization: Bearer <token>", challenge)
+                return
+            scope.setdefault("state", {})[PRINCIPAL_STATE_KEY] = principal
+        await self.app(scope, receive, send)
+
+    def _principal(self, authorization: str) -> str | None:
+        scheme, _, credential = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not credential:
+            return None
+        offered = credential.strip().encode()
+        found = None
+        for index, token in enumerate(self.tokens, start=1):
+            if hmac.compare_digest(offered, token):  # compare against all: no timing hint about which one
+                found = f"token{index}"
+        return found
+
+    def _origin_allowed(self, origin: str, host: str) -> bool:
+        if origin in (f"http://{host}", f"https://{host}"):
+            return True
+        for allowed in self.origins:
+            if origin == allowed or (allowed.endswith(":*") and origin.startswith(allowed[:-1])):
+                return True
+        return False
+
+
+async def _reply(send: Send, status: int, message: str, extra: dict[str, str]) -> None:
+    body = json.dumps({"error": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers.extend((key.encode(), value.encode()) for key, value in extra.items())
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def http_app(server: Server[Any], settings: Settings) -> ASGIApp:
+    """The guarded Streamable HTTP app; the SDK checks Host on loopback (DNS rebinding), we check the rest."""
+    loopback = is_loopback(settings.http_host)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=loopback,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
+        allowed_origins=[*_local_origins(), *settings.allowed_origins],
+    )
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        transport_security=security,
+        host=settings.http_host,
+        session_idle_timeout=settings.session_idle_timeout,
+    )
+    return Guard(app, settings)
+
+
+async def serve_http(server: Server[Any], settings: Settings) -> None:
+    check_exposure(settings)
+    config = uvicorn.Config(
+        http_app(server, settings),
+        host=settings.http_host,
+        port=settings.http_port,
+        log_config=None,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        lifespan="on",
+    )
+    listener = uvicorn.Server(config)
+    log.info("serving MCP over HTTP at http://%s:%d%s", settings.http_host, settings.http_port, MCP_PATH)
+    await listener.serve()
