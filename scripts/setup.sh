@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 
 packages=(bubblewrap podman runc catatonit uidmap debootstrap libseccomp2 python3 python3-venv
-          util-linux procps ca-certificates)
+          util-linux procps ca-certificates python3-matplotlib python3-pil)
 missing=()
 for pkg in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

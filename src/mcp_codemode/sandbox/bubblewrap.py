@@ -38,7 +38,9 @@ from .staging import stage_guest
 # whole tree is confined before a single line of user code exists.
 _ENTER_CGROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 111; shift; done; shift; exec "$@"'
 _MERGED_USR_LINKS = ("bin", "sbin", "lib", "lib64", "lib32", "libx32")
-_HOST_ETC_FILES = ("ld.so.cache", "localtime")
+# Host /etc entries that hold no secrets but that libraries need: the loader's cache, the time zone, Debian's
+# alternatives symlinks (numpy finds libblas through them), fontconfig and matplotlib's system-wide defaults.
+_HOST_ETC_FILES = ("ld.so.cache", "localtime", "alternatives", "matplotlibrc", "fonts")
 _counter = itertools.count(1)
 
 
