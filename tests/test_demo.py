@@ -1,0 +1,31 @@
+"""The README's first command ends in scripts/demo_agent.py: it must keep working, through a real client."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_demo_agent_runs_every_call_as_expected(mode: str) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_BRIDGE_")}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "demo_agent.py"), "--mode", mode],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    expected_protocol = "2026-07-28" if mode == "auto" else "2025-11-25"
+    assert f"protocol {expected_protocol}" in done.stdout
+    assert "[image content: image/png" in done.stdout
+    assert "state survived the timeout" in done.stdout
+    assert "network: OSError" in done.stdout
