@@ -10,11 +10,13 @@ import argparse
 import asyncio
 import json
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
+import anyio
 from mcp.server.stdio import stdio_server
 
 from . import __version__
@@ -26,9 +28,11 @@ from .sandbox.worker import ExecutionResult
 from .server import build_server
 from .sessions import DEFAULT_SESSION, SessionManager, check_session_name
 from .settings import RUNTIME_CHOICES, Settings, parse_field
+from .stdio import nonblocking_stdin
 from .web import check_exposure, serve_http
 
 EXIT_OK, EXIT_RAISED, EXIT_TIMEOUT, EXIT_BRIDGE = 0, 1, 124, 125
+log = logging.getLogger("mcp_codemode")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -134,16 +138,35 @@ def _configure_logging(settings: Settings) -> None:
 
 
 async def serve(settings: Settings, transport: str) -> None:
-    """Serve until the client hangs up (stdio) or the process is told to stop (HTTP)."""
+    """Serve until the client hangs up (stdio) or the process is told to stop (SIGTERM, SIGHUP, Ctrl-C).
+
+    SIGTERM must unwind through the bridge like Ctrl-C does, or every sandbox and cgroup would outlive us:
+    it sets an event that cancels the serving task group. (uvicorn catches SIGTERM itself, shuts down, then
+    re-raises it to the handler it found, which is this one.) Standard input is read without a thread, so
+    the cancellation does not wait for the client's next line.
+    """
     if transport == "http":
         check_exposure(settings)
-    async with Bridge(settings) as bridge:
+    stop = anyio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(signum, stop.set)
+    async with Bridge(settings) as bridge, anyio.create_task_group() as group:
+
+        async def stop_on_signal() -> None:
+            await stop.wait()
+            log.info("stopping: closing every sandbox")
+            group.cancel_scope.cancel()
+
+        group.start_soon(stop_on_signal)
         if transport == "http":
             await serve_http(build_server(bridge, "http"), settings)
-            return
-        server = build_server(bridge, "stdio")
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        else:
+            server = build_server(bridge, "stdio")
+            with nonblocking_stdin() as lines:
+                async with stdio_server(stdin=cast("anyio.AsyncFile[str]", lines)) as (read_stream, write_stream):
+                    await server.run(read_stream, write_stream, server.create_initialization_options())
+        group.cancel_scope.cancel()
 
 
 def _cells(args: argparse.Namespace) -> list[str]:

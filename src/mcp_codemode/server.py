@@ -142,7 +142,7 @@ def _timeout(value: object, settings: Settings) -> int | None:
 def _session(value: object) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not _SESSION_RE.match(value):
+    if not isinstance(value, str) or not _SESSION_RE.fullmatch(value):
         raise InvalidArguments(
             f"`session` {value!r} is not a valid session name: use 1-64 letters, digits, '_', '.', '@' or '-', "
             'starting with a letter or digit, for example {"session": "analysis-1"}; or leave it out for your '

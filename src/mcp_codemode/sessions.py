@@ -27,7 +27,7 @@ DEFAULT_SESSION = "default"
 
 
 def check_session_name(name: str) -> str:
-    if not SESSION_NAME.match(name):
+    if not SESSION_NAME.fullmatch(name):
         raise ValueError(
             f"session name {name!r} is not valid: use 1-128 letters, digits, '_', '.', ':', '@' or '-', "
             "starting with a letter or digit (for example 'analysis-1')"

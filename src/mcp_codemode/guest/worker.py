@@ -53,6 +53,7 @@ MAX_INBOUND_FRAME = 64 * 1024 * 1024
 READ_CHUNK = 65536
 FENCE_WAIT_SECONDS = 0.05
 TEXT_LIMIT = 200_000
+GUEST_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep  # the worker's and runtime's own frames
 
 _RLIMIT_NAMES = {
     "AS": resource.RLIMIT_AS,
@@ -326,7 +327,7 @@ def _trim_to_user_frames(te: traceback.TracebackException) -> None:
         frames = list(current.stack)
         first_cell = next((i for i, f in enumerate(frames) if f.filename.startswith("<cell ")), None)
         if first_cell is not None:
-            kept = [f for f in frames[first_cell:] if f.filename != __file__]
+            kept = [f for f in frames[first_cell:] if not f.filename.startswith(GUEST_DIR)]
             current.stack = traceback.StackSummary.from_list(kept)
         pending.extend([current.__cause__, current.__context__])
 
@@ -396,7 +397,7 @@ def control_loop(stream: Any, requests: queue.Queue[dict[str, Any]], interrupter
 
 def load_runtime() -> Any:
     """Make the guest's ``mcp`` package importable by user code and return its runtime module."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, GUEST_DIR.rstrip(os.sep))
     # Plots render to bytes here; there is no display, and the home directory may not be writable.
     os.environ.setdefault("MPLBACKEND", "Agg")
     os.environ.setdefault("MPLCONFIGDIR", "/tmp/.matplotlib")  # the sandbox's private tmpfs
