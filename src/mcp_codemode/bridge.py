@@ -60,7 +60,7 @@ class Bridge:
             log.info("%s", choice.reason)
             self.backend_name = choice.backend.name
             self.sessions = await SessionManager(choice.backend, self.settings).__aenter__()
-        self.summary = capability_summary(self.settings, self.backend_name, self.servers)
+        self.summary = capability_summary(self.settings, self.backend_name, self.servers, self.backend_error)
         return self
 
     async def __aexit__(

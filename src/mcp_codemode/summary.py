@@ -10,10 +10,15 @@ from . import __version__
 from .settings import Settings, format_size
 
 
-def capability_summary(settings: Settings, backend: str, servers: tuple[str, ...] = ()) -> str:
+def capability_summary(settings: Settings, backend: str, servers: tuple[str, ...] = (), problem: str = "") -> str:
+    """The summary; ``problem`` (no usable sandbox) comes first, because nothing else works until it is fixed."""
     cpus = f"{settings.cpus:g} CPU" if settings.cpus else "a shared CPU"
+    if problem:
+        first = f"mcp-codemode {__version__}: run_python cannot run code right now. {problem}"
+    else:
+        first = f"mcp-codemode {__version__}: run_python runs Python 3 in a {backend} sandbox."
     lines = [
-        f"mcp-codemode {__version__}: run_python runs Python 3 in a {backend} sandbox.",
+        first,
         f"- Limits: {settings.timeout} s per call by default (timeout= up to {settings.max_timeout} s); "
         f"memory {format_size(settings.memory)}; {settings.pids} processes; {cpus}.",
         "- No network. Host files, secrets and environment variables are out of reach. Writable: "
