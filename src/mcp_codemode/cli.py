@@ -28,7 +28,7 @@ from .sandbox.worker import ExecutionResult
 from .server import build_server
 from .sessions import DEFAULT_SESSION, SessionManager, check_session_name
 from .settings import RUNTIME_CHOICES, Settings, parse_field
-from .stdio import nonblocking_stdin
+from .stdio import private_stdio
 from .web import check_exposure, serve_http
 
 EXIT_OK, EXIT_RAISED, EXIT_TIMEOUT, EXIT_BRIDGE = 0, 1, 124, 125
@@ -142,8 +142,8 @@ async def serve(settings: Settings, transport: str) -> None:
 
     SIGTERM must unwind through the bridge like Ctrl-C does, or every sandbox and cgroup would outlive us:
     it sets an event that cancels the serving task group. (uvicorn catches SIGTERM itself, shuts down, then
-    re-raises it to the handler it found, which is this one.) Standard input is read without a thread, so
-    the cancellation does not wait for the client's next line.
+    re-raises it to the handler it found, which is this one.) The stdio channel is driven without threads,
+    so the cancellation does not wait for the client's next line.
     """
     if transport == "http":
         check_exposure(settings)
@@ -163,8 +163,11 @@ async def serve(settings: Settings, transport: str) -> None:
             await serve_http(build_server(bridge, "http"), settings)
         else:
             server = build_server(bridge, "stdio")
-            with nonblocking_stdin() as lines:
-                async with stdio_server(stdin=cast("anyio.AsyncFile[str]", lines)) as (read_stream, write_stream):
+            with private_stdio() as (lines, output):
+                channel = stdio_server(
+                    stdin=cast("anyio.AsyncFile[str]", lines), stdout=cast("anyio.AsyncFile[str]", output)
+                )
+                async with channel as (read_stream, write_stream):
                     await server.run(read_stream, write_stream, server.create_initialization_options())
         group.cancel_scope.cancel()
 

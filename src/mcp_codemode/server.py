@@ -32,7 +32,6 @@ from . import __version__
 from .bridge import Bridge, RunRequest
 from .errors import CodemodeError
 from .render import error_result, render_result
-from .sandbox.worker import ExecutionResult
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -222,7 +221,7 @@ async def _report_progress(ctx: ServerRequestContext[Any, Any], timeout: float, 
             return
 
 
-def build_server(bridge: Bridge, transport: Transport) -> Server[Any]:
+def build_server(bridge: Bridge, transport: Transport, tracing: bool = False) -> Server[Any]:
     """The MCP server for one bridge; the same object serves stdio, HTTP and both protocol eras."""
     settings = bridge.settings
     tool = run_python_tool(settings)
@@ -246,17 +245,22 @@ def build_server(bridge: Bridge, transport: Transport) -> Server[Any]:
             close_with_connection(ctx, bridge, key)
         label = request.session or ("default" if key else "throwaway")
         timeout = settings.clamp_timeout(request.timeout)
-        reply: types.CallToolResult
-        async with anyio.create_task_group() as group:
-            if _progress_token(ctx) is not None:
-                group.start_soon(_report_progress, ctx, timeout, settings.progress_interval)
+
+        async def run() -> types.CallToolResult:
             try:
-                result: ExecutionResult = await bridge.run(request, key)
+                result = await bridge.run(request, key)
             except CodemodeError as exc:
-                reply = error_result(str(exc), type(exc).__name__)
-            else:
-                reply = render_result(result, settings.output_mode, settings.output_limit, label)
+                return error_result(str(exc), type(exc).__name__)
+            return render_result(result, settings.output_mode, settings.output_limit, label)
+
+        if _progress_token(ctx) is None:
+            return await run()
+        reply: types.CallToolResult | None = None
+        async with anyio.create_task_group() as group:  # no exception escapes run(): none gets wrapped in a group
+            group.start_soon(_report_progress, ctx, timeout, settings.progress_interval)
+            reply = await run()
             group.cancel_scope.cancel()
+        assert reply is not None
         return reply
 
     async def list_resources(
@@ -318,4 +322,7 @@ def build_server(bridge: Bridge, transport: Transport) -> Server[Any]:
     )
     # Registered directly: passing it to the constructor warns that logging is deprecated in 2026-07-28.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_logging_level)
+    if not tracing:
+        # The SDK's OpenTelemetry middleware costs a few per cent of every request even with no exporter.
+        server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
     return server

@@ -7,10 +7,12 @@ loopback), then the SDK's transport. The token a request used becomes its princi
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import json
 import logging
+import socket
 from typing import Any
 
 import uvicorn
@@ -46,6 +48,11 @@ def check_exposure(settings: Settings) -> None:
         )
 
 
+def principal_of(token: str) -> str:
+    """A stable, non-secret name for a token: sessions stay with it when the token list is reordered."""
+    return "t-" + hashlib.sha256(token.encode()).hexdigest()[:12]
+
+
 def _local_origins() -> list[str]:
     return ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 
@@ -55,7 +62,7 @@ class Guard:
 
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
-        self.tokens = [token.encode() for token in settings.http_tokens]
+        self.tokens = [(token.encode(), principal_of(token)) for token in settings.http_tokens]
         self.origins = list(settings.allowed_origins)
         if is_loopback(settings.http_host):
             self.origins.extend(_local_origins())
@@ -85,9 +92,9 @@ class Guard:
             return None
         offered = credential.strip().encode()
         found = None
-        for index, token in enumerate(self.tokens, start=1):
+        for token, principal in self.tokens:
             if hmac.compare_digest(offered, token):  # compare against all: no timing hint about which one
-                found = f"token{index}"
+                found = principal
         return found
 
     def _origin_allowed(self, origin: str, host: str) -> bool:
@@ -136,5 +143,22 @@ async def serve_http(server: Server[Any], settings: Settings) -> None:
         lifespan="on",
     )
     listener = uvicorn.Server(config)
-    log.info("serving MCP over HTTP at http://%s:%d%s", settings.http_host, settings.http_port, MCP_PATH)
-    await listener.serve()
+    # Bound here rather than by uvicorn, so the log can name the real port (--port 0 picks a free one).
+    family = socket.AF_INET6 if ":" in settings.http_host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Inherited by accepted connections; without it small SSE replies wait ~40 ms for delayed ACKs.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((settings.http_host.strip("[]"), settings.http_port))
+    except OSError as exc:
+        sock.close()
+        raise SettingsError(
+            f"cannot listen on {settings.http_host}:{settings.http_port}: {exc.strerror}; choose another "
+            "--port (or MCP_BRIDGE_HTTP_PORT), or stop what is using it"
+        ) from None
+    port = sock.getsockname()[1]
+    host = f"[{settings.http_host}]" if family == socket.AF_INET6 else settings.http_host
+    log.info("serving MCP over HTTP at http://%s:%d%s", host, port, MCP_PATH)
+    with sock:
+        await listener.serve(sockets=[sock])
