@@ -75,13 +75,9 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import json
-import math
 import os
-import platform
 import secrets
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -95,13 +91,14 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from common import Stats, emit, machine_info, positive, settings_info, summarize
 from mcp_codemode.bridge import Bridge, RunRequest
 from mcp_codemode.errors import CodemodeError
 from mcp_codemode.sandbox.select import AUTO_ORDER, choose_backend
 from mcp_codemode.sandbox.worker import ExecutionResult
 from mcp_codemode.server import build_server
 from mcp_codemode.sessions import SessionManager
-from mcp_codemode.settings import Settings, format_size
+from mcp_codemode.settings import Settings
 
 CODE = "1"
 TOOL = "run_python"
@@ -135,25 +132,9 @@ finally:
 # The goal, as a limit on median(e2e warm call) - median(sandbox warm call), checked for every stdio series.
 STDIO_OVERHEAD_TARGET_MS = 2.0
 
-Stats = dict[str, float | int]
-
 
 class BenchmarkError(Exception):
     """The benchmark cannot run or produced a wrong result; the message says which and why."""
-
-
-def summarize(samples_ms: Sequence[float]) -> Stats:
-    """Median, nearest-rank p95 and minimum of ``samples_ms``, rounded to microseconds."""
-    if not samples_ms:
-        raise ValueError("no samples")
-    ordered = sorted(samples_ms)
-    rank = math.ceil(0.95 * len(ordered))  # nearest rank: smallest value with >= 95 % of samples at or below
-    return {
-        "median_ms": round(statistics.median(ordered), 3),
-        "p95_ms": round(ordered[rank - 1], 3),
-        "min_ms": round(ordered[0], 3),
-        "n": len(ordered),
-    }
 
 
 def check_execution(result: ExecutionResult, what: str) -> None:
@@ -409,18 +390,6 @@ def build_targets(series: dict[str, dict[str, Any]], modes: Sequence[str]) -> li
     return rows
 
 
-def machine_info() -> dict[str, Any]:
-    return {
-        "python": platform.python_version(),
-        "python_implementation": platform.python_implementation(),
-        "nproc": os.cpu_count(),
-        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "kernel": platform.release(),
-        "machine": platform.machine(),
-        "system": platform.system(),
-    }
-
-
 def versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -431,31 +400,12 @@ def versions() -> dict[str, str]:
     return found
 
 
-def settings_info(settings: Settings) -> dict[str, Any]:
-    return {
-        "memory": format_size(settings.memory),
-        "pids": settings.pids,
-        "cpus": settings.cpus,
-        "max_sessions": settings.max_sessions,
-        "output_mode": settings.output_mode,
-        "log_level": settings.log_level,
-        "sources": dict(settings.sources),
-    }
-
-
 def selection(text: str, choices: Sequence[str], flag: str) -> list[str]:
     names = list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
     wrong = [name for name in names if name not in choices]
     if wrong or not names:
         raise argparse.ArgumentTypeError(f"{flag} takes a comma-separated subset of {', '.join(choices)}")
     return names
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def cold_count(text: str) -> int:
@@ -542,10 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "settings": settings_info(settings),
         "elapsed_s": round(time.perf_counter() - began, 2),
     }
-    text = json.dumps(document, indent=2, ensure_ascii=False)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    emit(document, args.out)
     return 0
 
 

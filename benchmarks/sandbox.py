@@ -44,11 +44,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import math
-import os
-import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -56,11 +51,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from common import Stats, emit, machine_info, positive, settings_info, summarize
 from mcp_codemode.errors import CodemodeError
 from mcp_codemode.sandbox.base import Backend
 from mcp_codemode.sandbox.select import AUTO_ORDER, make_backend
 from mcp_codemode.sandbox.worker import ExecutionResult, Worker
-from mcp_codemode.settings import Settings, format_size
+from mcp_codemode.settings import Settings
 
 FLOOR_COMMAND = ("/usr/bin/python3", "-c", "pass")
 CODE = "1"
@@ -74,25 +70,9 @@ DEFAULT_WARM_N = 500
 WARM_TARGET_MS = 1.0
 COLD_TARGETS_MS = {"bubblewrap": 60.0, "podman": 400.0}
 
-Stats = dict[str, float | int]
-
 
 class BenchmarkError(Exception):
     """The benchmark cannot run or produced a wrong result; the message says which and why."""
-
-
-def summarize(samples_ms: Sequence[float]) -> Stats:
-    """Median, nearest-rank p95 and minimum of ``samples_ms``, rounded to microseconds."""
-    if not samples_ms:
-        raise ValueError("no samples")
-    ordered = sorted(samples_ms)
-    rank = math.ceil(0.95 * len(ordered))  # nearest rank: smallest value with >= 95 % of samples at or below
-    return {
-        "median_ms": round(statistics.median(ordered), 3),
-        "p95_ms": round(ordered[rank - 1], 3),
-        "min_ms": round(ordered[0], 3),
-        "n": len(ordered),
-    }
 
 
 def measure_floor(n: int) -> Stats:
@@ -235,31 +215,6 @@ def build_targets(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def machine_info() -> dict[str, Any]:
-    return {
-        "python": platform.python_version(),
-        "python_implementation": platform.python_implementation(),
-        "nproc": os.cpu_count(),
-        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "kernel": platform.release(),
-        "machine": platform.machine(),
-        "system": platform.system(),
-    }
-
-
-def settings_info(settings: Settings) -> dict[str, Any]:
-    return {
-        "memory": format_size(settings.memory),
-        "memory_bytes": settings.memory,
-        "pids": settings.pids,
-        "cpus": settings.cpus,
-        "image": settings.image,
-        "oci_runtime": settings.oci_runtime or None,
-        "sandbox_python": str(settings.sandbox_python) if settings.sandbox_python else None,
-        "sources": dict(settings.sources),
-    }
-
-
 async def run_backends(
     backends: list[Backend], settings: Settings, cold_n: Callable[[str], int], warm_n: int
 ) -> dict[str, dict[str, Any]]:
@@ -267,13 +222,6 @@ async def run_backends(
     for backend in backends:  # one after another: on 2 cores, parallel runs would measure each other
         results[backend.name] = await measure_backend(backend, settings, cold_n(backend.name), warm_n)
     return results
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -331,10 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "settings": settings_info(settings),
         "elapsed_s": round(time.perf_counter() - began, 2),
     }
-    text = json.dumps(document, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    emit(document, args.out)
     return 0
 
 

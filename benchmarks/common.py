@@ -1,0 +1,82 @@
+"""What every benchmark here shares: the statistics we report and the description of the machine.
+
+Kept in one place so that every benchmark's JSON reads the same way (median, nearest-rank p95, minimum, n).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mcp_codemode.settings import Settings, format_size
+
+Stats = dict[str, float | int]
+
+
+def summarize(samples_ms: Sequence[float]) -> Stats:
+    """Median, nearest-rank p95 and minimum of ``samples_ms``, rounded to microseconds."""
+    if not samples_ms:
+        raise ValueError("no samples")
+    ordered = sorted(samples_ms)
+    rank = math.ceil(0.95 * len(ordered))  # nearest rank: smallest value with >= 95 % of samples at or below
+    return {
+        "median_ms": round(statistics.median(ordered), 3),
+        "p95_ms": round(ordered[rank - 1], 3),
+        "min_ms": round(ordered[0], 3),
+        "n": len(ordered),
+    }
+
+
+def machine_info() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+        "nproc": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "system": platform.system(),
+    }
+
+
+def settings_info(settings: Settings) -> dict[str, Any]:
+    """The settings that change what a benchmark measures, and where each came from."""
+    return {
+        "memory": format_size(settings.memory),
+        "memory_bytes": settings.memory,
+        "pids": settings.pids,
+        "cpus": settings.cpus,
+        "image": settings.image,
+        "oci_runtime": settings.oci_runtime or None,
+        "sandbox_python": str(settings.sandbox_python) if settings.sandbox_python else None,
+        "max_sessions": settings.max_sessions,
+        "output_mode": settings.output_mode,
+        "log_level": settings.log_level,
+        "sources": dict(settings.sources),
+    }
+
+
+def positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1")
+    return value
+
+
+def emit(document: dict[str, Any], out: Path | None) -> None:
+    """Print the result document as JSON, and also write it to ``out`` when given."""
+    text = json.dumps(document, indent=2, ensure_ascii=False)
+    print(text)
+    if out is not None:
+        out.write_text(text + "\n", encoding="utf-8")
