@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,7 +31,8 @@ from .server import build_server
 from .sessions import DEFAULT_SESSION, SessionManager, check_session_name
 from .settings import RUNTIME_CHOICES, Settings, parse_field
 from .stdio import private_stdio
-from .web import check_exposure, serve_http
+from .summary import capability_summary
+from .web import bind_socket, check_exposure, serve_http
 
 EXIT_OK, EXIT_RAISED, EXIT_TIMEOUT, EXIT_BRIDGE = 0, 1, 124, 125
 log = logging.getLogger("mcp_codemode")
@@ -61,7 +64,9 @@ def _parser() -> argparse.ArgumentParser:
         "--token", action="append", help="bearer token clients must send over HTTP (else MCP_BRIDGE_HTTP_TOKEN)"
     )
     serve.add_argument("--log-file", type=Path, help="write logs here instead of standard error")
-    serve.add_argument("--backend", choices=(*RUNTIME_CHOICES, "bwrap"), help="sandbox backend (default: auto)")
+    serve.add_argument(
+        "--backend", choices=(*RUNTIME_CHOICES, "bwrap"), help="sandbox backend (default: MCP_BRIDGE_RUNTIME or auto)"
+    )
 
     doctor = commands.add_parser("doctor", help="check which sandboxes work here and what they enforce")
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
@@ -141,27 +146,35 @@ async def serve(settings: Settings, transport: str) -> None:
     """Serve until the client hangs up (stdio) or the process is told to stop (SIGTERM, SIGHUP, Ctrl-C).
 
     SIGTERM must unwind through the bridge like Ctrl-C does, or every sandbox and cgroup would outlive us:
-    it sets an event that cancels the serving task group. (uvicorn catches SIGTERM itself, shuts down, then
-    re-raises it to the handler it found, which is this one.) The stdio channel is driven without threads,
-    so the cancellation does not wait for the client's next line.
+    it sets an event that stops serving (over stdio by cancelling, over HTTP through uvicorn's graceful
+    exit; uvicorn also re-raises the signal to the handler it found, which is this one). The stdio channel
+    is driven without threads, so the cancellation does not wait for the client's next line.
     """
+    sock = None
     if transport == "http":
         check_exposure(settings)
+        sock = bind_socket(settings)
+    with contextlib.closing(sock) if sock is not None else contextlib.nullcontext():
+        await _serve(settings, sock)
+
+
+async def _serve(settings: Settings, sock: socket.socket | None) -> None:
     stop = anyio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(signum, stop.set)
-    async with Bridge(settings) as bridge, anyio.create_task_group() as group:
+    async with Bridge(settings) as bridge:
+        if sock is not None:
+            await serve_http(build_server(bridge, "http"), settings, sock, stop)
+            return
+        async with anyio.create_task_group() as group:
 
-        async def stop_on_signal() -> None:
-            await stop.wait()
-            log.info("stopping: closing every sandbox")
-            group.cancel_scope.cancel()
+            async def stop_on_signal() -> None:
+                await stop.wait()
+                log.info("stopping: closing every sandbox")
+                group.cancel_scope.cancel()
 
-        group.start_soon(stop_on_signal)
-        if transport == "http":
-            await serve_http(build_server(bridge, "http"), settings)
-        else:
+            group.start_soon(stop_on_signal)
             server = build_server(bridge, "stdio")
             with private_stdio() as (lines, output):
                 channel = stdio_server(
@@ -169,7 +182,7 @@ async def serve(settings: Settings, transport: str) -> None:
                 )
                 async with channel as (read_stream, write_stream):
                     await server.run(read_stream, write_stream, server.create_initialization_options())
-        group.cancel_scope.cancel()
+            group.cancel_scope.cancel()
 
 
 def _cells(args: argparse.Namespace) -> list[str]:
@@ -198,10 +211,11 @@ async def _run(settings: Settings, cells: list[str], timeout: float | None, sess
         streams[stream].flush()
         shown[stream] += len(text)
 
+    summary = capability_summary(settings, choice.backend.name)
     async with SessionManager(choice.backend, settings) as sessions:
         for code in cells:
             shown.update(stdout=0, stderr=0)
-            result = await sessions.execute(code, session=session, timeout=timeout, on_output=echo)
+            result = await sessions.execute(code, session=session, timeout=timeout, on_output=echo, summary=summary)
             # Output was streamed live; only a truncation marker and the kept tail are still unprinted.
             echo("stdout", result.stdout[shown["stdout"] :])
             echo("stderr", result.stderr[shown["stderr"] :])
@@ -219,6 +233,12 @@ def _report(result: ExecutionResult) -> int:
         sys.stderr.write(result.error.traceback or f"{result.error.type}: {result.error.message}\n")
     if result.notice:
         print(f"mcp-codemode: {result.notice}", file=sys.stderr)
+    if result.images:
+        print(
+            f"mcp-codemode: {len(result.images)} image(s) not shown: `run` prints text only; an MCP client of "
+            "`serve` receives them",
+            file=sys.stderr,
+        )
     if result.status == "ok":
         return EXIT_OK
     if result.status == "timeout":

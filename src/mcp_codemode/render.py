@@ -117,19 +117,20 @@ _RENDERERS: dict[OutputMode, Callable[[ExecutionResult, dict[str, str]], str]] =
 }
 
 
-def structured(result: ExecutionResult, session: str, cut: int) -> dict[str, Any]:
+def structured(result: ExecutionResult, session: str, cut: int, limit: int) -> dict[str, Any]:
     """The machine-readable twin of the text, trimmed harder: it is for programs, not for the model."""
     document: dict[str, Any] = {
         "status": result.status,
         "session": session,
         "duration_ms": round(result.duration * 1000, 3),
     }
+    keep = min(STRUCTURED_TEXT_LIMIT, max(limit // 4, 100))  # never more than the text's own budget
     for name in ("stdout", "stderr", "value"):
         text = getattr(result, name)
         if text:
-            document[name] = cut_middle(text, STRUCTURED_TEXT_LIMIT)
+            document[name] = cut_middle(text, keep)
     if result.error is not None:
-        document["error"] = {"type": result.error.type, "message": cut_middle(result.error.message, 2000)}
+        document["error"] = {"type": result.error.type, "message": cut_middle(result.error.message, keep)}
     if result.notice:
         document["notice"] = result.notice
     if result.state_lost:
@@ -155,7 +156,7 @@ def render_result(result: ExecutionResult, mode: OutputMode, limit: int, session
     )
     return types.CallToolResult(
         content=content,
-        structured_content=structured(result, session, cut),
+        structured_content=structured(result, session, cut, limit),
         is_error=result.status != "ok",
     )
 

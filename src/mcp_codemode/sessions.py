@@ -100,7 +100,7 @@ class SessionManager:
                 if entry.worker is not None:
                     await entry.worker.close()
                     notices.append(
-                        f"The previous sandbox of session '{session}' had stopped ({entry.worker.death_reason()}); "
+                        f"The previous sandbox of this session had stopped ({entry.worker.death_reason()}); "
                         "this call runs in a fresh one with an empty namespace."
                     )
                 entry.worker = await self._start_worker(session, entry)
@@ -129,7 +129,8 @@ class SessionManager:
         entry = Session(name)
         reason = self._forgotten.pop(name, "")
         if reason:
-            entry.pending_notice = f"Session '{name}' {reason}; this call starts it fresh with an empty namespace."
+            # No name in the text: callers may use internal keys, and the model knows which session it asked for.
+            entry.pending_notice = f"This session {reason}; this call starts it fresh with an empty namespace."
         self._sessions[name] = entry
         return entry
 

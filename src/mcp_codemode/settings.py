@@ -298,9 +298,9 @@ def parse_field(name: str, raw: str, where: str) -> Any:
 def _parse(field: Field, raw: object, where: str) -> Any:
     text = raw if isinstance(raw, str) else ("" if raw is None else str(raw))
     if isinstance(raw, list) and field.name in ("container_args", "http_tokens", "allowed_origins"):
-        if field.name == "http_tokens":
-            return _tokens(",".join(str(item) for item in raw))
-        return tuple(str(item) for item in raw)
+        if field.name == "container_args":
+            return tuple(str(item) for item in raw)
+        text = ",".join(str(item) for item in raw)
     try:
         return field.parse(text)
     except (ValueError, TypeError):

@@ -15,6 +15,7 @@ import logging
 import socket
 from typing import Any
 
+import anyio
 import uvicorn
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
@@ -131,19 +132,11 @@ def http_app(server: Server[Any], settings: Settings) -> ASGIApp:
     return Guard(app, settings)
 
 
-async def serve_http(server: Server[Any], settings: Settings) -> None:
-    check_exposure(settings)
-    config = uvicorn.Config(
-        http_app(server, settings),
-        host=settings.http_host,
-        port=settings.http_port,
-        log_config=None,
-        log_level=settings.log_level.lower(),
-        access_log=False,
-        lifespan="on",
-    )
-    listener = uvicorn.Server(config)
-    # Bound here rather than by uvicorn, so the log can name the real port (--port 0 picks a free one).
+def bind_socket(settings: Settings) -> socket.socket:
+    """The listening socket, bound before anything else starts, so a busy port is a plain error.
+
+    Bound here rather than by uvicorn also lets the log name the real port (``--port 0`` picks a free one).
+    """
     family = socket.AF_INET6 if ":" in settings.http_host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -157,8 +150,32 @@ async def serve_http(server: Server[Any], settings: Settings) -> None:
             f"cannot listen on {settings.http_host}:{settings.http_port}: {exc.strerror}; choose another "
             "--port (or MCP_BRIDGE_HTTP_PORT), or stop what is using it"
         ) from None
-    port = sock.getsockname()[1]
-    host = f"[{settings.http_host}]" if family == socket.AF_INET6 else settings.http_host
-    log.info("serving MCP over HTTP at http://%s:%d%s", host, port, MCP_PATH)
-    with sock:
+    return sock
+
+
+async def serve_http(server: Server[Any], settings: Settings, sock: socket.socket, stop: anyio.Event) -> None:
+    """Serve until ``stop`` is set or uvicorn sees SIGINT/SIGTERM; either way through uvicorn's graceful exit.
+
+    Cancelling uvicorn from outside would cut its lifespan shutdown short (and log a traceback), so a stop
+    request only raises its ``should_exit`` flag.
+    """
+    config = uvicorn.Config(
+        http_app(server, settings),
+        log_config=None,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        lifespan="on",
+    )
+    listener = uvicorn.Server(config)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
+    log.info("serving MCP over HTTP at http://%s:%d%s", shown, port, MCP_PATH)
+
+    async def exit_on_stop() -> None:
+        await stop.wait()
+        listener.should_exit = True
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(exit_on_stop)
         await listener.serve(sockets=[sock])
+        group.cancel_scope.cancel()

@@ -131,6 +131,7 @@ class Display:
         """
         if id(obj) in self.shown:
             return
+        self.shown.add(id(obj))  # tried once: a figure refused here is not tried (and noted) again later
         try:
             image = to_image(obj)
         except Exception as exc:
@@ -145,7 +146,6 @@ class Display:
                 raise ValueError(problem)
             self.notes.append(f"an image was not shown: {problem}")
             return
-        self.shown.add(id(obj))
         self.images.append(image)
 
     def _refusal(self, image: Image) -> str:
