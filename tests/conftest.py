@@ -37,15 +37,20 @@ def sandbox_settings(**changes: Any) -> Settings:
     return base.replace(**defaults)
 
 
+def fail_unless(condition: bool, message: str) -> None:
+    """Under CI=true a precondition this host cannot meet fails the test; elsewhere it skips, saying why."""
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(message + " — CI=true requires it")
+    pytest.skip(message + " (not CI, so skipped)")
+
+
 def require_usable(backend: Backend) -> None:
     """Under CI=true a backend that cannot run is a failure, never a silent skip."""
     availability = backend.availability()
-    if availability.usable:
-        return
     message = f"{backend.name} backend unusable: {availability.reason} (fix: {availability.fix})"
-    if IN_CI:
-        pytest.fail(message + " — CI=true requires every backend")
-    pytest.skip(message + " (not CI, so skipped)")
+    fail_unless(availability.usable, message)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -25,7 +25,6 @@ from typing import Any, Literal
 import anyio
 import httpx2
 import mcp_types as types
-import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -314,15 +313,6 @@ def raw_stdio_exchange(
         for stream in (process.stdin, process.stdout):
             with contextlib.suppress(OSError, ValueError):
                 stream.close()
-
-
-def fail_unless(condition: bool, message: str) -> None:
-    """Under CI=true a precondition we cannot meet fails; elsewhere it skips, saying why."""
-    if condition:
-        return
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(message + " — CI=true requires it")
-    pytest.skip(message + " (not CI, so skipped)")
 
 
 STARTED_SERVERS: set[int] = set()

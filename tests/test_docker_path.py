@@ -5,20 +5,16 @@ from __future__ import annotations
 import asyncio
 import shutil
 
-import pytest
-
 from mcp_codemode.sandbox.container import ContainerBackend
 from mcp_codemode.sessions import SessionManager
 
-from .conftest import IN_CI, our_containers, require_usable, sandbox_settings, wait_until_gone
+from .conftest import fail_unless, our_containers, require_usable, sandbox_settings, wait_until_gone
 
 
 def test_docker_flags_run_a_real_session_through_a_docker_compatible_cli():
     podman = shutil.which("podman")
-    if podman is None:
-        if IN_CI:
-            pytest.fail("podman is required in CI (it stands in for the docker engine)")
-        pytest.skip("podman missing (not CI, so skipped)")
+    fail_unless(podman is not None, "podman is missing (it stands in for the docker engine)")
+    assert podman is not None
     settings = sandbox_settings(runtime="docker")
     backend = ContainerBackend(settings, "docker", binary=podman)
     require_usable(backend)

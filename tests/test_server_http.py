@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_codemode.sandbox import cgroups
 
-from .conftest import wait_until_gone
+from .conftest import fail_unless, wait_until_gone
 from .mcp_clients import (
     CALL_DEADLINE,
     LEGACY_VERSION,
@@ -30,7 +30,6 @@ from .mcp_clients import (
     assert_no_orphans,
     bearer,
     clean_environ,
-    fail_unless,
     http_client_for,
     listing_json,
     recording,

@@ -17,12 +17,12 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_codemode.sandbox import cgroups
 
+from .conftest import fail_unless
 from .mcp_clients import (
     LEGACY_VERSION,
     LISTING_LIMIT,
     MODES,
     assert_no_orphans,
-    fail_unless,
     images_of,
     listing_json,
     raw_stdio_exchange,

@@ -38,7 +38,8 @@ log = logging.getLogger(__name__)
 Transport = Literal["stdio", "http"]
 TOOL_NAME = "run_python"
 CAPABILITIES_URI = "codemode://capabilities"
-PRINCIPAL_STATE_KEY = "mcp_codemode_principal"
+PRINCIPAL_STATE_KEY = "mcp_codemode_principal"  # in the ASGI scope's state, set by the HTTP guard
+_CLOSES_KEY = "mcp_codemode_closes"  # in the SDK connection's state: the session its teardown closes
 MAX_CODE_CHARS = 1_000_000
 SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$"
 _SESSION_RE = re.compile(SESSION_PATTERN)
@@ -197,9 +198,9 @@ def close_with_connection(ctx: ServerRequestContext[Any, Any], bridge: Bridge, k
     connection = _connection(ctx)
     state = getattr(connection, "state", None)
     stack = getattr(connection, "exit_stack", None)
-    if not isinstance(state, dict) or stack is None or state.get(PRINCIPAL_STATE_KEY) == key:
+    if not isinstance(state, dict) or stack is None or state.get(_CLOSES_KEY) == key:
         return
-    state[PRINCIPAL_STATE_KEY] = key
+    state[_CLOSES_KEY] = key
     stack.push_async_callback(bridge.discard, key)
 
 
