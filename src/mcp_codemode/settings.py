@@ -143,6 +143,20 @@ def _args(text: str) -> tuple[str, ...]:
     return tuple(shlex.split(text))
 
 
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(text)
+
+
+def _paths(text: str) -> tuple[Path, ...]:
+    """Config file paths separated by the OS path separator (':' here), like PATH."""
+    return tuple(Path(item).expanduser() for item in text.split(os.pathsep) if item.strip())
+
+
 def _optional_float(text: str) -> float | None:
     return _float_in(0.01, 1024)(text) if text.strip() else None
 
@@ -197,6 +211,17 @@ FIELDS: tuple[Field, ...] = (
         "https://app.example.com",
     ),
     Field("log_file", "MCP_BRIDGE_LOG_FILE", _optional_path, "a file path (empty: standard error)", "/tmp/bridge.log"),
+    Field(
+        "servers_config",
+        "MCP_SERVERS_CONFIG",
+        _paths,
+        "MCP server config files separated by ':'",
+        "~/my-servers.json:/etc/mcp/team.json",
+    ),
+    Field("discover_servers", "MCP_BRIDGE_DISCOVER", _bool, "true or false", "false"),
+    Field("allow_self_server", "MCP_BRIDGE_ALLOW_SELF_SERVER", _bool, "true or false (or 1 / 0)", "1"),
+    Field("tool_timeout", "MCP_BRIDGE_TOOL_TIMEOUT", _float_in(0.1, 86400), "seconds per proxied tool call", "60"),
+    Field("connect_timeout", "MCP_BRIDGE_CONNECT_TIMEOUT", _float_in(0.1, 3600), "seconds to start a server", "30"),
 )
 SECRET_FIELDS = frozenset({"http_tokens"})
 _BY_NAME = {f.name: f for f in FIELDS}
@@ -244,6 +269,11 @@ class Settings:
     http_tokens: tuple[str, ...] = dataclasses.field(default=(), repr=False)
     allowed_origins: tuple[str, ...] = ()
     log_file: Path | None = None
+    servers_config: tuple[Path, ...] = ()
+    discover_servers: bool = True
+    allow_self_server: bool = False
+    tool_timeout: float = 60.0
+    connect_timeout: float = 30.0
     # Where the values came from, for `doctor` and for error messages.
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
@@ -297,6 +327,10 @@ def parse_field(name: str, raw: str, where: str) -> Any:
 
 def _parse(field: Field, raw: object, where: str) -> Any:
     text = raw if isinstance(raw, str) else ("" if raw is None else str(raw))
+    if isinstance(raw, bool):
+        text = "true" if raw else "false"
+    if isinstance(raw, list) and field.name == "servers_config":
+        text = os.pathsep.join(str(item) for item in raw)
     if isinstance(raw, list) and field.name in ("container_args", "http_tokens", "allowed_origins"):
         if field.name == "container_args":
             return tuple(str(item) for item in raw)
