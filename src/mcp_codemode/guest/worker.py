@@ -73,7 +73,14 @@ class Channel:
         self._lock = threading.Lock()
 
     def send(self, message: dict[str, Any]) -> None:
-        payload = json.dumps(message, ensure_ascii=False, default=repr).encode("utf-8", "backslashreplace")
+        self._write(json.dumps(message, ensure_ascii=False, default=repr))
+
+    def send_strict(self, message: dict[str, Any]) -> None:
+        """For requests built from user values: a value JSON cannot carry raises TypeError instead of becoming repr."""
+        self._write(json.dumps(message, ensure_ascii=False))
+
+    def _write(self, text: str) -> None:
+        payload = text.encode("utf-8", "backslashreplace")
         data = HEADER.pack(len(payload)) + payload
         with self._lock:
             view = memoryview(data)
@@ -372,7 +379,7 @@ def read_exactly(stream: Any, size: int) -> bytes | None:
     return bytes(data)
 
 
-def control_loop(stream: Any, requests: queue.Queue[dict[str, Any]], interrupter: Interrupter) -> None:
+def control_loop(stream: Any, requests: queue.Queue[dict[str, Any]], interrupter: Interrupter, deliver: Any) -> None:
     """Reads the host's frames; end of input means the host is gone, so the worker ends at once."""
     try:
         while True:
@@ -387,7 +394,9 @@ def control_loop(stream: Any, requests: queue.Queue[dict[str, Any]], interrupter
                 break
             message = json.loads(payload)
             kind = message.get("type")
-            if kind == "interrupt":
+            if kind == "reply":
+                deliver(message)
+            elif kind == "interrupt":
                 interrupter.interrupt(message.get("id"))
             elif kind in ("execute", "shutdown"):
                 requests.put(message)
@@ -425,9 +434,10 @@ def main(argv: list[str]) -> int:
     if isinstance(workdir, str) and os.path.isdir(workdir):
         os.chdir(workdir)
     requests: queue.Queue[dict[str, Any]] = queue.Queue()
+    runtime.rpc.bind(channel.send_strict)
     threading.Thread(
         target=control_loop,
-        args=(os.fdopen(control_in, "rb", buffering=READ_CHUNK), requests, interrupter),
+        args=(os.fdopen(control_in, "rb", buffering=READ_CHUNK), requests, interrupter, runtime.rpc.deliver),
         daemon=True,
         name="control",
     ).start()
@@ -444,6 +454,13 @@ def main(argv: list[str]) -> int:
         if isinstance(summary, str):
             runtime._state.summary = clip(summary)
         started = time.perf_counter()
+        setup_notes: list[str] = []
+        context = message.get("context")
+        if isinstance(context, dict):
+            try:
+                setup_notes = runtime._configure(context, executor.namespace)
+            except Exception as exc:  # noqa: BLE001 - the cell still runs; the model hears what went wrong
+                setup_notes = [f"the MCP server proxies could not be set up: {type(exc).__name__}: {exc}"]
         try:
             outcome = executor.execute(request_id, code)
         except BaseException as exc:  # noqa: BLE001 - e.g. a second interrupt landing in our except block
@@ -452,6 +469,9 @@ def main(argv: list[str]) -> int:
                 "status": "interrupted" if isinstance(exc, KeyboardInterrupt) else "error",
                 "error": describe_exception(exc),
             }
+        runtime.rpc.forget_all()
+        if setup_notes:
+            outcome["notes"] = setup_notes + list(outcome.get("notes") or [])
         outcome.update(capture.fence())
         outcome.update(type="result", id=request_id, duration=time.perf_counter() - started)
         channel.send(outcome)

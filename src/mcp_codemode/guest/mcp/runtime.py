@@ -1,7 +1,11 @@
-"""Helpers for code running in the sandbox: showing images and describing what the sandbox offers.
+"""The API of code running in the sandbox: MCP servers and their tools, images, saved tools.
 
-Standard library only, importable on any Python >= 3.10. The worker binds a ``Display`` for each cell;
-outside a running cell (or outside the worker) the helpers say so instead of failing obscurely.
+Standard library only, importable on any Python >= 3.10. The worker binds a ``Display`` for each cell and
+tells this module which MCP servers the session may use; outside a running cell (or outside the worker)
+the helpers say so instead of failing obscurely.
+
+Every helper that talks to the bridge exists twice: ``name(...)`` is a coroutine (``await`` it, or gather
+many), ``name_sync(...)`` blocks and returns the value. Errors are ``MCPError`` subclasses, all catchable.
 """
 
 from __future__ import annotations
@@ -10,11 +14,59 @@ import io
 import os
 import sys
 
+from ._proxies import Audio, Media, ServerProxy, catalog, natural, resource_value
+from ._rpc import (
+    ArgumentError,
+    MCPError,
+    PolicyError,
+    ServerNotFound,
+    ServerUnavailable,
+    ToolError,
+    ToolNotFound,
+    ToolTimeout,
+    rpc,
+)
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Image", "capability_summary", "show"]
+
+__all__ = [
+    "ArgumentError",
+    "Audio",
+    "Image",
+    "MCPError",
+    "Media",
+    "PolicyError",
+    "ServerNotFound",
+    "ServerUnavailable",
+    "ToolError",
+    "ToolNotFound",
+    "ToolTimeout",
+    "call_tool",
+    "call_tool_sync",
+    "capability_summary",
+    "delete_saved_tool",
+    "describe_server",
+    "discovered_servers",
+    "list_resources",
+    "list_resources_sync",
+    "list_saved_tools",
+    "list_servers",
+    "list_servers_sync",
+    "list_tools",
+    "list_tools_sync",
+    "query_tool_docs",
+    "query_tool_docs_sync",
+    "read_resource",
+    "read_resource_sync",
+    "save_tool",
+    "search_tool_docs",
+    "search_tool_docs_sync",
+    "server",
+    "show",
+]
 
 _SIGNATURES = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -197,3 +249,212 @@ def show(obj: object) -> None:
 def capability_summary() -> str:
     """What this sandbox offers and how to use it (the same text as the bridge's capabilities resource)."""
     return _state.summary or "No capability summary was provided by the bridge."
+
+
+# ------------------------------------------------------------------------------------ MCP servers
+
+
+def discovered_servers(detailed: bool = False) -> Any:
+    """The configured MCP servers this session may use: names, or dicts with alias, description, transport.
+
+    Answered from what the bridge sent with this call, so it costs nothing; no server is started.
+    """
+    if detailed:
+        return [dict(server) for server in catalog.servers]
+    return tuple(catalog.names())
+
+
+async def list_servers() -> list[dict[str, Any]]:
+    """Every server with its state (idle, ready, failed...) and tool count when known; starts nothing."""
+    result: list[dict[str, Any]] = await rpc.arequest("servers")
+    return result
+
+
+def list_servers_sync() -> list[dict[str, Any]]:
+    """Blocking twin of ``list_servers``."""
+    result: list[dict[str, Any]] = rpc.request("servers")
+    return result
+
+
+def server(name: str) -> ServerProxy:
+    """The proxy of one server by name or alias (the same object as ``mcp_<alias>`` and ``mcp_servers[name]``)."""
+    return catalog.proxy(name)
+
+
+def describe_server(name: str) -> dict[str, Any]:
+    """A server's name, alias, description, transport and its tools (name, alias, one line each); starts it."""
+    result: dict[str, Any] = rpc.request("describe", server=name)
+    return result
+
+
+async def list_tools(server: str) -> list[dict[str, Any]]:
+    """A server's tools, one short entry each (name, alias, description); starts the server if needed."""
+    result: list[dict[str, Any]] = await rpc.arequest("docs", server=server, tool=None, detail="summary")
+    return result
+
+
+def list_tools_sync(server: str) -> list[dict[str, Any]]:
+    """Blocking twin of ``list_tools``."""
+    result: list[dict[str, Any]] = rpc.request("docs", server=server, tool=None, detail="summary")
+    return result
+
+
+async def query_tool_docs(server: str, tool: str | None = None, detail: str = "summary") -> Any:
+    """Docs of a server's tools (or one tool): detail "name", "summary" (default) or "full" (with schemas)."""
+    return await rpc.arequest("docs", server=server, tool=tool, detail=detail)
+
+
+def query_tool_docs_sync(server: str, tool: str | None = None, detail: str = "summary") -> Any:
+    """Blocking twin of ``query_tool_docs``."""
+    return rpc.request("docs", server=server, tool=tool, detail=detail)
+
+
+async def search_tool_docs(query: str, limit: int = 5, detail: str = "summary") -> list[dict[str, Any]]:
+    """The tools of every configured server that best match a description of what you want, best first."""
+    result: list[dict[str, Any]] = await rpc.arequest("search", query=query, limit=limit, detail=detail)
+    return result
+
+
+def search_tool_docs_sync(query: str, limit: int = 5, detail: str = "summary") -> list[dict[str, Any]]:
+    """Blocking twin of ``search_tool_docs``."""
+    result: list[dict[str, Any]] = rpc.request("search", query=query, limit=limit, detail=detail)
+    return result
+
+
+def _tool_call_params(server: str, tool: str, arguments: dict[str, Any] | None, timeout: float | None) -> Any:
+    if arguments is not None and not isinstance(arguments, dict):
+        raise ArgumentError(f"arguments must be a dict of the tool's parameters, not {type(arguments).__name__}")
+    params: dict[str, Any] = {"server": server, "tool": tool, "arguments": arguments or {}}
+    if timeout is not None:
+        params["timeout"] = timeout
+    return params
+
+
+async def call_tool(
+    server: str, tool: str, arguments: dict[str, Any] | None = None, *, raw: bool = False, timeout: float | None = None
+) -> Any:
+    """Call a tool by name; returns its natural value (or the raw CallToolResult dict with ``raw=True``)."""
+    result = await rpc.arequest("call", **_tool_call_params(server, tool, arguments, timeout))
+    return result if raw else natural(result, server, tool)
+
+
+def call_tool_sync(
+    server: str, tool: str, arguments: dict[str, Any] | None = None, *, raw: bool = False, timeout: float | None = None
+) -> Any:
+    """Blocking twin of ``call_tool``."""
+    result = rpc.request("call", **_tool_call_params(server, tool, arguments, timeout))
+    return result if raw else natural(result, server, tool)
+
+
+async def list_resources(server: str) -> list[dict[str, Any]]:
+    """The resources a server offers (uri, name, mimeType, description)."""
+    result: list[dict[str, Any]] = await rpc.arequest("resources", server=server)
+    return result
+
+
+def list_resources_sync(server: str) -> list[dict[str, Any]]:
+    """Blocking twin of ``list_resources``."""
+    result: list[dict[str, Any]] = rpc.request("resources", server=server)
+    return result
+
+
+def _resource_value(result: Any) -> Any:
+    contents = [item for item in (result or {}).get("contents") or [] if isinstance(item, dict)]
+    values = [resource_value(item) for item in contents]
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
+
+
+async def read_resource(server: str, uri: str) -> Any:
+    """A resource's contents: text (parsed when it is JSON) or bytes; several contents come as a list."""
+    return _resource_value(await rpc.arequest("read_resource", server=server, uri=uri))
+
+
+def read_resource_sync(server: str, uri: str) -> Any:
+    """Blocking twin of ``read_resource``."""
+    return _resource_value(rpc.request("read_resource", server=server, uri=uri))
+
+
+# ------------------------------------------------------------------------------------ saved tools
+
+
+def save_tool(func: Any = None, *, name: str | None = None, description: str | None = None) -> Any:
+    """Save a function so that later sessions start with it defined; use as ``save_tool(f)`` or ``@save_tool``.
+
+    The function's source is sent to the bridge, which keeps it outside the sandbox. It should be
+    self-contained: import what it needs inside, and call MCP tools through ``mcp_<alias>`` proxies.
+    """
+    if func is None:
+        return lambda f: save_tool(f, name=name, description=description)
+    import inspect
+    import textwrap
+
+    if not inspect.isfunction(func) or func.__name__ == "<lambda>":
+        raise TypeError("save_tool() takes a function defined with def (or async def)")
+    try:
+        lines = textwrap.dedent(inspect.getsource(func)).splitlines(True)
+    except (OSError, TypeError) as exc:
+        raise TypeError(f"the source of {func.__name__}() cannot be found ({exc}); define it in a cell") from None
+    while lines and lines[0].lstrip().startswith("@") and "save_tool" in lines[0]:
+        lines.pop(0)  # loading it later must not save it again
+    doc = description if description is not None else (inspect.getdoc(func) or "").split("\n\n")[0]
+    rpc.request("save_tool", name=name or func.__name__, source="".join(lines), description=doc)
+    return func
+
+
+def list_saved_tools() -> list[dict[str, Any]]:
+    """The saved tools (name, description, saved_at); each one is defined in every new session."""
+    result: list[dict[str, Any]] = rpc.request("saved_tools")
+    return result
+
+
+def delete_saved_tool(name: str) -> bool:
+    """Forget a saved tool (sessions that already have it keep their copy); True if it existed."""
+    return bool(rpc.request("delete_saved_tool", name=name))
+
+
+def _load_saved(namespace: dict[str, Any], saved: list[Any]) -> list[str]:
+    """Define saved tools in a fresh namespace; one that fails is reported and the others still load."""
+    import linecache
+
+    notes: list[str] = []
+    for entry in saved:
+        if not isinstance(entry, dict) or not isinstance(entry.get("source"), str):
+            continue
+        name = str(entry.get("name", "?"))
+        filename = f"<saved tool {name}>"
+        source = entry["source"]
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        try:
+            exec(compile(source, filename, "exec", dont_inherit=True), namespace)  # noqa: S102 - the user's own code
+        except BaseException as exc:  # noqa: BLE001 - one broken saved tool must not break the session
+            notes.append(
+                f"saved tool {name!r} could not be loaded ({type(exc).__name__}: {exc}); fix it with "
+                f"runtime.save_tool() or remove it with runtime.delete_saved_tool({name!r})"
+            )
+    return notes
+
+
+def _configure(context: dict[str, Any], namespace: dict[str, Any]) -> list[str]:
+    """Apply what the bridge sent with a call: the servers, their catalog versions, saved tools to define."""
+    from . import _proxies
+
+    servers = context.get("servers")
+    if isinstance(servers, list):
+        versions = context.get("versions")
+        catalog.configure(servers, versions if isinstance(versions, dict) else {})
+        _proxies.install_finder()
+        namespace.setdefault("runtime", sys.modules[__name__])
+        mcp_servers = namespace.get("mcp_servers")
+        if not isinstance(mcp_servers, _proxies.ServerMap):
+            namespace["mcp_servers"] = _proxies.ServerMap(catalog)
+        for entry in catalog.servers:
+            key = f"mcp_{entry.get('alias')}"
+            if key not in namespace or isinstance(namespace[key], ServerProxy):
+                namespace[key] = catalog.proxy(entry["name"])
+    elif isinstance(context.get("versions"), dict):
+        catalog.configure(catalog.servers, context["versions"])
+    saved = context.get("saved")
+    notes = [str(problem)[:500] for problem in context.get("saved_problems") or [] if isinstance(problem, str)]
+    return notes + (_load_saved(namespace, saved) if isinstance(saved, list) else [])

@@ -1,0 +1,195 @@
+"""Requests from sandboxed code to the bridge, over the worker's frame channel.
+
+Standard library only. A request is a ``call`` frame with a fresh id; the host answers with a ``reply``
+frame carrying the same id. The worker's control thread hands replies to ``deliver``, which wakes whoever
+waits: a ``threading.Event`` for synchronous callers, or the event loop of an awaiting coroutine (through
+``call_soon_threadsafe``), so ``asyncio.gather`` over many calls keeps them all in flight at once.
+
+Why not block the event loop with the synchronous path: a hundred gathered calls would then run one after
+another. Why the host validates everything again: this module runs next to the user's code, which can
+forge any frame it likes; it is a convenience, not a boundary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class MCPError(Exception):
+    """Base of every error a tool call, a discovery helper or the bridge's policy raises inside the sandbox.
+
+    ``server`` and ``tool`` say where it happened (None when it does not apply); ``details`` holds what the
+    bridge sent with it (for example ``suggestions`` for a name that was not found).
+    """
+
+    def __init__(
+        self, message: str, *, server: str | None = None, tool: str | None = None, details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.server = server
+        self.tool = tool
+        self.details = details or {}
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ToolError(MCPError):
+    """The upstream server ran the tool and reported a failure (``isError``); the message is the server's own."""
+
+
+class ToolNotFound(MCPError, AttributeError):
+    """No tool of that name on that server; ``details["suggestions"]`` holds the closest names."""
+
+
+class ServerNotFound(MCPError, LookupError):
+    """No configured server of that name; ``details["suggestions"]`` holds the closest names."""
+
+
+class ArgumentError(MCPError, TypeError):
+    """The arguments do not match the tool's input schema; checked before the server sees them."""
+
+
+class ServerUnavailable(MCPError):
+    """The server could not be started or reached, or it crashed; the message says why and when it is retried."""
+
+
+class ToolTimeout(MCPError, TimeoutError):
+    """The server did not answer within the call's timeout."""
+
+
+class PolicyError(MCPError):
+    """The bridge's policy refused the call; the message names the rule."""
+
+
+ERRORS: dict[str, type[MCPError]] = {
+    cls.__name__: cls
+    for cls in (MCPError, ToolError, ToolNotFound, ServerNotFound, ArgumentError, ServerUnavailable, ToolTimeout,
+                PolicyError)
+}  # fmt: skip
+
+
+class _Pending:
+    __slots__ = ("event", "future", "loop", "reply")
+
+    def __init__(self, loop: Any = None, future: Any = None) -> None:
+        self.event = threading.Event() if loop is None else None
+        self.loop = loop
+        self.future = future
+        self.reply: dict[str, Any] | None = None
+
+
+class Rpc:
+    """The guest end of request/reply; one per worker."""
+
+    def __init__(self) -> None:
+        self._send: Any = None  # the worker's Channel.send, bound when the worker starts
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._pending: dict[int, _Pending] = {}
+
+    def bind(self, send: Any) -> None:
+        self._send = send
+
+    def _post(self, op: str, params: dict[str, Any], pending: _Pending) -> int:
+        if self._send is None:
+            raise MCPError("calls to the bridge work only inside a run_python call of mcp-codemode")
+        request_id = next(self._ids)
+        with self._lock:
+            self._pending[request_id] = pending
+        try:
+            self._send({"type": "call", "id": request_id, "op": op, **params})
+        except (TypeError, ValueError) as exc:
+            with self._lock:
+                self._pending.pop(request_id, None)
+            raise ArgumentError(
+                f"a value cannot be sent to the bridge ({exc}); pass JSON values: str, int, float, bool, None, "
+                "and lists or dicts of them",
+                server=params.get("server"),
+                tool=params.get("tool"),
+            ) from None
+        except BaseException:
+            with self._lock:
+                self._pending.pop(request_id, None)
+            raise
+        return request_id
+
+    def request(self, op: str, **params: Any) -> Any:
+        """Send a request and block until its reply (interruptible: a timeout's KeyboardInterrupt ends the wait)."""
+        pending = _Pending()
+        request_id = self._post(op, params, pending)
+        try:
+            assert pending.event is not None
+            pending.event.wait()
+        finally:
+            with self._lock:
+                self._pending.pop(request_id, None)
+        return _unwrap(pending.reply)
+
+    async def arequest(self, op: str, **params: Any) -> Any:
+        """Send a request and await its reply without blocking the event loop."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        request_id = self._post(op, params, _Pending(loop, future))
+        try:
+            reply = await future
+        finally:
+            with self._lock:
+                self._pending.pop(request_id, None)
+        return _unwrap(reply)
+
+    def deliver(self, message: dict[str, Any]) -> None:
+        """Called by the worker's control thread for every ``reply`` frame; unknown ids are ignored."""
+        request_id = message.get("id")
+        if not isinstance(request_id, int):
+            return
+        with self._lock:
+            pending = self._pending.pop(request_id, None)
+        if pending is None:
+            return
+        pending.reply = message
+        if pending.event is not None:
+            pending.event.set()
+            return
+        with contextlib.suppress(RuntimeError):  # the loop was closed: nobody is waiting any more
+            pending.loop.call_soon_threadsafe(_resolve, pending.future, message)
+
+    def forget_all(self) -> None:
+        """Drop waiters left behind by an interrupted cell; their late replies are then ignored."""
+        with self._lock:
+            self._pending.clear()
+
+
+def _resolve(future: Any, message: dict[str, Any]) -> None:
+    if not future.done():
+        future.set_result(message)
+
+
+def _unwrap(reply: dict[str, Any] | None) -> Any:
+    if reply is None:
+        raise MCPError("the bridge did not answer")
+    if reply.get("ok"):
+        return reply.get("value")
+    error = reply.get("error")
+    if not isinstance(error, dict):
+        raise MCPError("the bridge sent a malformed error")
+    cls = ERRORS.get(str(error.get("kind")), MCPError)
+    details = error.get("details")
+    raise cls(
+        str(error.get("message", "unknown error")),
+        server=error.get("server") if isinstance(error.get("server"), str) else None,
+        tool=error.get("tool") if isinstance(error.get("tool"), str) else None,
+        details=details if isinstance(details, dict) else None,
+    )
+
+
+rpc = Rpc()

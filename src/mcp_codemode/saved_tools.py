@@ -1,0 +1,119 @@
+"""Saved tools: functions sandboxed code asked to keep, stored on the host and defined in later sessions.
+
+The source travels over the frame channel and is written here, outside the sandbox, never through a
+writable shared mount: a sandbox cannot plant files that another one would then run. Tools are kept per
+owner (the HTTP principal, or "local"), so one client's saved code never runs in another client's
+sessions. Files are written atomically; a file that cannot be read is reported, not fatal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import keyword
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+MAX_SOURCE_CHARS = 100_000
+MAX_DESCRIPTION_CHARS = 2_000
+MAX_TOOLS_PER_OWNER = 200
+MAX_NAME_CHARS = 64
+
+
+class SavedToolProblem(ValueError):
+    """A save or delete the store refuses; the message says what to change."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedTool:
+    name: str
+    source: str
+    description: str
+    saved_at: float
+
+
+class SavedToolStore:
+    """A directory per owner under ``root``, one JSON file per tool."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _dir(self, owner: str) -> Path:
+        return self.root / hashlib.sha256(owner.encode()).hexdigest()[:16]
+
+    def save(self, owner: str, name: Any, source: Any, description: Any = "") -> SavedTool:
+        name = check_name(name)
+        if not isinstance(source, str) or not source.strip():
+            raise SavedToolProblem("save_tool() needs the function's source text")
+        if len(source) > MAX_SOURCE_CHARS:
+            raise SavedToolProblem(f"the source is {len(source):,} characters; at most {MAX_SOURCE_CHARS:,} are kept")
+        text = description if isinstance(description, str) else ""
+        folder = self._dir(owner)
+        target = folder / f"{name}.json"
+        if not target.exists() and len(self._files(folder)) >= MAX_TOOLS_PER_OWNER:
+            raise SavedToolProblem(
+                f"{MAX_TOOLS_PER_OWNER} tools are saved already; delete some with runtime.delete_saved_tool(name)"
+            )
+        tool = SavedTool(name, source, text[:MAX_DESCRIPTION_CHARS], time.time())
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                json.dump(dataclasses.asdict(tool), stream)
+            os.replace(temporary, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+        return tool
+
+    def load(self, owner: str) -> tuple[list[SavedTool], list[str]]:
+        """Every readable saved tool of ``owner``, and a note for each file that could not be read."""
+        tools: list[SavedTool] = []
+        problems: list[str] = []
+        for path in self._files(self._dir(owner)):
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                tools.append(SavedTool(str(data["name"]), str(data["source"]), str(data.get("description", "")),
+                                       float(data.get("saved_at", 0))))  # fmt: skip
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                problems.append(
+                    f"saved tool {path.stem!r} could not be read ({type(exc).__name__}); save it again with "
+                    f"runtime.save_tool() or remove it with runtime.delete_saved_tool({path.stem!r})"
+                )
+        return tools, problems
+
+    def delete(self, owner: str, name: Any) -> bool:
+        path = self._dir(owner) / f"{check_name(name)}.json"
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    @staticmethod
+    def _files(folder: Path) -> list[Path]:
+        try:
+            return sorted(p for p in folder.glob("*.json") if not p.name.startswith("."))
+        except OSError:
+            return []
+
+
+def check_name(name: Any) -> str:
+    if (
+        not isinstance(name, str)
+        or not name.isidentifier()
+        or keyword.iskeyword(name)
+        or len(name) > MAX_NAME_CHARS
+        or name.startswith("_")
+    ):
+        raise SavedToolProblem(
+            f"{name!r:.80} is not a usable tool name: use a Python identifier of up to {MAX_NAME_CHARS} characters "
+            "that does not start with '_' (for example 'summarize_folder')"
+        )
+    return name
