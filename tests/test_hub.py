@@ -1,0 +1,579 @@
+"""The upstream hub against real MCP servers: the npm and PyPI reference servers, started by their entry points.
+
+Every test runs its own event loop (``asyncio.run``) and its own Hub, so each starts from nothing and proves that
+nothing outlives it. Servers missing on this machine fail under CI=true and skip elsewhere (tests/upstreams.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import http.server
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import mcp_types as types
+import pytest
+
+from mcp_codemode.upstream.errors import ServerUnavailable, UnknownServer, UpstreamCallError, UpstreamTimeout
+from mcp_codemode.upstream.hub import MARK, Hub, backoff_delay
+from mcp_codemode.upstream.model import ServerConfig
+from tests import upstreams
+from tests.conftest import wait_until_gone
+
+T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(body: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(body)
+
+
+def text(result: types.CallToolResult) -> str:
+    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+def starts(log: Path) -> int:
+    """How many times the hub launched the server that writes this log."""
+    return sum(1 for line in log.read_text().splitlines() if line.startswith(MARK) and " starting " in line)
+
+
+def live(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie waiting for its reaper runs nothing and counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def still_running(pids: list[int]) -> list[str]:
+    return [str(pid) for pid in pids if live(pid)]
+
+
+async def wait_for(condition: Any, seconds: float = 10.0) -> None:
+    """Poll an async-world condition; a bounded wait for a notification, not a timing assertion."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not condition() and loop.time() < deadline:
+        await asyncio.sleep(0.02)
+
+
+# -- laziness, reuse, logs --------------------------------------------------------------------------------------
+
+
+def test_nothing_starts_before_first_use_and_concurrent_first_calls_start_one_server(tmp_path: Path) -> None:
+    async def body() -> None:
+        async with Hub([upstreams.everything(), upstreams.time()], log_dir=tmp_path) as hub:
+            assert hub.names() == ("everything", "time")
+            assert hub.state("everything").status == "idle"
+            assert not tmp_path.joinpath("everything.log").exists()
+
+            listings = await asyncio.gather(*(hub.tools("everything") for _ in range(10)))
+            assert all({tool.name for tool in listing} >= {"echo", "get-env"} for listing in listings)
+            state = hub.state("everything")
+            assert (state.status, state.restarts, state.error) == ("ready", 0, "")
+            assert state.pid is not None and live(state.pid)
+            assert starts(tmp_path / "everything.log") == 1
+
+            # Later calls reuse the warm connection: same process, no new start.
+            assert text(await hub.call_tool("everything", "echo", {"message": "again"})) == "Echo: again"
+            assert hub.state("everything").pid == state.pid
+            assert starts(tmp_path / "everything.log") == 1
+            assert hub.state("time").status == "idle"  # never used, never started
+            processes = [state.pid, parent(state.pid)]  # the server, and the wrapper that launched it
+        assert wait_until_gone(lambda: still_running(processes)) == []
+        assert hub.state("everything").status == "idle"
+
+    run(body())
+
+
+def test_warm_starts_servers_in_the_background_and_calls_then_find_them_ready(tmp_path: Path) -> None:
+    async def body() -> None:
+        async with Hub([upstreams.everything(), upstreams.memory(tmp_path / "m.jsonl")], log_dir=tmp_path) as hub:
+            with pytest.raises(UnknownServer):
+                hub.warm(["everything", "no-such-server"])
+            assert hub.state("everything").status == "idle"  # a bad hint starts nothing
+            hub.warm(["everything"])
+            await wait_for(lambda: hub.state("everything").status == "ready")
+            pid = hub.state("everything").pid
+            assert pid is not None and live(pid)
+            assert text(await hub.call_tool("everything", "echo", {"message": "warm"})) == "Echo: warm"
+            assert hub.state("everything").pid == pid and starts(tmp_path / "everything.log") == 1
+            assert hub.state("memory").status == "idle"
+
+    run(body())
+
+
+def test_each_stdio_server_appends_its_stderr_to_its_own_log(tmp_path: Path) -> None:
+    servers = [upstreams.filesystem(tmp_path), upstreams.memory(tmp_path / "memory.jsonl")]
+
+    async def body() -> None:
+        for _ in range(2):
+            async with Hub(servers, log_dir=tmp_path / "logs") as hub:
+                await asyncio.gather(hub.tools("filesystem"), hub.tools("memory"))
+                assert hub.state("memory").log_file == tmp_path / "logs" / "memory.log"
+
+    run(body())
+    filesystem_log = (tmp_path / "logs" / "filesystem.log").read_text()
+    memory_log = (tmp_path / "logs" / "memory.log").read_text()
+    assert "Secure MCP Filesystem Server running on stdio" in filesystem_log
+    assert "Knowledge Graph MCP Server running on stdio" in memory_log
+    assert "Filesystem" not in memory_log
+    assert starts(tmp_path / "logs" / "filesystem.log") == starts(tmp_path / "logs" / "memory.log") == 2
+
+
+def test_protocol_setting_chooses_how_the_client_connects(tmp_path: Path) -> None:
+    async def body() -> None:
+        servers = [upstreams.time("legacy"), upstreams.time("modern", protocol="2026-07-28")]
+        async with Hub(servers, log_dir=tmp_path) as hub:
+            for name in hub.names():
+                result = await hub.call_tool(name, "get_current_time", {"timezone": "UTC"})
+                assert not result.is_error and "UTC" in text(result)
+            assert hub.state("legacy").protocol == "2025-11-25"
+            assert hub.state("modern").protocol == "2026-07-28"
+
+    run(body())
+
+
+# -- failures: crashes, backoff, missing commands ---------------------------------------------------------------
+
+
+def test_a_killed_server_fails_the_next_call_clearly_and_the_call_after_restarts_it(tmp_path: Path) -> None:
+    async def body() -> None:
+        async with Hub([upstreams.everything()], log_dir=tmp_path) as hub:
+            await hub.call_tool("everything", "echo", {"message": "hello"})
+            first = hub.state("everything").pid
+            assert first is not None
+            os.kill(first, signal.SIGKILL)
+
+            with pytest.raises(ServerUnavailable) as caught:
+                await hub.call_tool("everything", "echo", {"message": "are you there?"})
+            message = str(caught.value)
+            assert "'everything'" in message and "killed by signal 9 (SIGKILL)" in message
+            assert str(tmp_path / "everything.log") in message and "next call will try again" in message
+            assert hub.state("everything").status == "failed"
+
+            result = await hub.call_tool("everything", "echo", {"message": "back"})
+            assert text(result) == "Echo: back"
+            state = hub.state("everything")
+            assert (state.status, state.restarts) == ("ready", 1)
+            assert state.pid not in (None, first)
+
+            # A call in flight when the server dies fails at once instead of waiting for its timeout.
+            slow = asyncio.create_task(
+                hub.call_tool("everything", "trigger-long-running-operation", {"duration": 30, "steps": 3})
+            )
+            await asyncio.sleep(0.3)
+            assert state.pid is not None
+            os.kill(state.pid, signal.SIGKILL)
+            with pytest.raises(ServerUnavailable, match="killed by signal 9"):
+                await slow
+
+            # Its second crash within seconds of a restart counts as a repeated failure: the hub backs off.
+            retry_in = hub.state("everything").retry_in
+            assert retry_in is not None and retry_in > 0
+            with pytest.raises(ServerUnavailable, match="try again in"):
+                await hub.call_tool("everything", "echo", {"message": "too soon"})
+            await asyncio.sleep(retry_in)
+            assert text(await hub.call_tool("everything", "echo", {"message": "x"})) == "Echo: x"
+            assert hub.state("everything").restarts == 2
+
+    run(body())
+
+
+def test_a_server_that_keeps_failing_is_retried_with_backoff_and_its_stderr_is_quoted(tmp_path: Path) -> None:
+    script = "import sys; print('fatal: no API key in BROKEN_KEY', file=sys.stderr); sys.exit(3)"
+    broken = ServerConfig(
+        name="broken", alias="broken", transport="stdio", source="/etc/test.json", command=sys.executable,
+        args=("-c", script),
+    )  # fmt: skip
+
+    async def body() -> None:
+        async with Hub([broken], log_dir=tmp_path, backoff=(60.0, 600.0)) as hub:
+            # Concurrent first calls share one failed start, and all of them hear why.
+            outcomes = await asyncio.gather(*(hub.tools("broken") for _ in range(5)), return_exceptions=True)
+            assert all(isinstance(outcome, ServerUnavailable) for outcome in outcomes)
+            first = str(outcomes[0])
+            assert "exited with status 3 during startup" in first and "fatal: no API key in BROKEN_KEY" in first
+            assert "next call will try again" in first
+            assert starts(tmp_path / "broken.log") == 1
+
+            with pytest.raises(ServerUnavailable) as second:  # the first failure is retried at once
+                await hub.tools("broken")
+            assert "try again in" in str(second.value)
+            assert starts(tmp_path / "broken.log") == 2
+
+            with pytest.raises(ServerUnavailable) as third:  # backing off: fails at once, starts nothing
+                await hub.call_tool("broken", "anything", {})
+            assert "try again in" in str(third.value) and "fail at once" in str(third.value)
+            assert starts(tmp_path / "broken.log") == 2
+            state = hub.state("broken")
+            assert state.status == "failed" and state.retry_in is not None and state.retry_in > 0
+
+    run(body())
+
+
+def test_a_server_that_never_answers_the_handshake_fails_after_connect_timeout(tmp_path: Path) -> None:
+    mute = ServerConfig(
+        name="mute", alias="mute", transport="stdio", source="test", command=sys.executable,
+        args=("-c", "import sys; print('waiting forever', file=sys.stderr, flush=True); sys.stdin.read()"),
+    )  # fmt: skip
+    wrong = dataclasses.replace(mute, name="wrong", alias="wrong", protocol="1999-01-01")
+
+    async def body() -> None:
+        async with Hub([mute, wrong], log_dir=tmp_path, connect_timeout=0.5) as hub:
+            with pytest.raises(ServerUnavailable) as caught:
+                await hub.tools("mute")
+            assert "did not complete the MCP handshake within 0.5 s" in str(caught.value)
+            assert "connect_timeout" in str(caught.value) and "waiting forever" in str(caught.value)
+            with pytest.raises(ServerUnavailable, match='fix its "protocol" in test'):
+                await hub.tools("wrong")
+
+    run(body())
+
+
+def test_backoff_doubles_from_the_second_failure_up_to_a_ceiling() -> None:
+    delays = [backoff_delay(failures, 0.5, 30.0) for failures in range(1, 10)]
+    assert delays == [0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+
+
+def test_a_command_missing_from_path_is_named_with_the_file_to_fix(tmp_path: Path) -> None:
+    missing = ServerConfig(
+        name="ghost", alias="ghost", transport="stdio", source="/root/.cursor/mcp.json",
+        command="mcp-server-that-does-not-exist", env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    nowhere = dataclasses.replace(missing, name="nowhere", alias="nowhere", command=sys.executable, cwd="/no/such/dir")
+
+    async def body() -> None:
+        async with Hub([missing, nowhere], log_dir=tmp_path) as hub:
+            with pytest.raises(ServerUnavailable) as caught:
+                await hub.tools("ghost")
+            assert "command 'mcp-server-that-does-not-exist' not found on PATH (/usr/bin:/bin)" in str(caught.value)
+            assert "give its full path in /root/.cursor/mcp.json" in str(caught.value)
+            with pytest.raises(ServerUnavailable, match="working directory '/no/such/dir' does not exist"):
+                await hub.tools("nowhere")
+
+    run(body())
+
+
+def test_unknown_server_names_close_matches_and_every_configured_server(tmp_path: Path) -> None:
+    hub = Hub([upstreams.everything(), upstreams.sequential_thinking()], log_dir=tmp_path)
+    with pytest.raises(UnknownServer) as caught:
+        hub.config("everythin")
+    assert "did you mean 'everything'" in str(caught.value)
+    assert "configured: everything, sequential-thinking" in str(caught.value)
+    assert hub.config("sequential_thinking").name == "sequential-thinking"  # its alias finds it too
+    assert hub.state("everything").status == "idle"
+
+
+# -- notifications, concurrency, timeouts -----------------------------------------------------------------------
+
+_GROWER = textwrap.dedent(
+    """
+    from mcp.server.mcpserver import Context, MCPServer
+
+    server = MCPServer("grower")
+
+    @server.tool()
+    async def grow(name: str, ctx: Context) -> str:
+        \"\"\"Add a tool called `name`, then tell the client the tool list changed.\"\"\"
+        def added() -> str:
+            return name
+        server.add_tool(added, name=name, description="added at run time")
+        await ctx.session.send_tool_list_changed()
+        return f"added {name}"
+
+    server.run()
+    """
+)
+
+
+def test_tools_list_changed_refreshes_the_cache_and_calls_back(tmp_path: Path) -> None:
+    grower_py = tmp_path / "grower.py"
+    grower_py.write_text(_GROWER)
+    grower = ServerConfig(
+        name="grower", alias="grower", transport="stdio", source="test", command=sys.executable, args=(str(grower_py),)
+    )
+    changed: list[str] = []
+
+    async def body() -> None:
+        async with Hub([upstreams.everything(), grower], log_dir=tmp_path, on_tools_changed=changed.append) as hub:
+            # server-everything registers its task tool once initialized, which sends notifications/tools/list_changed.
+            await hub.tools("everything")
+            await wait_for(lambda: "everything" in changed)
+            assert "everything" in changed
+            assert "simulate-research-query" in {tool.name for tool in await hub.tools("everything")}
+
+            assert [tool.name for tool in await hub.tools("grower")] == ["grow"]
+            assert hub.state("grower").tools == 1
+            assert text(await hub.call_tool("grower", "grow", {"name": "sprout"})) == "added sprout"
+            await wait_for(lambda: "grower" in changed)
+            assert "grower" in changed
+            assert sorted(tool.name for tool in await hub.tools("grower")) == ["grow", "sprout"]
+            assert hub.state("grower").tools == 2
+            assert text(await hub.call_tool("grower", "sprout", {})) == "sprout"
+
+    run(body())
+
+
+def test_fifty_concurrent_calls_share_one_connection(tmp_path: Path) -> None:
+    async def body() -> None:
+        async with Hub([upstreams.everything()], log_dir=tmp_path) as hub:
+            results = await asyncio.gather(
+                *(hub.call_tool("everything", "echo", {"message": f"n{index}"}) for index in range(50))
+            )
+            assert [text(result) for result in results] == [f"Echo: n{index}" for index in range(50)]
+            assert starts(tmp_path / "everything.log") == 1
+            assert hub.state("everything").restarts == 0
+
+    run(body())
+
+
+def test_a_slow_call_times_out_naming_the_setting_and_the_connection_stays_usable(tmp_path: Path) -> None:
+    slow = {"duration": 20, "steps": 2}
+
+    async def body() -> None:
+        servers = [upstreams.everything(), upstreams.everything("configured", timeout=0.3)]
+        async with Hub(servers, log_dir=tmp_path, call_timeout=0.3) as hub:
+            with pytest.raises(UpstreamTimeout) as caught:
+                await hub.call_tool("everything", "trigger-long-running-operation", slow)
+            message = str(caught.value)
+            assert "'everything'" in message and "'trigger-long-running-operation'" in message
+            assert "0.3 s" in message and "tool_timeout (env MCP_BRIDGE_TOOL_TIMEOUT)" in message
+
+            with pytest.raises(UpstreamTimeout, match="the timeout passed with the call"):
+                await hub.call_tool("everything", "trigger-long-running-operation", slow, timeout=0.2)
+            with pytest.raises(UpstreamTimeout, match=re.escape('"timeout" in tests/upstreams.py')):
+                await hub.call_tool("configured", "trigger-long-running-operation", slow)
+
+            pid = hub.state("everything").pid
+            assert text(await hub.call_tool("everything", "echo", {"message": "still here"})) == "Echo: still here"
+            assert hub.state("everything").pid == pid and hub.state("everything").restarts == 0
+
+    run(body())
+
+
+# -- what servers answer ----------------------------------------------------------------------------------------
+
+
+def test_error_results_are_returned_and_protocol_errors_raised(tmp_path: Path) -> None:
+    async def body() -> None:
+        async with Hub([upstreams.everything(), upstreams.time()], log_dir=tmp_path) as hub:
+            # The TypeScript SDK answers an unknown tool with an isError result: that is a result, not an exception.
+            result = await hub.call_tool("everything", "no-such-tool", {})
+            assert result.is_error and "Tool no-such-tool not found" in text(result)
+            # The Python SDK answers it with a JSON-RPC error, which keeps its code and message.
+            with pytest.raises(UpstreamCallError) as caught:
+                await hub.call_tool("time", "no_such_tool", {})
+            assert caught.value.code == -32602 and "Unknown tool: no_such_tool" in caught.value.message
+            assert "'time'" in str(caught.value)
+
+    run(body())
+
+
+def test_resources_are_listed_and_read(tmp_path: Path) -> None:
+    async def body() -> None:
+        async with Hub([upstreams.everything(), upstreams.time()], log_dir=tmp_path) as hub:
+            resources = await hub.list_resources("everything")
+            uris = [str(resource.uri) for resource in resources]
+            assert "demo://resource/static/document/features.md" in uris
+            read = await hub.read_resource("everything", "demo://resource/static/document/features.md")
+            assert read.contents and isinstance(read.contents[0], types.TextResourceContents)
+            assert await hub.list_resources("time") == []  # it declares no resources capability
+
+    run(body())
+
+
+def test_every_reference_server_answers_through_one_hub(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "hello.txt").write_text("hello\n")
+    (tmp_path / "notes.txt").write_text("filesystem works\n")
+    servers = [
+        upstreams.everything(),
+        upstreams.filesystem(tmp_path),
+        upstreams.memory(tmp_path / "memory.jsonl"),
+        upstreams.sequential_thinking(),
+        upstreams.time(),
+        upstreams.git(repo),
+        upstreams.fetch(),
+    ]
+
+    async def body() -> None:
+        async with Hub(servers, log_dir=tmp_path / "logs") as hub:
+            listings = await asyncio.gather(*(hub.tools(name) for name in hub.names()))
+            assert all(listings)
+            read = await hub.call_tool("filesystem", "read_text_file", {"path": str(tmp_path / "notes.txt")})
+            assert "filesystem works" in text(read)
+            entity = {"name": "hub", "entityType": "component", "observations": ["connects upstreams"]}
+            await hub.call_tool("memory", "create_entities", {"entities": [entity]})
+            assert "connects upstreams" in text(await hub.call_tool("memory", "read_graph", {}))
+            thought = {"thought": "one", "thoughtNumber": 1, "totalThoughts": 1, "nextThoughtNeeded": False}
+            assert not (await hub.call_tool("sequential-thinking", "sequentialthinking", thought)).is_error
+            assert "UTC" in text(await hub.call_tool("time", "get_current_time", {"timezone": "UTC"}))
+            assert "hello.txt" in text(await hub.call_tool("git", "git_status", {"repo_path": str(repo)}))
+            assert {hub.state(name).status for name in hub.names()} == {"ready"}
+            pids = [hub.state(name).pid for name in hub.names()]
+        assert wait_until_gone(lambda: still_running([pid for pid in pids if pid is not None])) == []
+        assert (tmp_path / "memory.jsonl").exists()
+
+    run(body())
+
+
+@contextlib.contextmanager
+def web_page(body: bytes) -> Iterator[str]:
+    """A tiny local web server, so fetching is tested without depending on the internet."""
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            found = self.path == "/page"
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(body if found else b"not found")
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_fetch_reports_unreachable_and_refused_urls_as_error_results(tmp_path: Path) -> None:
+    """mcp-server-fetch does not raise for a URL it cannot get: it answers isError, and the hub passes that on.
+
+    With no internet every URL is unreachable; a closed port on loopback stands in for that, reachably
+    only with --allow-private-ips, since by default the server refuses private and loopback addresses.
+    """
+    page = b"<html><body><h1>Local page</h1><p>The hub fetched this.</p></body></html>"
+
+    async def body() -> None:
+        with web_page(page) as base:
+            servers = [upstreams.fetch(), upstreams.fetch("fetch-local", "--allow-private-ips")]
+            async with Hub(servers, log_dir=tmp_path) as hub:
+                refused = await hub.call_tool("fetch", "fetch", {"url": f"{base}/page"})
+                assert refused.is_error and "--allow-private-ips" in text(refused)
+
+                fetched = await hub.call_tool("fetch-local", "fetch", {"url": f"{base}/page"})
+                assert not fetched.is_error and "The hub fetched this." in text(fetched)
+
+                unreachable = await hub.call_tool("fetch-local", "fetch", {"url": "http://127.0.0.1:9/nothing"})
+                assert unreachable.is_error and "connection issue" in text(unreachable)
+
+    run(body())
+
+
+def test_stdio_servers_get_only_the_default_environment_and_their_own_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_BRIDGE_HTTP_TOKEN", "secret-token-that-must-not-leak")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "another-secret")
+    config = upstreams.everything(env={"CODEMODE_TEST_SETTING": "configured"})
+
+    async def body() -> dict[str, str]:
+        async with Hub([config], log_dir=tmp_path) as hub:
+            environment: dict[str, str] = json.loads(text(await hub.call_tool("everything", "get-env", {})))
+            return environment
+
+    environment = run(body())
+    assert environment["CODEMODE_TEST_SETTING"] == "configured"
+    assert set(environment) <= {"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "CODEMODE_TEST_SETTING"}
+    assert "secret-token-that-must-not-leak" not in json.dumps(environment)
+
+
+# -- remote transports ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("serve", [upstreams.everything_http, upstreams.everything_sse], ids=["http", "sse"])
+def test_remote_servers_over_streamable_http_and_sse(tmp_path: Path, serve: Any) -> None:
+    async def body() -> None:
+        server = serve(headers={"X-Codemode-Test": "yes"})
+        config: ServerConfig = server.__enter__()
+        try:
+            async with Hub([config], log_dir=tmp_path) as hub:
+                assert "echo" in {tool.name for tool in await hub.tools(config.name)}
+                calls = [hub.call_tool(config.name, "echo", {"message": f"m{index}"}) for index in range(10)]
+                assert [text(result) for result in await asyncio.gather(*calls)] == [
+                    f"Echo: m{index}" for index in range(10)
+                ]
+                state = hub.state(config.name)
+                assert (state.status, state.pid, state.log_file) == ("ready", None, None)
+
+                server.__exit__(None, None, None)  # the server goes away under the live connection
+                with pytest.raises(ServerUnavailable) as lost:  # the connection breaks under this call
+                    await hub.call_tool(config.name, "echo", {"message": "anyone?"})
+                assert config.url in str(lost.value) and "next call will try again" in str(lost.value)
+                with pytest.raises(ServerUnavailable) as gone:  # and connecting again says why not
+                    await hub.call_tool(config.name, "echo", {"message": "anyone now?"})
+                assert config.url in str(gone.value) and "connection refused" in str(gone.value)
+        finally:
+            server.__exit__(None, None, None)
+
+    run(body())
+
+
+# -- no orphans -------------------------------------------------------------------------------------------------
+
+_DRIVER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from pathlib import Path
+
+    from mcp_codemode.upstream.hub import Hub
+    from tests import upstreams
+
+    async def main() -> None:
+        work = Path(sys.argv[1])
+        async with Hub([upstreams.everything(), upstreams.memory(work / "memory.jsonl")], log_dir=work) as hub:
+            await asyncio.gather(*(hub.tools(name) for name in hub.names()))
+            print(json.dumps([hub.state(name).pid for name in hub.names()]), flush=True)
+            await asyncio.sleep(3600)
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_servers_die_with_the_process_that_holds_the_hub_even_when_it_is_killed(tmp_path: Path) -> None:
+    upstreams.everything()  # installed, or skip (fail under CI) saying so; the driver builds its own configs
+    upstreams.memory(tmp_path / "memory.jsonl")
+    driver_py = tmp_path / "driver.py"
+    driver_py.write_text(_DRIVER)
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"}
+    driver = subprocess.Popen(
+        [sys.executable, str(driver_py), str(tmp_path)], stdout=subprocess.PIPE, env=env, cwd=ROOT, text=True
+    )
+    try:
+        assert driver.stdout is not None
+        servers: list[int] = json.loads(driver.stdout.readline())
+        assert len(servers) == 2 and all(live(pid) for pid in servers)
+        launchers = [parent(pid) for pid in servers]  # the sh wrappers between the driver and each server
+        assert all(parent(launcher) == driver.pid for launcher in launchers)
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+        assert wait_until_gone(lambda: still_running(servers + launchers)) == []
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
