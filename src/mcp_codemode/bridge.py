@@ -1,6 +1,7 @@
-"""One execution end to end, behind every face (MCP server, command line): backend, sessions, summary.
+"""One execution end to end, behind every face (MCP server, command line): backend, sessions, upstreams.
 
-The bridge owns the session manager and knows nothing of MCP. When no sandbox backend can run here it still
+The bridge owns the session manager, the upstream hub and the relay between them; it knows nothing of the
+MCP face. When no sandbox backend can run here it still
 starts, and every call gets the reason and the fix: an agent can relay that to its user, whereas a server
 that refuses to start shows up in most clients as an unexplained red dot.
 """
@@ -15,11 +16,15 @@ from types import TracebackType
 import anyio
 
 from .errors import CodemodeError
+from .relay import Relay
 from .sandbox.select import choose_backend
 from .sandbox.worker import ExecutionResult, OutputCallback
+from .saved_tools import SavedToolStore
 from .sessions import SessionManager
 from .settings import Settings
 from .summary import capability_summary
+from .upstream.hub import Hub
+from .upstream.model import Discovery
 
 log = logging.getLogger(__name__)
 THROWAWAY_NOTE = (
@@ -33,7 +38,7 @@ class RunRequest:
     """A validated ``run_python`` call."""
 
     code: str
-    timeout: int | None = None
+    timeout: float | None = None
     session: str | None = None
     reset: bool = False
     servers: tuple[str, ...] = ()
@@ -42,15 +47,29 @@ class RunRequest:
 class Bridge:
     """Runs code for any number of clients; use as an async context manager so no sandbox outlives it."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, discovery: Discovery | None = None) -> None:
         self.settings = settings
+        self.discovery = discovery or Discovery()
         self.backend_error = ""
         self.sessions: SessionManager | None = None
         self.backend_name = "unavailable"
         self.summary = ""
-        self.servers: tuple[str, ...] = ()
+        self.servers: tuple[str, ...] = tuple(server.name for server in self.discovery.servers)
+        self.hub = Hub(
+            self.discovery.servers,
+            log_dir=settings.state_dir / "logs",
+            call_timeout=settings.tool_timeout,
+            connect_timeout=settings.connect_timeout,
+            on_tools_changed=self._tools_changed,
+        )
+        descriptions = {server.name: server.description for server in self.discovery.servers}
+        self.relay = Relay(self.hub, SavedToolStore(settings.state_dir / "saved-tools"), settings, descriptions)
+
+    def _tools_changed(self, server: str) -> None:
+        self.relay.tools_changed(server)
 
     async def __aenter__(self) -> Bridge:
+        await self.hub.__aenter__()
         try:
             choice = choose_backend(self.settings)
         except CodemodeError as exc:
@@ -60,24 +79,35 @@ class Bridge:
             log.info("%s", choice.reason)
             self.backend_name = choice.backend.name
             self.sessions = await SessionManager(choice.backend, self.settings).__aenter__()
-        self.summary = capability_summary(self.settings, self.backend_name, self.servers, self.backend_error)
+        self.summary = capability_summary(
+            self.settings,
+            self.backend_name,
+            {server.name: server.alias for server in self.discovery.servers},
+            self.backend_error,
+        )
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self.sessions is not None:
-            with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):
+            if self.sessions is not None:
                 await self.sessions.close()
+            await self.hub.__aexit__(exc_type, exc, tb)
 
     async def run(
-        self, request: RunRequest, key: str | None, on_output: OutputCallback | None = None
+        self, request: RunRequest, key: str | None, on_output: OutputCallback | None = None, owner: str = "local"
     ) -> ExecutionResult:
-        """Run ``request`` in the session ``key``; ``None`` means a throwaway session closed afterwards."""
+        """Run ``request`` in the session ``key``; ``None`` means a throwaway session closed afterwards.
+
+        ``owner`` is who is asking (an HTTP principal, or "local"): saved tools are kept per owner.
+        """
         if self.sessions is None:
             raise CodemodeError(self.backend_error or "the bridge is not running")
         throwaway = key is None
         name = key or f"once:{uuid.uuid4().hex}"
+        aliases = {server.alias: server.name for server in self.discovery.servers}
+        self.hub.warm(aliases.get(name, name) for name in request.servers if aliases.get(name, name) in self.servers)
         try:
             result = await self.sessions.execute(
                 request.code,
@@ -86,6 +116,8 @@ class Bridge:
                 reset=request.reset,
                 on_output=on_output,
                 summary=self.summary,
+                context=lambda fresh: self.relay.context(owner, fresh),
+                relay=self.relay.for_owner(owner),
             )
         finally:
             if throwaway:
@@ -93,7 +125,7 @@ class Bridge:
                     await self.sessions.discard(name)
         if throwaway:
             result = _with_note(result, THROWAWAY_NOTE)
-        unknown = [server for server in request.servers if server not in self.servers]
+        unknown = [name for name in request.servers if aliases.get(name, name) not in self.servers]
         if unknown:
             configured = ", ".join(self.servers) or "none"
             result = _with_note(

@@ -1,4 +1,7 @@
-"""The command line: ``serve`` (the MCP server), ``run`` and ``doctor``; ``servers`` and ``search`` come later.
+"""The command line: ``serve`` (the MCP server), ``run``, ``servers`` and ``doctor``.
+
+This is the composition root: the one place that reads the process's environment, home and working
+directory, and hands them down (settings, config discovery) so no other module has to.
 
 Exit statuses of ``run`` follow shell habits: 0 success, 1 the code raised (or the sandbox died under it),
 124 timeout (as ``timeout(1)``), 125 the bridge itself could not run the code (bad settings, no backend).
@@ -11,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import socket
 import sys
@@ -22,16 +26,18 @@ import anyio
 from mcp.server.stdio import stdio_server
 
 from . import __version__
-from .bridge import Bridge
+from .bridge import Bridge, RunRequest
 from .doctor import diagnose, render_text
 from .errors import CodemodeError, SettingsError
 from .sandbox.select import choose_backend
 from .sandbox.worker import ExecutionResult
 from .server import build_server
-from .sessions import DEFAULT_SESSION, SessionManager, check_session_name
+from .servers_report import servers_report
+from .sessions import DEFAULT_SESSION, check_session_name
 from .settings import RUNTIME_CHOICES, Settings, parse_field
 from .stdio import private_stdio
-from .summary import capability_summary
+from .upstream.config import discover
+from .upstream.model import Discovery
 from .web import bind_socket, check_exposure, serve_http
 
 EXIT_OK, EXIT_RAISED, EXIT_TIMEOUT, EXIT_BRIDGE = 0, 1, 124, 125
@@ -55,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=_positive_float, help="seconds per cell (default: MCP_BRIDGE_TIMEOUT)")
     run.add_argument("--session", default=DEFAULT_SESSION, type=_session_name, help="session name")
     run.add_argument("-v", "--verbose", action="store_true", help="say which backend runs the code, and why")
+    _config_option(run)
 
     serve = commands.add_parser("serve", help="serve run_python over MCP (stdio by default, or HTTP)")
     serve.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default: stdio")
@@ -67,10 +74,51 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--backend", choices=(*RUNTIME_CHOICES, "bwrap"), help="sandbox backend (default: MCP_BRIDGE_RUNTIME or auto)"
     )
+    _config_option(serve)
+
+    servers = commands.add_parser("servers", help="list the MCP servers found, where, and whether they start")
+    servers.add_argument("--json", action="store_true", help="machine-readable output")
+    servers.add_argument("--no-connect", action="store_true", help="only read the config files; start nothing")
+    servers.add_argument("-v", "--verbose", action="store_true", help="log each server's start and stop")
+    _config_option(servers)
 
     doctor = commands.add_parser("doctor", help="check which sandboxes work here and what they enforce")
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
+
+
+def _config_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="an MCP servers config file (repeatable; read before MCP_SERVERS_CONFIG and the clients' files)",
+    )
+    parser.add_argument(
+        "--no-discover", action="store_true", help="read only --config and MCP_SERVERS_CONFIG, not the clients' files"
+    )
+
+
+def _discovery(settings: Settings, args: argparse.Namespace) -> Discovery:
+    """Find the configured MCP servers; broken files and entries are logged, and every good one still loads."""
+    found = discover(
+        home=Path(os.environ.get("HOME") or Path.home()),
+        cwd=Path.cwd(),
+        env=os.environ,
+        explicit=[*args.config, *settings.servers_config],
+        use_defaults=settings.discover_servers and not args.no_discover,
+        allow_self=settings.allow_self_server,
+    )
+    for problem in found.problems:
+        log.warning("MCP server config: %s", problem)
+    for path in args.config:
+        if not path.exists():
+            raise SettingsError(
+                f"--config {path}: no such file; give an MCP servers JSON or TOML file (or a folder of them)"
+            )
+    return found
 
 
 def _positive_float(text: str) -> float:
@@ -98,9 +146,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             overrides.update(_serve_overrides(args))
         settings = Settings.load(settings_file=args.settings, overrides=overrides)
-        _configure_logging(settings)
+        # One-shot commands print results, so only problems are logged unless asked (-v or MCP_BRIDGE_LOG_LEVEL).
+        chatty = args.command in ("serve", "doctor") or "log_level" in settings.sources
+        chatty = chatty or getattr(args, "verbose", False)
+        _configure_logging(settings if chatty else settings.replace(log_level="WARNING"))
         if args.command == "serve":
-            asyncio.run(serve(settings, args.transport))
+            asyncio.run(serve(settings, args.transport, _discovery(settings, args)))
+            return EXIT_OK
+        if args.command == "servers":
+            found = _discovery(settings, args)
+            listing = asyncio.run(servers_report(settings, found, connect=not args.no_connect))
+            print(json.dumps(listing.as_json(), indent=2) if args.json else listing.as_text())
             return EXIT_OK
         if args.command == "doctor":
             report = diagnose(settings)
@@ -108,7 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK if report["selected"]["backend"] else EXIT_BRIDGE
         if args.command == "run":
             cells = _cells(args)
-            return asyncio.run(_run(settings, cells, args.timeout, args.session, args.verbose))
+            found = _discovery(settings, args)
+            return asyncio.run(_run(settings, found, cells, args.timeout, args.session, args.verbose))
     except CodemodeError as exc:
         print(f"mcp-codemode: {exc}", file=sys.stderr)
         return EXIT_BRIDGE
@@ -142,7 +199,7 @@ def _configure_logging(settings: Settings) -> None:
     logging.captureWarnings(True)
 
 
-async def serve(settings: Settings, transport: str) -> None:
+async def serve(settings: Settings, transport: str, discovery: Discovery | None = None) -> None:
     """Serve until the client hangs up (stdio) or the process is told to stop (SIGTERM, SIGHUP, Ctrl-C).
 
     SIGTERM must unwind through the bridge like Ctrl-C does, or every sandbox and cgroup would outlive us:
@@ -155,15 +212,15 @@ async def serve(settings: Settings, transport: str) -> None:
         check_exposure(settings)
         sock = bind_socket(settings)
     with contextlib.closing(sock) if sock is not None else contextlib.nullcontext():
-        await _serve(settings, sock)
+        await _serve(settings, sock, discovery)
 
 
-async def _serve(settings: Settings, sock: socket.socket | None) -> None:
+async def _serve(settings: Settings, sock: socket.socket | None, discovery: Discovery | None) -> None:
     stop = anyio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(signum, stop.set)
-    async with Bridge(settings) as bridge:
+    async with Bridge(settings, discovery) as bridge:
         if sock is not None:
             await serve_http(build_server(bridge, "http"), settings, sock, stop)
             return
@@ -199,7 +256,9 @@ def _cells(args: argparse.Namespace) -> list[str]:
     return cells
 
 
-async def _run(settings: Settings, cells: list[str], timeout: float | None, session: str, verbose: bool) -> int:
+async def _run(
+    settings: Settings, discovery: Discovery, cells: list[str], timeout: float | None, session: str, verbose: bool
+) -> int:
     choice = choose_backend(settings)
     if verbose:
         print(f"mcp-codemode: {choice.reason}", file=sys.stderr)
@@ -211,11 +270,11 @@ async def _run(settings: Settings, cells: list[str], timeout: float | None, sess
         streams[stream].flush()
         shown[stream] += len(text)
 
-    summary = capability_summary(settings, choice.backend.name)
-    async with SessionManager(choice.backend, settings) as sessions:
+    async with Bridge(settings, discovery) as bridge:
         for code in cells:
             shown.update(stdout=0, stderr=0)
-            result = await sessions.execute(code, session=session, timeout=timeout, on_output=echo, summary=summary)
+            request = RunRequest(code, timeout=timeout)
+            result = await bridge.run(request, f"cli:{session}", on_output=echo)
             # Output was streamed live; only a truncation marker and the kept tail are still unprinted.
             echo("stdout", result.stdout[shown["stdout"] :])
             echo("stderr", result.stderr[shown["stderr"] :])

@@ -47,10 +47,11 @@ _ARGUMENTS = ("code", "servers", "timeout", "session", "reset")
 
 DESCRIPTION = (
     "Run Python 3 in a sandbox (no network, no host files) and get back what it prints, the value of its "
-    "last expression, errors and images. Variables, imports and functions persist between calls of a "
-    "session; top-level await works. For limits and helpers read runtime.capability_summary() (after "
-    "`import mcp.runtime as runtime`) or the codemode://capabilities resource; runtime.show(obj) returns an "
-    "image. Print only what you need: output is cut in the middle when long."
+    "last expression, errors and images. State persists between calls of a session; top-level await works. "
+    "The code can call the user's MCP servers: `await mcp_<server>.<tool>(...)`; find tools with "
+    "`await runtime.search_tool_docs('...')`. Read runtime.capability_summary() (after `import mcp.runtime as "
+    "runtime`) or the codemode://capabilities resource for servers, limits and helpers. Print only what you "
+    "need: long output is cut in the middle."
 )
 
 
@@ -174,9 +175,7 @@ def session_key(ctx: ServerRequestContext[Any, Any], transport: Transport, named
     """The session a call runs in (see the module docstring); ``None`` means a throwaway one."""
     if transport == "stdio":
         return f"stdio:{named or 'default'}"
-    request = ctx.request
-    scope = getattr(request, "scope", None) or {}
-    principal = (scope.get("state") or {}).get(PRINCIPAL_STATE_KEY)
+    principal = _principal(ctx)
     owner = principal or "local"
     if named is not None:
         return f"p:{owner}:{named}"
@@ -186,6 +185,18 @@ def session_key(ctx: ServerRequestContext[Any, Any], transport: Transport, named
     if principal:
         return f"p:{principal}:default"
     return None
+
+
+def owner_of(ctx: ServerRequestContext[Any, Any], transport: Transport) -> str:
+    """Who is asking, for what is kept per client across sessions (saved tools): a token's principal, or local."""
+    return "local" if transport == "stdio" else (_principal(ctx) or "local")
+
+
+def _principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The bearer-token principal the HTTP guard put in the request's scope (None without a token)."""
+    scope = getattr(ctx.request, "scope", None) or {}
+    principal = (scope.get("state") or {}).get(PRINCIPAL_STATE_KEY)
+    return principal if isinstance(principal, str) and principal else None
 
 
 def _connection(ctx: ServerRequestContext[Any, Any]) -> Any:
@@ -249,7 +260,7 @@ def build_server(bridge: Bridge, transport: Transport, tracing: bool = False) ->
 
         async def run() -> types.CallToolResult:
             try:
-                result = await bridge.run(request, key)
+                result = await bridge.run(request, key, owner=owner_of(ctx, transport))
             except CodemodeError as exc:
                 return error_result(str(exc), type(exc).__name__)
             return render_result(result, settings.output_mode, settings.output_limit, label)

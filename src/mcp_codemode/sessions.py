@@ -15,10 +15,12 @@ import dataclasses
 import logging
 import re
 import time
+from collections.abc import Callable
+from typing import Any
 
 from .errors import SessionLimitError
 from .sandbox.base import Backend
-from .sandbox.worker import ExecutionResult, OutputCallback, Worker
+from .sandbox.worker import ExecutionResult, OutputCallback, Relay, Worker
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -83,7 +85,10 @@ class SessionManager:
         reset: bool = False,
         on_output: OutputCallback | None = None,
         summary: str | None = None,
+        context: Callable[[bool], dict[str, Any]] | None = None,
+        relay: Relay | None = None,
     ) -> ExecutionResult:
+        """Run ``code`` in ``session``; ``context(fresh)`` says what to send the guest (fresh: a new sandbox)."""
         check_session_name(session)
         entry = await self._get(session)
         async with entry.lock:
@@ -104,7 +109,17 @@ class SessionManager:
                         "this call runs in a fresh one with an empty namespace."
                     )
                 entry.worker = await self._start_worker(session, entry)
-            result = await entry.worker.execute(code, self.settings.clamp_timeout(timeout), on_output, summary)
+                fresh = True
+            else:
+                fresh = False
+            result = await entry.worker.execute(
+                code,
+                self.settings.clamp_timeout(timeout),
+                on_output,
+                summary,
+                context=context(fresh) if context is not None else None,
+                relay=relay,
+            )
             entry.last_used = time.monotonic()
             if result.state_lost:
                 await entry.worker.close()

@@ -6,11 +6,14 @@ It is served twice, identically: as the ``codemode://capabilities`` resource and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from . import __version__
 from .settings import Settings, format_size
 
 
-def capability_summary(settings: Settings, backend: str, servers: tuple[str, ...] = (), problem: str = "") -> str:
+def capability_summary(settings: Settings, backend: str, servers: Mapping[str, str] | None = None,
+                       problem: str = "") -> str:  # fmt: skip
     """The summary; ``problem`` (no usable sandbox) comes first, because nothing else works until it is fixed."""
     cpus = f"{settings.cpus:g} CPU" if settings.cpus else "a shared CPU"
     if problem:
@@ -32,6 +35,22 @@ def capability_summary(settings: Settings, backend: str, servers: tuple[str, ...
         "- Images: `import mcp.runtime as runtime; runtime.show(obj)` sends PNG/JPEG/GIF/WebP bytes, a file "
         "path, a PIL image or a matplotlib figure; figures left open and an image as the last value are sent too "
         f"(each up to {format_size(settings.image_limit)}, {settings.max_images} per call).",
-        "- MCP servers: " + (", ".join(servers) if servers else "none are configured."),
+        _servers_line(servers or {}),
+        "- Saved tools: runtime.save_tool(func) keeps a function's source on the host; every new session starts "
+        "with it defined (runtime.list_saved_tools(), runtime.delete_saved_tool(name)).",
     ]
     return "\n".join(lines)
+
+
+def _servers_line(servers: Mapping[str, str]) -> str:
+    """How to reach the user's MCP servers; the names only, never their tools (those are found in code)."""
+    if not servers:
+        return "- MCP servers: none are configured (see `mcp-codemode servers`)."
+    names = ", ".join(name if alias == name else f"{name} (mcp_{alias})" for name, alias in servers.items())
+    return (
+        f"- MCP servers ({len(servers)}): {names}. They start on first use. Find tools with "
+        '`await runtime.search_tool_docs("what you need")` or `runtime.query_tool_docs_sync(server)`; call them as '
+        "`await mcp_<alias>.<tool>(arg=...)` (typed: help() shows parameters) or `runtime.call_tool(server, tool, "
+        "{...})`. Results are Python values; failures raise runtime.ToolError, ToolNotFound, ArgumentError (all "
+        "runtime.MCPError). asyncio.gather runs calls concurrently."
+    )

@@ -322,8 +322,15 @@ class Executor:
         return {"status": "ok", "value": clip(shown)}
 
 
-def _trim_to_user_frames(te: traceback.TracebackException) -> None:
-    """Drop the worker's and asyncio's frames above the first frame of a cell, in every chained exception."""
+STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
+
+
+def _trim_to_user_frames(te: traceback.TracebackException, interrupted: bool = False) -> None:
+    """Drop the worker's and asyncio's frames above the first frame of a cell, in every chained exception.
+
+    An interrupt lands wherever the code happened to be waiting (asyncio's selector, a lock): for it, the
+    standard library's frames below the last frame of the user's code are dropped too.
+    """
     seen: set[int] = set()
     pending: list[traceback.TracebackException | None] = [te]
     while pending:
@@ -335,6 +342,8 @@ def _trim_to_user_frames(te: traceback.TracebackException) -> None:
         first_cell = next((i for i, f in enumerate(frames) if f.filename.startswith("<cell ")), None)
         if first_cell is not None:
             kept = [f for f in frames[first_cell:] if not f.filename.startswith(GUEST_DIR)]
+            while interrupted and len(kept) > 1 and kept[-1].filename.startswith(STDLIB_DIR):
+                kept.pop()
             current.stack = traceback.StackSummary.from_list(kept)
         pending.extend([current.__cause__, current.__context__])
 
@@ -350,7 +359,7 @@ def clip(text: str, limit: int = TEXT_LIMIT) -> str:
 def describe_exception(exc: BaseException) -> dict[str, Any]:
     try:
         te = traceback.TracebackException.from_exception(exc, limit=None, compact=True)
-        _trim_to_user_frames(te)
+        _trim_to_user_frames(te, isinstance(exc, KeyboardInterrupt))
         formatted = "".join(te.format())
     except BaseException:  # noqa: BLE001 - a hostile exception must not kill the worker
         formatted = f"{type(exc).__name__}: <traceback could not be formatted>\n"

@@ -118,7 +118,12 @@ class BubblewrapBackend(Backend):
             detail = done.stderr.decode(errors="replace").strip().splitlines()
             reason = detail[-1] if detail else f"exit status {done.returncode}"
             fix = "allow unprivileged user namespaces: sysctl -w kernel.unprivileged_userns_clone=1"
-            if "Permission denied" in reason or "No such file" in reason:
+            if ("Permission denied" in reason or "No such file" in reason) and str(self.settings.state_dir) in reason:
+                fix = (
+                    f"let uid {self.uid} reach the state directory {self.settings.state_dir}: every directory above "
+                    "it needs the x (search) bit for others (chmod o+x), or set MCP_BRIDGE_STATE_DIR elsewhere"
+                )
+            elif "Permission denied" in reason or "No such file" in reason:
                 fix = f"make {self.python} readable by uid {self.uid}, or set MCP_BRIDGE_SANDBOX_PYTHON"
             return Availability(False, f"bubblewrap sandbox failed to start: {reason}", fix)
         drop = f", dropped to uid {self.uid}" if self.as_root else ""

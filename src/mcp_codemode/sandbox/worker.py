@@ -17,7 +17,7 @@ import itertools
 import logging
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import anyio
@@ -31,6 +31,12 @@ log = logging.getLogger(__name__)
 
 Status = Literal["ok", "error", "timeout", "crashed"]
 OutputCallback = Callable[[str, str], None]
+# Answers one request of sandboxed code (a "call" frame: op and parameters, all untrusted) with a reply body:
+# {"ok": True, "value": ...} or {"ok": False, "error": {"kind": ..., "message": ...}}.
+Relay = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+MAX_CALLS_IN_FLIGHT = 1024  # per cell; more get an immediate error (asyncio.gather over thousands still works)
+CONCURRENT_CALLS = 64  # per cell, relayed at once; the rest wait their turn
+MAX_REPLY_BYTES = 48 * 1024 * 1024  # the guest refuses frames over 64 MiB
 _STDERR_KEEP = 8192
 _GRACEFUL_EXIT_SECONDS = 1.0
 _GUEST_TEXT_LIMITS = 3 * 200_000  # value, message and traceback, each clipped by the guest (TEXT_LIMIT)
@@ -116,6 +122,9 @@ class _Cell:
     done: asyncio.Future[dict[str, Any]]
     streams: dict[str, _Stream]
     on_output: OutputCallback | None
+    relay: Relay | None = None
+    calls: set[asyncio.Task[None]] = dataclasses.field(default_factory=set)
+    gate: asyncio.Semaphore = dataclasses.field(default_factory=lambda: asyncio.Semaphore(CONCURRENT_CALLS))
 
 
 class Worker:
@@ -206,6 +215,48 @@ class Worker:
                     cell.on_output(stream, kept)
         elif kind == "result" and cell is not None and message.get("id") == cell.id and not cell.done.done():
             cell.done.set_result(message)
+        elif kind == "call":
+            self._accept_call(cell, message)
+
+    def _accept_call(self, cell: _Cell | None, message: dict[str, Any]) -> None:
+        """Start relaying one request of the running cell; anything else gets an error reply, never a crash."""
+        request_id = message.get("id")
+        if not isinstance(request_id, int) or isinstance(request_id, bool) or not 0 < request_id < 1 << 53:
+            return  # nothing to answer to; a well-behaved guest never sends this
+        problem = ""
+        if cell is None or cell.relay is None:
+            problem = "calls to MCP servers work only while a run_python call is running"
+        elif len(cell.calls) >= MAX_CALLS_IN_FLIGHT:
+            problem = f"more than {MAX_CALLS_IN_FLIGHT} calls are in flight; await some before starting more"
+        if problem or cell is None:
+            self._reply(request_id, {"ok": False, "error": {"kind": "MCPError", "message": problem}})
+            return
+        task = asyncio.create_task(self._serve_call(cell, request_id, message))
+        cell.calls.add(task)
+        task.add_done_callback(cell.calls.discard)
+
+    async def _serve_call(self, cell: _Cell, request_id: int, message: dict[str, Any]) -> None:
+        assert cell.relay is not None
+        async with cell.gate:
+            try:
+                body = await cell.relay(message)
+            except Exception as exc:  # a bug of ours must reach the code as an error, not hang it
+                log.exception("relaying a call of worker %s failed", self.worker_id)
+                body = {"ok": False, "error": {"kind": "MCPError", "message": f"the bridge failed: {exc}"}}
+        if self._cell is cell and self.alive:
+            self._reply(request_id, body)
+
+    def _reply(self, request_id: int, body: dict[str, Any]) -> None:
+        frame = encode_frame({"type": "reply", "id": request_id, **body})
+        if len(frame) > MAX_REPLY_BYTES:
+            size = len(frame) / (1 << 20)
+            message = (
+                f"the answer is {size:.1f} MB, more than the {MAX_REPLY_BYTES >> 20} MB one reply may carry; "
+                "ask the server for less (a page, a range, a filter)"
+            )
+            frame = encode_frame({"type": "reply", "id": request_id, "ok": False,
+                                  "error": {"kind": "MCPError", "message": message}})  # fmt: skip
+        self._write(frame)
 
     async def _drain_stderr(self) -> None:
         """The worker's own stderr carries only bwrap/runtime errors and fatal crashes; keep its tail."""
@@ -218,9 +269,12 @@ class Worker:
                 size -= len(self._stderr_tail.popleft())
 
     def _send(self, message: dict[str, Any]) -> None:
+        self._write(encode_frame(message))
+
+    def _write(self, frame: bytes) -> None:
         assert self._launch is not None and self._launch.process.stdin is not None
         with contextlib.suppress(ConnectionError, RuntimeError):
-            self._launch.process.stdin.write(encode_frame(message))
+            self._launch.process.stdin.write(frame)
 
     def interrupt(self) -> None:
         """Ask the running cell to stop (KeyboardInterrupt in the guest); the namespace survives."""
@@ -228,20 +282,30 @@ class Worker:
             self._send({"type": "interrupt", "id": self._cell.id})
 
     async def execute(
-        self, code: str, timeout: float, on_output: OutputCallback | None = None, summary: str | None = None
+        self,
+        code: str,
+        timeout: float,
+        on_output: OutputCallback | None = None,
+        summary: str | None = None,
+        *,
+        context: dict[str, Any] | None = None,
+        relay: Relay | None = None,
     ) -> ExecutionResult:
+        """Run one cell. ``context`` goes to the guest with it (servers, saved tools); ``relay`` answers its calls."""
         if not self.alive:
             return ExecutionResult("crashed", state_lost=True, notice="The sandbox worker is not running.")
         loop = asyncio.get_running_loop()
         limit = self.settings.capture_limit
         cell = _Cell(next(self._ids), loop.create_future(), {"stdout": _Stream(limit), "stderr": _Stream(limit)},
-                     on_output)  # fmt: skip
+                     on_output, relay)  # fmt: skip
         self._cell = cell
         started = time.monotonic()
         try:
             request: dict[str, Any] = {"type": "execute", "id": cell.id, "code": code}
             if summary is not None:
                 request["summary"] = summary
+            if context:
+                request["context"] = context
             self._send(request)
             if await self._wait(cell, timeout):
                 return self._finish(cell, started)
@@ -266,6 +330,8 @@ class Worker:
             raise
         finally:
             self._cell = None
+            for task in list(cell.calls):
+                task.cancel()
 
     async def _abort(self, cell: _Cell) -> None:
         """The caller gave up (client cancelled): interrupt, and kill if the code ignores it."""

@@ -184,6 +184,16 @@ def type_label(schema: Any) -> str:
     return str(kind) if kind else "any"
 
 
+def _allows_null(schema: Any) -> bool:
+    if not isinstance(schema, dict):
+        return True
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    options = schema.get("anyOf") or schema.get("oneOf")
+    return isinstance(options, list) and any(_allows_null(option) for option in options if isinstance(option, dict))
+
+
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -254,6 +264,8 @@ class ToolSpec:
         for name, value in bound.arguments.items():
             if self.extra and name == self.extra_name:
                 arguments.update(value)
+            elif value is None and name not in self.required and not _allows_null(self.properties.get(name)):
+                continue  # the signature offers None as "not given": the server's own default applies
             else:
                 arguments[self.param_to_property.get(name, name)] = value
         return arguments
@@ -405,8 +417,9 @@ class ServerProxy:
             if function.spec.name == tool:
                 return function
         names = list(functions)
-        close = difflib.get_close_matches(tool, names + [f.spec.name for f in functions.values()], n=3, cutoff=0.5)
-        hint = f" Did you mean {', '.join(map(repr, dict.fromkeys(close)))}?" if close else ""
+        candidates = dict.fromkeys(names + [f.spec.name for f in functions.values()])
+        close = difflib.get_close_matches(tool, list(candidates), n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
         raise ToolNotFound(
             f"the {self._name!r} server has no tool {tool!r}.{hint} Its tools: {', '.join(names) or 'none'}.",
             server=self._name,

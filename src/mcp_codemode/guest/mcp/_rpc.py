@@ -74,6 +74,8 @@ ERRORS: dict[str, type[MCPError]] = {
     for cls in (MCPError, ToolError, ToolNotFound, ServerNotFound, ArgumentError, ServerUnavailable, ToolTimeout,
                 PolicyError)
 }  # fmt: skip
+for _cls in ERRORS.values():
+    _cls.__module__ = "mcp.runtime"  # tracebacks say mcp.runtime.ToolError, the name code catches it by
 
 
 class _Pending:

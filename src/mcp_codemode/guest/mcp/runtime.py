@@ -393,14 +393,35 @@ def save_tool(func: Any = None, *, name: str | None = None, description: str | N
     if not inspect.isfunction(func) or func.__name__ == "<lambda>":
         raise TypeError("save_tool() takes a function defined with def (or async def)")
     try:
-        lines = textwrap.dedent(inspect.getsource(func)).splitlines(True)
+        source = textwrap.dedent(inspect.getsource(func))
     except (OSError, TypeError) as exc:
         raise TypeError(f"the source of {func.__name__}() cannot be found ({exc}); define it in a cell") from None
-    while lines and lines[0].lstrip().startswith("@") and "save_tool" in lines[0]:
-        lines.pop(0)  # loading it later must not save it again
+    source = _without_save_decorator(source)
+    saved_name = name or func.__name__
+    if saved_name != func.__name__:
+        source += f"\n{saved_name} = {func.__name__}\n"
     doc = description if description is not None else (inspect.getdoc(func) or "").split("\n\n")[0]
-    rpc.request("save_tool", name=name or func.__name__, source="".join(lines), description=doc)
+    rpc.request("save_tool", name=saved_name, source=source, description=doc)
     return func
+
+
+def _without_save_decorator(source: str) -> str:
+    """Drop ``@save_tool`` / ``@runtime.save_tool(...)`` decorators (however many lines): loading must not re-save."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    node = tree.body[0] if tree.body else None
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return source
+    lines = source.splitlines(True)
+    drop: set[int] = set()
+    for decorator in node.decorator_list:
+        if "save_tool" in (ast.get_source_segment(source, decorator) or ""):
+            drop.update(range(decorator.lineno - 1, (decorator.end_lineno or decorator.lineno)))
+    return "".join(line for number, line in enumerate(lines) if number not in drop)
 
 
 def list_saved_tools() -> list[dict[str, Any]]:
@@ -446,8 +467,7 @@ def _configure(context: dict[str, Any], namespace: dict[str, Any]) -> list[str]:
         catalog.configure(servers, versions if isinstance(versions, dict) else {})
         _proxies.install_finder()
         namespace.setdefault("runtime", sys.modules[__name__])
-        mcp_servers = namespace.get("mcp_servers")
-        if not isinstance(mcp_servers, _proxies.ServerMap):
+        if "mcp_servers" not in namespace:
             namespace["mcp_servers"] = _proxies.ServerMap(catalog)
         for entry in catalog.servers:
             key = f"mcp_{entry.get('alias')}"

@@ -1,0 +1,300 @@
+"""The host end of sandboxed code's requests: discovery, tool calls, resources and saved tools.
+
+Every request arrives from code we do not trust (a ``call`` frame, already size-bounded by the frame
+reader), so each parameter is type-checked here before use, and every failure becomes an error reply
+whose ``kind`` names the ``runtime`` exception the guest raises. Arguments are validated against the
+tool's schema before the upstream server sees them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from mcp import types
+
+from .saved_tools import SavedToolProblem, SavedToolStore
+from .settings import Settings
+from .upstream import catalog
+from .upstream.errors import ServerUnavailable, UnknownServer, UpstreamCallError, UpstreamTimeout
+from .upstream.hub import Hub
+from .upstream.validate import ArgumentProblem, check_arguments
+
+log = logging.getLogger(__name__)
+Reply = dict[str, Any]
+MAX_NAME = 256
+MAX_QUERY = 2_000
+MAX_URI = 8_192
+MAX_LIMIT = 200
+
+
+class Refusal(Exception):
+    """A request we answer with an error reply; ``kind`` is the runtime exception class the guest raises."""
+
+    def __init__(self, kind: str, message: str, server: str | None = None, tool: str | None = None,
+                 **details: Any) -> None:  # fmt: skip
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.server = server
+        self.tool = tool
+        self.details = details
+
+    def reply(self) -> Reply:
+        error: dict[str, Any] = {"kind": self.kind, "message": self.message}
+        if self.server is not None:
+            error["server"] = self.server
+        if self.tool is not None:
+            error["tool"] = self.tool
+        if self.details:
+            error["details"] = self.details
+        return {"ok": False, "error": error}
+
+
+class Relay:
+    """Answers the requests of every session of one bridge; ``for_owner`` binds one client's identity."""
+
+    def __init__(self, hub: Hub, store: SavedToolStore, settings: Settings, descriptions: Mapping[str, str]) -> None:
+        self.hub = hub
+        self.store = store
+        self.settings = settings
+        self.descriptions = dict(descriptions)
+        self.versions: dict[str, int] = dict.fromkeys(hub.names(), 0)
+        self._ops: dict[str, Callable[[str, dict[str, Any]], Awaitable[Any]]] = {
+            "servers": self._servers,
+            "describe": self._describe,
+            "tools": self._tools,
+            "docs": self._docs,
+            "search": self._search,
+            "call": self._call,
+            "resources": self._resources,
+            "read_resource": self._read_resource,
+            "save_tool": self._save_tool,
+            "saved_tools": self._saved_tools,
+            "delete_saved_tool": self._delete_saved_tool,
+        }
+
+    def tools_changed(self, server: str) -> None:
+        """Hub callback on ``notifications/tools/list_changed``: sessions refetch that server's tools."""
+        self.versions[server] = self.versions.get(server, 0) + 1
+
+    # ------------------------------------------------------------------------------------ the guest's side
+
+    def context(self, owner: str, fresh: bool) -> dict[str, Any]:
+        """What a call sends the guest: the servers, their catalog versions, and for a new sandbox the saved tools."""
+        context: dict[str, Any] = {"servers": self._server_entries(), "versions": dict(self.versions)}
+        if fresh:
+            tools, problems = self.store.load(owner)
+            context["saved"] = [{"name": tool.name, "source": tool.source} for tool in tools]
+            if problems:
+                context["saved_problems"] = problems
+        return context
+
+    def _server_entries(self) -> list[dict[str, Any]]:
+        entries = []
+        for name in self.hub.names():
+            config = self.hub.config(name)
+            entry = {"name": name, "alias": config.alias, "transport": config.transport}
+            if config.description:
+                entry["description"] = config.description
+            entries.append(entry)
+        return entries
+
+    def for_owner(self, owner: str) -> Callable[[dict[str, Any]], Awaitable[Reply]]:
+        async def relay(message: dict[str, Any]) -> Reply:
+            return await self.handle(owner, message)
+
+        return relay
+
+    async def handle(self, owner: str, message: dict[str, Any]) -> Reply:
+        op = message.get("op")
+        handler = self._ops.get(op) if isinstance(op, str) else None
+        if handler is None:
+            return Refusal("MCPError", f"unknown request {op!r:.40}").reply()
+        try:
+            return {"ok": True, "value": await handler(owner, message)}
+        except Refusal as refusal:
+            return refusal.reply()
+        except UnknownServer as exc:
+            return Refusal("ServerNotFound", str(exc), _text(message, "server"),
+                           suggestions=getattr(exc, "suggestions", [])).reply()  # fmt: skip
+        except ServerUnavailable as exc:
+            return Refusal("ServerUnavailable", str(exc), _text(message, "server")).reply()
+        except UpstreamTimeout as exc:
+            return Refusal("ToolTimeout", str(exc), _text(message, "server"), _text(message, "tool")).reply()
+        except UpstreamCallError as exc:
+            return Refusal("MCPError", str(exc), _text(message, "server"), _text(message, "tool")).reply()
+        except SavedToolProblem as exc:
+            return Refusal("ArgumentError", str(exc)).reply()
+
+    # ----------------------------------------------------------------------------------------- requests
+
+    async def _servers(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+        entries = self._server_entries()
+        for entry in entries:
+            state = self.hub.state(entry["name"])
+            entry["state"] = state.status
+            entry["tools"] = state.tools
+            if state.error:
+                entry["error"] = state.error
+        return entries
+
+    async def _listing(self, server: str) -> tuple[list[types.Tool], dict[str, str]]:
+        tools = await self.hub.tools(server)
+        return tools, catalog.tool_aliases(tools)
+
+    async def _describe(self, owner: str, message: dict[str, Any]) -> dict[str, Any]:
+        server = self._server(message)
+        config = self.hub.config(server)
+        tools, aliases = await self._listing(server)
+        described: dict[str, Any] = {"name": server, "alias": config.alias, "transport": config.transport}
+        if config.description:
+            described["description"] = config.description
+        if config.cwd:
+            described["cwd"] = config.cwd
+        described["tools"] = [
+            {"name": tool.name, "alias": aliases[tool.name], "description": catalog.first_line(tool.description)}
+            for tool in tools
+        ]
+        return described
+
+    async def _tools(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+        tools, aliases = await self._listing(self._server(message))
+        return [catalog.proxy_info(tool, aliases[tool.name]) for tool in tools]
+
+    async def _docs(self, owner: str, message: dict[str, Any]) -> Any:
+        server = self._server(message)
+        detail = self._detail(message)
+        tools, aliases = await self._listing(server)
+        wanted = message.get("tool")
+        if wanted is None:
+            return [catalog.tool_doc(server, tool, aliases[tool.name], detail) for tool in tools]
+        tool = self._find_tool(server, tools, aliases, _checked_text(wanted, "tool", MAX_NAME))
+        return catalog.tool_doc(server, tool, aliases[tool.name], detail)
+
+    async def _search(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+        query = _checked_text(message.get("query"), "query", MAX_QUERY)
+        limit = message.get("limit", 5)
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+            raise Refusal("ArgumentError", f"limit must be a whole number from 1 to {MAX_LIMIT}, not {limit!r:.40}")
+        detail = self._detail(message)
+        listings = await self._all_listings()
+        results = []
+        for score, server, tool in catalog.search(listings, self.descriptions, query, limit):
+            aliases = catalog.tool_aliases(listings[server])
+            doc = catalog.tool_doc(server, tool, aliases[tool.name], detail)
+            doc["score"] = score
+            results.append(doc)
+        return results
+
+    async def _all_listings(self) -> dict[str, list[types.Tool]]:
+        """Every server's tools; a server that cannot start is left out (its state says why)."""
+        names = self.hub.names()
+        outcomes = await asyncio.gather(*(self.hub.tools(name) for name in names), return_exceptions=True)
+        listings: dict[str, list[types.Tool]] = {}
+        for name, outcome in zip(names, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                log.info("search skipped %s: %s", name, outcome)
+                continue
+            listings[name] = outcome
+        return listings
+
+    async def _call(self, owner: str, message: dict[str, Any]) -> dict[str, Any]:
+        server = self._server(message)
+        name = _checked_text(message.get("tool"), "tool", MAX_NAME)
+        arguments = message.get("arguments", {})
+        if not isinstance(arguments, dict):
+            raise Refusal("ArgumentError", "arguments must be a dict of the tool's parameters", server, name)
+        timeout = message.get("timeout")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or
+                                    not 0 < timeout <= self.settings.max_timeout):  # fmt: skip
+            raise Refusal("ArgumentError", f"timeout must be a number of seconds above 0 and at most "
+                          f"{self.settings.max_timeout}, not {timeout!r:.40}")  # fmt: skip
+        tools, aliases = await self._listing(server)
+        tool = self._find_tool(server, tools, aliases, name)
+        try:
+            check_arguments(tool.name, tool.input_schema or {}, arguments)
+        except ArgumentProblem as exc:
+            raise Refusal("ArgumentError", str(exc), server, tool.name) from None
+        result = await self.hub.call_tool(server, tool.name, arguments, timeout=timeout)
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    async def _resources(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+        resources = await self.hub.list_resources(self._server(message))
+        return [resource.model_dump(mode="json", by_alias=True, exclude_none=True) for resource in resources]
+
+    async def _read_resource(self, owner: str, message: dict[str, Any]) -> dict[str, Any]:
+        server = self._server(message)
+        uri = _checked_text(message.get("uri"), "uri", MAX_URI)
+        result = await self.hub.read_resource(server, uri)
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    async def _save_tool(self, owner: str, message: dict[str, Any]) -> dict[str, Any]:
+        tool = await asyncio.to_thread(
+            self.store.save, owner, message.get("name"), message.get("source"), message.get("description", "")
+        )
+        return {"name": tool.name, "saved": True}
+
+    async def _saved_tools(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+        tools, problems = await asyncio.to_thread(self.store.load, owner)
+        listed: list[dict[str, Any]] = [
+            {"name": tool.name, "description": tool.description, "saved_at": tool.saved_at} for tool in tools
+        ]
+        listed += [{"problem": problem} for problem in problems]
+        return listed
+
+    async def _delete_saved_tool(self, owner: str, message: dict[str, Any]) -> bool:
+        return await asyncio.to_thread(self.store.delete, owner, message.get("name"))
+
+    # ------------------------------------------------------------------------------------------ helpers
+
+    def _server(self, message: dict[str, Any]) -> str:
+        """The configured server a request names (by name or alias), or ServerNotFound with close matches."""
+        name = _checked_text(message.get("server"), "server", MAX_NAME)
+        names = self.hub.names()
+        if name in names:
+            return name
+        for candidate in names:
+            if self.hub.config(candidate).alias == name:
+                return candidate
+        close = difflib.get_close_matches(name, list(names), n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise Refusal("ServerNotFound", f"no MCP server named {name!r}.{hint} Configured servers: "
+                      f"{', '.join(names) or 'none'}.", name, suggestions=close)  # fmt: skip
+
+    @staticmethod
+    def _find_tool(server: str, tools: list[types.Tool], aliases: dict[str, str], name: str) -> types.Tool:
+        for tool in tools:
+            if name in (tool.name, aliases[tool.name]):
+                return tool
+        names = [tool.name for tool in tools]
+        close = difflib.get_close_matches(name, list(dict.fromkeys(names + list(aliases.values()))), n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise Refusal("ToolNotFound", f"the {server!r} server has no tool {name!r}.{hint} Its tools: "
+                      f"{', '.join(names) or 'none'}.", server, name, suggestions=close)  # fmt: skip
+
+    @staticmethod
+    def _detail(message: dict[str, Any]) -> catalog.Detail:
+        detail = message.get("detail", "summary")
+        for known in catalog.DETAILS:
+            if detail == known:
+                return known
+        raise Refusal("ArgumentError", f"detail must be one of {', '.join(catalog.DETAILS)}, not {detail!r:.40}")
+
+
+def _text(message: dict[str, Any], key: str) -> str | None:
+    value = message.get(key)
+    return value[:MAX_NAME] if isinstance(value, str) else None
+
+
+def _checked_text(value: Any, what: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise Refusal("ArgumentError", f"{what} must be a string, not {type(value).__name__}")
+    if not value.strip():
+        raise Refusal("ArgumentError", f"{what} is empty; give a {what}")
+    if len(value) > limit:
+        raise Refusal("ArgumentError", f"{what} is {len(value):,} characters long; at most {limit:,} are accepted")
+    return value

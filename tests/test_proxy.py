@@ -1,0 +1,884 @@
+"""Sandboxed code calling real upstream MCP servers through ``Bridge.run``: proxies, values, errors, saved tools.
+
+The code runs in a real sandbox (bubblewrap, and podman where marked), the servers are the reference servers of
+tests/upstreams.py, and everything between them is the product's: relay, hub, guest runtime. One bridge is shared
+by the tests whose servers and sessions do not interfere (each uses its own session key, saved-tool owner or
+server entry); the tests that must start from nothing build their own.
+
+Guest code reports what it saw as one JSON line (``report(...)``), so the assertions live here, on the host,
+where a failure shows the whole value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import textwrap
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_codemode.bridge import Bridge, RunRequest
+from mcp_codemode.sandbox.worker import ExecutionResult
+from mcp_codemode.sessions import SessionManager
+from mcp_codemode.upstream.model import Discovery
+from tests import upstreams
+from tests.conftest import fail_unless, sandbox_settings
+from tests.mcp_clients import require_bubblewrap
+
+RUN_TIMEOUT = 60.0  # per cell: generous, a Python server's first start happens inside the cell
+READY_DEADLINE = 60.0  # polling bound for a server to come up in the background
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+# --------------------------------------------------------------------------------------------------- helpers
+
+
+@contextlib.contextmanager
+def private_state_dir() -> Iterator[Path]:
+    """A state directory of the test's own (saved tools, server logs, the staged guest), removed afterwards.
+
+    Not under pytest's tmp_path: that lives in a mode-700 directory of root's, which the sandbox uid (65534)
+    cannot pass through to reach the staged guest files, and bubblewrap then refuses to start.
+    """
+    base = Path(tempfile.mkdtemp(prefix="mcp-codemode-test-"))
+    try:
+        base.chmod(0o711)
+        yield base / "state"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def guest(code: str) -> str:
+    """Guest code, dedented, with ``report(value)`` printing one JSON line for the host to read."""
+    prelude = "import json as _json\ndef report(value):\n    print(_json.dumps(value, default=repr))\n"
+    return prelude + textwrap.dedent(code)
+
+
+def explain(result: ExecutionResult) -> str:
+    error = result.error.traceback if result.error is not None else ""
+    return f"status={result.status}\nstdout={result.stdout}\nstderr={result.stderr}\nerror={error}\n{result.notice}"
+
+
+def reported(result: ExecutionResult) -> Any:
+    """The value the guest passed to ``report`` (its last line of output); the cell must have succeeded."""
+    assert result.status == "ok", explain(result)
+    lines = result.stdout.strip().splitlines()
+    assert lines, explain(result)
+    return json.loads(lines[-1])
+
+
+async def run(bridge: Bridge, code: str, key: str, *, owner: str = "local", **request: Any) -> ExecutionResult:
+    request.setdefault("timeout", RUN_TIMEOUT)
+    return await bridge.run(RunRequest(guest(code), **request), key, owner=owner)
+
+
+async def poll(condition: Callable[[], bool], seconds: float = READY_DEADLINE) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (it was free a moment ago, and nothing here binds it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def make_repo(path: Path) -> None:
+    """A git repository with one commit, a modified tracked file and an untracked one."""
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True, env=env)
+
+    path.mkdir()
+    git("init", "-q", "-b", "main")
+    git("config", "user.email", "tests@example.invalid")
+    git("config", "user.name", "Proxy Tests")
+    (path / "tracked.txt").write_text("one\n")
+    git("add", "tracked.txt")
+    git("commit", "-q", "-m", "the first commit")
+    (path / "tracked.txt").write_text("two\n")
+    (path / "untracked.txt").write_text("new\n")
+
+
+@dataclasses.dataclass
+class Shared:
+    """The module's bridge and the files its servers work on."""
+
+    bridge: Bridge
+    files: Path  # the filesystem server's root
+    memory_file: Path
+    repo: Path
+
+
+# --------------------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("proxy")
+
+
+@pytest.fixture(scope="module")
+async def shared(workdir: Path) -> AsyncIterator[Shared]:
+    """One bridge on bubblewrap with every reference server configured (each starts on first use)."""
+    require_bubblewrap()
+    files = workdir / "files"
+    (files / "notes").mkdir(parents=True)
+    (files / "a.txt").write_text("alpha\n")
+    (files / "notes" / "b.txt").write_text("beta\n")
+    memory_file = workdir / "memory.jsonl"
+    repo = workdir / "repo"
+    make_repo(repo)
+    with private_state_dir() as state, upstreams.everything_http() as http, upstreams.everything_sse() as sse:
+        servers = (
+            upstreams.time(),
+            upstreams.time(name="time-warm"),  # only the servers= hint may start it
+            upstreams.time(name="time-crash"),  # the one the crash test kills
+            upstreams.time(name="time-alias"),  # named by its alias in a servers= hint
+            upstreams.everything(),
+            upstreams.filesystem(files),
+            upstreams.memory(memory_file),
+            upstreams.sequential_thinking(),
+            upstreams.git(repo),
+            upstreams.fetch("fetch", "--allow-private-ips"),
+            http,
+            sse,
+        )
+        settings = sandbox_settings(runtime="bubblewrap", state_dir=state)
+        async with Bridge(settings, Discovery(servers=servers)) as bridge:
+            assert bridge.backend_name == "bubblewrap", bridge.backend_error
+            yield Shared(bridge, files, memory_file, repo)
+
+
+# ------------------------------------------------------------------------------------ 0. the state directory
+
+
+def test_a_state_directory_the_sandbox_cannot_reach_is_named_in_the_fix(tmp_path: Path) -> None:
+    """Under root the sandbox runs as another uid, which cannot pass through a mode-700 parent directory."""
+    require_bubblewrap()
+    fail_unless(os.geteuid() == 0, "only root runs the sandbox under another uid, which this needs")
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    state = closed / "state"
+
+    async def backend_error() -> str:
+        async with Bridge(sandbox_settings(runtime="bubblewrap", state_dir=state), Discovery()) as bridge:
+            return bridge.backend_error
+
+    error = asyncio.run(backend_error())
+    assert "Permission denied" in error  # the sandbox cannot start: the guest files are out of its reach
+    fix = error.split("Fix:", 1)[-1]
+    assert str(state) in fix or "MCP_BRIDGE_STATE_DIR" in fix, error
+
+
+# ------------------------------------------------------------------------------------ 1. typed proxies
+
+
+@pytest.mark.anyio
+async def test_proxies_are_typed_functions_with_docs_reachable_by_attribute_index_and_import(shared: Shared) -> None:
+    result = await run(
+        shared.bridge,
+        """
+        import contextlib, inspect, io
+        read = inspect.signature(mcp_filesystem.read_text_file)
+        slow = inspect.signature(mcp_everything.trigger_long_running_operation)
+        help_text = io.StringIO()
+        with contextlib.redirect_stdout(help_text):
+            help(mcp_time.get_current_time)
+        from mcp.servers.time import get_current_time
+        import mcp.servers.time as time_module
+        report({
+            "read_params": {name: [str(p), p.kind.name] for name, p in read.parameters.items()},
+            "read_returns": str(read.return_annotation),
+            "slow_params": {name: str(p) for name, p in slow.parameters.items()},
+            "help": help_text.getvalue(),
+            "doc": mcp_filesystem.read_text_file.__doc__,
+            "dir_time": dir(mcp_time),
+            "dir_everything": dir(mcp_everything),
+            "same_by_index": mcp_servers["time"] is mcp_time,
+            "same_by_server": runtime.server("time") is mcp_time,
+            "same_by_import": get_current_time is mcp_time.get_current_time,
+            "module_all": time_module.__all__,
+            "imported_call": (await get_current_time(timezone="UTC"))["timezone"],
+            "sync_call": mcp_time.get_current_time.sync(timezone="UTC")["timezone"],
+            "original_name": mcp_everything["trigger-long-running-operation"] is
+                             mcp_everything.trigger_long_running_operation,
+            "servers": sorted(mcp_servers),
+            "discovered": list(runtime.discovered_servers()),
+        })
+        """,
+        "typed",
+    )
+    seen = reported(result)
+    assert seen["read_params"] == {
+        "path": ["path: str", "POSITIONAL_OR_KEYWORD"],
+        "tail": ["tail: float | None = None", "KEYWORD_ONLY"],
+        "head": ["head: float | None = None", "KEYWORD_ONLY"],
+    }
+    assert seen["read_returns"] == "dict[str, typing.Any]"  # the tool declares an output schema
+    assert seen["slow_params"] == {"duration": "duration: float = 10", "steps": "steps: float = 5"}
+    assert "get_current_time(timezone: str) -> dict[str, typing.Any]" in seen["help"]
+    assert "Get current time in a specific timezone" in seen["help"]
+    assert "timezone (string, required): IANA timezone name" in seen["help"]
+    assert "Read the complete contents of a file" in seen["doc"]
+    assert "head (number, optional): If provided, returns only the first N lines" in seen["doc"]
+    assert seen["dir_time"] == ["convert_time", "get_current_time"]
+    assert {"echo", "get_tiny_image", "trigger_long_running_operation"} <= set(seen["dir_everything"])
+    assert seen["same_by_index"] and seen["same_by_server"] and seen["same_by_import"] and seen["original_name"]
+    assert seen["module_all"] == ["convert_time", "get_current_time"]
+    assert seen["imported_call"] == seen["sync_call"] == "UTC"
+    names = sorted(shared.bridge.servers)
+    assert seen["servers"] == names
+    assert sorted(seen["discovered"]) == names
+
+
+# ------------------------------------------------------------------------------------ 2. natural values
+
+
+@pytest.mark.anyio
+async def test_results_become_natural_python_values_and_raw_gives_the_call_tool_result(shared: Shared) -> None:
+    result = await run(
+        shared.bridge,
+        """
+        import base64
+        now = await mcp_time.get_current_time(timezone="UTC")
+        echoed = await mcp_everything.echo(message="hello")
+        env = await mcp_everything.get_env()
+        picture = await mcp_everything.get_tiny_image()
+        image = [part for part in picture if isinstance(part, runtime.Image)]
+        raw = await mcp_everything.echo.raw(message="raw")
+        raw_time = await runtime.call_tool("time", "get_current_time", {"timezone": "UTC"}, raw=True)
+        by_name = await runtime.call_tool("everything", "echo", {"message": "by name"})
+        report({
+            "now": [type(now).__name__, now.get("timezone"), sorted(now)],
+            "echoed": [type(echoed).__name__, echoed],
+            "env": [type(env).__name__, "PATH" in env],
+            "picture": [type(picture).__name__, [type(part).__name__ for part in picture]],
+            "image": [image[0].mime, image[0].data[:8].hex(), len(image[0].data)] if image else None,
+            "raw": raw,
+            "raw_time": raw_time,
+            "by_name": by_name,
+        })
+        """,
+        "values",
+    )
+    seen = reported(result)
+    assert seen["now"] == ["dict", "UTC", ["datetime", "day_of_week", "is_dst", "timezone"]]
+    assert seen["echoed"] == ["str", "Echo: hello"]
+    assert seen["env"] == ["dict", True]  # get-env answers JSON text only (no structuredContent): parsed
+    assert seen["picture"] == ["list", ["str", "Image", "str"]]
+    assert seen["image"] is not None
+    assert seen["image"][:2] == ["image/png", PNG_MAGIC.hex()]
+    assert seen["raw"]["content"] == [{"type": "text", "text": "Echo: raw"}]
+    assert seen["raw"]["isError"] is False
+    assert seen["raw_time"]["structuredContent"]["timezone"] == "UTC"
+    assert json.loads(seen["raw_time"]["content"][0]["text"])["timezone"] == "UTC"
+    assert seen["by_name"] == "Echo: by name"
+
+
+# ------------------------------------------------------------------------------------ 3, 4. errors
+
+
+@pytest.mark.anyio
+async def test_bad_arguments_are_refused_before_the_server_with_what_to_fix(shared: Shared) -> None:
+    await run(shared.bridge, "kept = 'still here'", "arguments")
+    result = await run(
+        shared.bridge,
+        """
+        def attempt(label, make):
+            try:
+                return [label, "no error", repr(make())]
+            except runtime.MCPError as exc:
+                return [label, type(exc).__name__, exc.message, exc.server, exc.tool, isinstance(exc, TypeError)]
+
+        async def attempt_async(label, make):
+            try:
+                return [label, "no error", repr(await make())]
+            except runtime.MCPError as exc:
+                return [label, type(exc).__name__, exc.message, exc.server, exc.tool, isinstance(exc, TypeError)]
+
+        rows = [
+            await attempt_async("wrong type", lambda: mcp_time.get_current_time(timezone=5)),
+            await attempt_async("unknown", lambda: mcp_time.get_current_time(timezon="UTC")),
+            await attempt_async("missing", lambda: mcp_time.get_current_time()),
+            await attempt_async("by name, wrong type",
+                                lambda: runtime.call_tool("time", "get_current_time", {"timezone": 5})),
+            await attempt_async("by name, missing", lambda: runtime.call_tool("time", "get_current_time", {})),
+            await attempt_async("by name, unknown",
+                                lambda: runtime.call_tool("time", "get_current_time", {"timezon": "UTC"})),
+            attempt("sync, wrong type", lambda: mcp_time.get_current_time.sync(timezone=["UTC"])),
+        ]
+        rows.append(["after", (await mcp_time.get_current_time(timezone="UTC"))["timezone"], kept])
+        report(rows)
+        """,
+        "arguments",
+    )
+    rows = {row[0]: row[1:] for row in reported(result)}
+    expected_type = "argument timezone must be a string, not int (5)"
+    assert rows["wrong type"][0] == "ArgumentError", rows
+    assert expected_type in rows["wrong type"][1]
+    assert rows["wrong type"][2:] == ["time", "get_current_time", True]
+    assert rows["by name, wrong type"][:2] == ["ArgumentError", rows["wrong type"][1]]
+    assert rows["sync, wrong type"][0] == "ArgumentError"
+    assert "argument timezone must be a string, not list" in rows["sync, wrong type"][1]
+    for label in ("unknown", "by name, unknown"):
+        assert rows[label][0] == "ArgumentError", rows
+        assert "unknown argument 'timezon'; did you mean 'timezone'?" in rows[label][1]
+    for label in ("missing", "by name, missing"):
+        assert rows[label][0] == "ArgumentError", rows
+        assert "missing" in rows[label][1] and "'timezone'" in rows[label][1]
+        assert "timezone (string, required)" in rows[label][1]
+    assert rows["after"] == ["UTC", "still here"]
+
+
+@pytest.mark.anyio
+async def test_tool_failures_and_unknown_names_raise_their_runtime_errors(shared: Shared) -> None:
+    result = await run(
+        shared.bridge,
+        """
+        async def attempt(label, make):
+            try:
+                return [label, "no error", repr(await make())]
+            except runtime.MCPError as exc:
+                return [label, type(exc).__name__, exc.message, exc.server, exc.tool, exc.details]
+
+        def attempt_sync(label, make):
+            try:
+                return [label, "no error", repr(make())]
+            except runtime.MCPError as exc:
+                return [label, type(exc).__name__, exc.message, exc.server, exc.tool, exc.details]
+
+        rows = [
+            await attempt("tool error", lambda: mcp_time.get_current_time(timezone="Mars/Olympus_Mons")),
+            await attempt("tool error by name",
+                          lambda: runtime.call_tool("time", "get_current_time", {"timezone": "Mars/Olympus_Mons"})),
+            attempt_sync("misspelt tool", lambda: mcp_time.get_curent_time),
+            await attempt("misspelt tool by name", lambda: runtime.call_tool("time", "get_curent_time", {})),
+            attempt_sync("misspelt server", lambda: mcp_servers["tme"]),
+            await attempt("misspelt server by name", lambda: runtime.call_tool("tme", "get_current_time", {})),
+        ]
+        rows.append(["hasattr", hasattr(mcp_time, "nope"), hasattr(mcp_time, "get_current_time")])
+        rows.append(["get", mcp_servers.get("tme"), "tme" in mcp_servers, "time" in mcp_servers])
+        rows.append(["hierarchy", *[issubclass(getattr(runtime, name), runtime.MCPError) for name in (
+            "ToolError", "ToolNotFound", "ServerNotFound", "ArgumentError", "ServerUnavailable", "ToolTimeout")],
+            issubclass(runtime.ToolNotFound, AttributeError), issubclass(runtime.ServerNotFound, LookupError)])
+        rows.append(["after", (await mcp_time.get_current_time(timezone="UTC"))["timezone"]])
+        report(rows)
+        """,
+        "errors",
+    )
+    rows = {row[0]: row[1:] for row in reported(result)}
+    for label in ("tool error", "tool error by name"):
+        kind, message, server, tool, _details = rows[label]
+        assert (kind, server, tool) == ("ToolError", "time", "get_current_time"), rows[label]
+        assert "Invalid timezone" in message and "Mars/Olympus_Mons" in message  # the server's own words
+    for label in ("misspelt tool", "misspelt tool by name"):
+        kind, message, server, tool, details = rows[label]
+        assert (kind, server, tool) == ("ToolNotFound", "time", "get_curent_time"), rows[label]
+        assert "Did you mean 'get_current_time'" in message
+        assert details["suggestions"][0] == "get_current_time"
+    for label in ("misspelt server", "misspelt server by name"):
+        kind, message, server, _tool, details = rows[label]
+        assert (kind, server) == ("ServerNotFound", "tme"), rows[label]
+        assert "Did you mean 'time'" in message
+        assert details["suggestions"][0] == "time"
+    assert rows["hasattr"] == [False, True]
+    assert rows["get"] == [None, False, True]
+    assert rows["hierarchy"] == [True] * 8
+    assert rows["after"] == ["UTC"]
+
+
+@pytest.mark.anyio
+async def test_tool_not_found_suggestions_name_each_tool_once(shared: Shared) -> None:
+    result = await run(
+        shared.bridge,
+        """
+        found = []
+        try:
+            mcp_time.get_curent_time
+        except runtime.ToolNotFound as exc:
+            found.append(exc.details["suggestions"])
+        try:
+            await runtime.call_tool("time", "get_curent_time", {})
+        except runtime.ToolNotFound as exc:
+            found.append(exc.details["suggestions"])
+        report(found)
+        """,
+        "suggestions",
+    )
+    in_guest, from_host = reported(result)
+    assert in_guest == ["get_current_time", "convert_time"]
+    assert from_host == ["get_current_time", "convert_time"]
+
+
+# ------------------------------------------------------------------------------------ 5. concurrency
+
+
+def test_a_hundred_gathered_calls_return_in_order(backend_name: str) -> None:
+    async def body() -> ExecutionResult:
+        with private_state_dir() as state:
+            settings = sandbox_settings(runtime=backend_name, state_dir=state)
+            async with Bridge(settings, Discovery(servers=(upstreams.everything(),))) as bridge:
+                return await run(
+                    bridge,
+                    """
+                    import asyncio
+                    echoes = await asyncio.gather(*(mcp_everything.echo(message=f"n{i}") for i in range(100)))
+                    report(echoes)
+                    """,
+                    "hundred",
+                )
+
+    assert reported(asyncio.run(body())) == [f"Echo: n{i}" for i in range(100)]
+
+
+def test_gathered_calls_are_in_flight_at_the_same_time(with_sessions: Callable[..., Any]) -> None:
+    """Each relayed call is held until all of them have arrived: a serial relay would never get there.
+
+    The relay here is test logic on the host (no upstream server); the sandbox and its runtime are real.
+    A serial implementation deadlocks at the first call, and the cell's timeout ends the run as a failure.
+    """
+    calls = 24  # below the worker's per-cell cap of concurrently relayed calls
+
+    async def body(sessions: SessionManager) -> tuple[ExecutionResult, list[int]]:
+        barrier = asyncio.Barrier(calls)
+        arrived: list[int] = []
+
+        async def relay(message: dict[str, Any]) -> dict[str, Any]:
+            if message.get("op") != "call":
+                return {"ok": False, "error": {"kind": "MCPError", "message": f"unexpected {message.get('op')}"}}
+            number = message["arguments"]["n"]
+            arrived.append(number)
+            await barrier.wait()
+            return {"ok": True, "value": {"content": [{"type": "text", "text": f"done {number}"}]}}
+
+        def context(fresh: bool) -> dict[str, Any]:
+            return {"servers": [{"name": "held", "alias": "held", "transport": "stdio"}], "versions": {}}
+
+        code = guest(
+            f"""
+            import asyncio
+            done = await asyncio.gather(*(runtime.call_tool("held", "wait", {{"n": n}}) for n in range({calls})))
+            report(done)
+            """
+        )
+        result = await sessions.execute(code, session="barrier", timeout=30, context=context, relay=relay)
+        return result, arrived
+
+    result, arrived = with_sessions(body)
+    assert reported(result) == [f"done {n}" for n in range(calls)]
+    assert sorted(arrived) == list(range(calls))
+
+
+# ------------------------------------------------------------------------------------ 6. resources
+
+
+@pytest.mark.anyio
+async def test_resources_are_listed_and_read_as_text_or_bytes(shared: Shared) -> None:
+    result = await run(
+        shared.bridge,
+        """
+        listed = await runtime.list_resources("everything")
+        first = listed[0]
+        text = await runtime.read_resource("everything", first["uri"])
+        blob = await runtime.read_resource("everything", "demo://resource/dynamic/blob/7")
+        dynamic = runtime.read_resource_sync("everything", "demo://resource/dynamic/text/7")
+        try:
+            await runtime.read_resource("everything", "demo://resource/nowhere/1")
+            missing = "no error"
+        except runtime.MCPError as exc:
+            missing = [type(exc).__name__, exc.message]
+        report({
+            "listed": [[entry["uri"], entry.get("mimeType")] for entry in listed],
+            "text": [type(text).__name__, text[:200]],
+            "blob": [type(blob).__name__, blob.decode()],
+            "dynamic": [type(dynamic).__name__, dynamic],
+            "missing": missing,
+            "time": runtime.list_resources_sync("time"),
+        })
+        """,
+        "resources",
+    )
+    seen = reported(result)
+    uris = [uri for uri, _mime in seen["listed"]]
+    assert "demo://resource/static/document/architecture.md" in uris
+    assert seen["text"][0] == "str" and seen["text"][1].startswith("#")
+    assert seen["blob"][0] == "bytes"  # a blob arrives base64-encoded and is decoded
+    assert seen["blob"][1].startswith("Resource 7: This is a base64 blob")
+    assert seen["dynamic"][0] == "str" and seen["dynamic"][1].startswith("Resource 7: This is a plaintext resource")
+    assert seen["missing"][0] == "MCPError" and "demo://resource/nowhere/1" in seen["missing"][1]
+    assert seen["time"] == []  # a server without the resources capability has none, and that is no error
+
+
+# ------------------------------------------------------------------------------------ 7. saved tools
+
+
+def owner_dir(bridge: Bridge, owner: str) -> Path:
+    """Where the store keeps one owner's tools (saved_tools.py: a folder per owner, named by a hash)."""
+    return bridge.relay.store.root / hashlib.sha256(owner.encode()).hexdigest()[:16]
+
+
+@pytest.mark.anyio
+async def test_saved_tools_are_defined_in_later_sessions_of_their_owner_only(shared: Shared) -> None:
+    bridge = shared.bridge
+    owner, stranger = f"owner-{uuid.uuid4().hex[:8]}", f"stranger-{uuid.uuid4().hex[:8]}"
+    saved = await run(
+        bridge,
+        """
+        def double(x):
+            \"\"\"Twice x.\"\"\"
+            return 2 * x
+
+        @runtime.save_tool
+        async def zone_of_utc():
+            \"\"\"The time zone the time server reports for UTC.\"\"\"
+            return (await mcp_time.get_current_time(timezone="UTC"))["timezone"]
+
+        runtime.save_tool(double)
+        report(sorted(tool["name"] for tool in runtime.list_saved_tools()))
+        """,
+        f"{owner}-1",
+        owner=owner,
+    )
+    later = await run(
+        bridge,
+        """
+        report({"double": double(21), "zone": await zone_of_utc(), "doc": zone_of_utc.__doc__,
+                "listed": {tool["name"]: tool["description"] for tool in runtime.list_saved_tools()},
+                "deleted": runtime.delete_saved_tool("double"), "again": runtime.delete_saved_tool("double"),
+                "still_here": double(2)})
+        """,
+        f"{owner}-2",
+        owner=owner,
+    )
+    after_delete = await run(
+        bridge,
+        'report({"double": "double" in globals(), "zone": await zone_of_utc(), '
+        '"listed": [tool["name"] for tool in runtime.list_saved_tools()]})',
+        f"{owner}-3",
+        owner=owner,
+    )
+    other = await run(
+        bridge,
+        'report({"double": "double" in globals(), "zone": "zone_of_utc" in globals(), '
+        '"listed": runtime.list_saved_tools()})',
+        f"{stranger}-1",
+        owner=stranger,
+    )
+    assert reported(saved) == ["double", "zone_of_utc"]
+    assert reported(later) == {
+        "double": 42,
+        "zone": "UTC",
+        "doc": "The time zone the time server reports for UTC.",
+        "listed": {"double": "Twice x.", "zone_of_utc": "The time zone the time server reports for UTC."},
+        "deleted": True,
+        "again": False,
+        "still_here": 4,  # a session that already has a tool keeps its copy
+    }
+    assert reported(after_delete) == {"double": False, "zone": "UTC", "listed": ["zone_of_utc"]}
+    assert reported(other) == {"double": False, "zone": False, "listed": []}
+
+
+@pytest.mark.anyio
+async def test_unreadable_and_broken_saved_tools_are_reported_and_the_rest_still_load(shared: Shared) -> None:
+    bridge = shared.bridge
+    owner = f"owner-{uuid.uuid4().hex[:8]}"
+    store = bridge.relay.store
+    store.save(owner, "good_tool", "def good_tool():\n    return 'good'\n", "works")
+    store.save(owner, "bad_syntax", "def bad_syntax(:\n    return 1\n", "does not compile")
+    store.save(owner, "raises_on_load", "raise RuntimeError('boom at load')\n", "fails when defined")
+    (owner_dir(bridge, owner) / "garbled.json").write_text("{not json at all")
+    result = await run(
+        bridge,
+        'report({"good": good_tool(), "bad": "bad_syntax" in globals(), "listed": runtime.list_saved_tools()})',
+        f"{owner}-1",
+        owner=owner,
+    )
+    seen = reported(result)
+    assert seen["good"] == "good"
+    assert seen["bad"] is False
+    names = [entry.get("name") for entry in seen["listed"] if "name" in entry]
+    problems = [entry["problem"] for entry in seen["listed"] if "problem" in entry]
+    assert names == ["bad_syntax", "good_tool", "raises_on_load"]
+    assert len(problems) == 1 and "'garbled' could not be read" in problems[0]
+    assert "saved tool 'garbled' could not be read (JSONDecodeError)" in result.notice, result.notice
+    assert "saved tool 'bad_syntax' could not be loaded (SyntaxError" in result.notice, result.notice
+    assert "saved tool 'raises_on_load' could not be loaded (RuntimeError: boom at load)" in result.notice
+    assert "runtime.delete_saved_tool('garbled')" in result.notice
+    again = await run(bridge, "report(good_tool())", f"{owner}-1", owner=owner)
+    assert reported(again) == "good"
+    assert again.notice == ""  # said once, when the session was set up
+
+
+@pytest.mark.anyio
+async def test_a_tool_saved_under_another_name_is_defined_under_that_name(shared: Shared) -> None:
+    owner = f"owner-{uuid.uuid4().hex[:8]}"
+    saved = await run(
+        shared.bridge,
+        """
+        def f(x):
+            return x + 1
+        runtime.save_tool(f, name="plus_one")
+        report([tool["name"] for tool in runtime.list_saved_tools()])
+        """,
+        f"{owner}-1",
+        owner=owner,
+    )
+    later = await run(shared.bridge, "report(plus_one(1))", f"{owner}-2", owner=owner)
+    assert reported(saved) == ["plus_one"]
+    assert reported(later) == 2
+
+
+@pytest.mark.anyio
+async def test_a_tool_saved_with_a_decorator_over_several_lines_loads_later(shared: Shared) -> None:
+    owner = f"owner-{uuid.uuid4().hex[:8]}"
+    saved = await run(
+        shared.bridge,
+        """
+        @runtime.save_tool(
+            description="Says hello.",
+        )
+        def hello():
+            return "hello"
+        report(hello())
+        """,
+        f"{owner}-1",
+        owner=owner,
+    )
+    later = await run(shared.bridge, "report(hello())", f"{owner}-2", owner=owner)
+    assert reported(saved) == "hello"
+    assert later.notice == ""
+    assert reported(later) == "hello"
+
+
+# ------------------------------------------------------------------------------------ 8. the servers= hint
+
+
+@pytest.mark.anyio
+async def test_the_servers_hint_starts_known_servers_in_the_background_and_notes_unknown_ones(
+    shared: Shared,
+) -> None:
+    hub = shared.bridge.hub
+    assert hub.state("time-warm").status == "idle"
+    result = await run(shared.bridge, "report(1 + 1)", "hint", servers=("time-warm", "no-such-server"))
+    assert reported(result) == 2
+    assert "servers= named no-such-server, which is not configured" in result.notice, result.notice
+    assert "named time-warm" not in result.notice
+    assert await poll(lambda: hub.state("time-warm").status == "ready"), hub.state("time-warm")
+    assert hub.state("time-warm").pid is not None
+
+
+@pytest.mark.anyio
+async def test_the_servers_hint_accepts_a_server_s_alias_like_every_other_api(shared: Shared) -> None:
+    hub = shared.bridge.hub
+    assert hub.config("time_alias").name == "time-alias"  # the hub, the relay and mcp_servers[...] take aliases
+    result = await run(shared.bridge, "report(mcp_servers['time_alias'] is mcp_time_alias)", "alias-hint",
+                       servers=("time_alias",))  # fmt: skip
+    assert reported(result) is True
+    assert "not configured" not in result.notice, result.notice
+    assert await poll(lambda: hub.state("time-alias").status == "ready"), hub.state("time-alias")
+
+
+# ------------------------------------------------------------------------------------ 9. a crashed server
+
+
+@pytest.mark.anyio
+async def test_a_killed_server_fails_the_next_call_then_is_restarted_by_the_one_after(shared: Shared) -> None:
+    hub = shared.bridge.hub
+    code = """
+    try:
+        report(["ok", (await mcp_time_crash.get_current_time(timezone="UTC"))["timezone"]])
+    except runtime.MCPError as exc:
+        report([type(exc).__name__, exc.message, exc.server])
+    """
+    assert reported(await run(shared.bridge, code, "crash")) == ["ok", "UTC"]
+    first = hub.state("time-crash")
+    assert first.status == "ready" and first.pid is not None
+    os.kill(first.pid, signal.SIGKILL)
+    assert await poll(lambda: hub.state("time-crash").status == "failed"), hub.state("time-crash")
+
+    refused = reported(await run(shared.bridge, code, "crash"))
+    recovered = reported(await run(shared.bridge, code, "crash"))
+
+    assert refused[0] == "ServerUnavailable", refused
+    assert refused[2] == "time-crash"
+    assert "killed by signal 9 (SIGKILL)" in refused[1]
+    assert "The next call will try again" in refused[1]
+    assert recovered == ["ok", "UTC"]
+    second = hub.state("time-crash")
+    assert second.status == "ready"
+    assert second.restarts == 1
+    assert second.pid is not None and second.pid != first.pid
+
+
+# ------------------------------------------------------------------------------------ 10. every real server
+
+
+@pytest.mark.anyio
+async def test_filesystem_lists_and_reads_files_in_its_root(shared: Shared) -> None:
+    root = shared.files
+    result = await run(
+        shared.bridge,
+        f"""
+        listing = await mcp_filesystem.list_directory(path={str(root)!r})
+        text = await mcp_filesystem.read_text_file(path={str(root / "notes" / "b.txt")!r})
+        try:
+            await mcp_filesystem.read_text_file(path="/etc/hostname")
+            outside = "no error"
+        except runtime.ToolError as exc:
+            outside = exc.message
+        report({{"listing": listing, "text": text, "outside": outside}})
+        """,
+        "filesystem",
+    )
+    seen = reported(result)
+    assert sorted(seen["listing"]["content"].splitlines()) == ["[DIR] notes", "[FILE] a.txt"]
+    assert seen["text"] == {"content": "beta\n"}
+    assert "Access denied" in seen["outside"] and "outside allowed directories" in seen["outside"]
+
+
+@pytest.mark.anyio
+async def test_memory_keeps_entities_in_its_file(shared: Shared) -> None:
+    result = await run(
+        shared.bridge,
+        """
+        created = await mcp_memory.create_entities(entities=[
+            {"name": "proxy-test", "entityType": "test", "observations": ["made from the sandbox"]}])
+        await mcp_memory.add_observations(observations=[
+            {"entityName": "proxy-test", "contents": ["observed twice"]}])
+        graph = await mcp_memory.read_graph()
+        report({"created": created, "graph": graph})
+        """,
+        "memory",
+    )
+    seen = reported(result)
+    assert seen["created"]["entities"][0]["name"] == "proxy-test"
+    [entity] = [entity for entity in seen["graph"]["entities"] if entity["name"] == "proxy-test"]
+    assert entity["observations"] == ["made from the sandbox", "observed twice"]
+    stored = [json.loads(line) for line in shared.memory_file.read_text().splitlines() if line.strip()]
+    assert any(row.get("name") == "proxy-test" and "observed twice" in row.get("observations", []) for row in stored)
+
+
+@pytest.mark.anyio
+async def test_sequential_thinking_takes_a_thought(shared: Shared) -> None:
+    result = await run(
+        shared.bridge,
+        """
+        step = await mcp_sequential_thinking.sequentialthinking(
+            thought="Check that one thought goes through", thoughtNumber=1, totalThoughts=1, nextThoughtNeeded=False)
+        report(step)
+        """,
+        "thinking",
+    )
+    step = reported(result)
+    assert step["thoughtNumber"] == 1
+    assert step["totalThoughts"] == 1
+    assert step["nextThoughtNeeded"] is False
+    assert step["thoughtHistoryLength"] >= 1
+
+
+@pytest.mark.anyio
+async def test_git_reports_status_and_log_of_a_repository(shared: Shared) -> None:
+    result = await run(
+        shared.bridge,
+        f"""
+        report({{"status": await mcp_git.git_status(repo_path={str(shared.repo)!r}),
+                 "log": await mcp_git.git_log(repo_path={str(shared.repo)!r}, max_count=5)}})
+        """,
+        "git",
+    )
+    seen = reported(result)
+    assert "modified:   tracked.txt" in seen["status"]
+    assert "untracked.txt" in seen["status"]
+    assert "Message: the first commit" in seen["log"]
+    assert "Author: Proxy Tests" in seen["log"]
+
+
+@pytest.mark.anyio
+async def test_fetch_of_an_unreachable_url_is_a_tool_error_saying_why(shared: Shared) -> None:
+    port = closed_port()
+    result = await run(
+        shared.bridge,
+        f"""
+        try:
+            report(["no error", await mcp_fetch.fetch(url="http://127.0.0.1:{port}/page")])
+        except runtime.ToolError as exc:
+            report([type(exc).__name__, exc.message, exc.server, exc.tool])
+        """,
+        "fetch",
+    )
+    kind, message, server, tool = reported(result)
+    assert (kind, server, tool) == ("ToolError", "fetch", "fetch")
+    assert f"127.0.0.1:{port}" in message
+    assert "connection issue" in message
+
+
+@pytest.mark.anyio
+async def test_everything_answers_over_stdio_streamable_http_and_sse(shared: Shared) -> None:
+    result = await run(
+        shared.bridge,
+        """
+        import asyncio
+        report(await asyncio.gather(mcp_everything.echo(message="stdio"), mcp_everything_http.echo(message="http"),
+                                    mcp_everything_sse.echo(message="sse")))
+        """,
+        "transports",
+    )
+    assert reported(result) == ["Echo: stdio", "Echo: http", "Echo: sse"]
+    assert [
+        shared.bridge.hub.config(name).transport for name in ("everything", "everything-http", "everything-sse")
+    ] == ["stdio", "http", "sse"]
+
+
+# ------------------------------------------------------------------------------------ 11. tool timeout
+
+
+@pytest.mark.anyio
+async def test_a_call_past_its_timeout_raises_tool_timeout_and_the_session_goes_on(shared: Shared) -> None:
+    result = await run(
+        shared.bridge,
+        """
+        survivor = "kept"
+        try:
+            await runtime.call_tool("everything", "trigger-long-running-operation",
+                                    {"duration": 60, "steps": 2}, timeout=1)
+            outcome = ["no error"]
+        except runtime.ToolTimeout as exc:
+            outcome = [type(exc).__name__, exc.message, exc.server, exc.tool, isinstance(exc, TimeoutError)]
+        outcome.append(await mcp_everything.echo(message="after"))
+        report(outcome)
+        """,
+        "timeout",
+    )
+    kind, message, server, tool, is_timeout, after = reported(result)
+    assert (kind, server, tool, is_timeout) == ("ToolTimeout", "everything", "trigger-long-running-operation", True)
+    assert "did not answer 'trigger-long-running-operation' within 1 s" in message
+    assert after == "Echo: after"
+    later = await run(shared.bridge, "report(survivor)", "timeout")
+    assert reported(later) == "kept"
