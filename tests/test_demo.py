@@ -29,3 +29,7 @@ def test_demo_agent_runs_every_call_as_expected(mode: str) -> None:
     assert "[image content: image/png" in done.stdout
     assert "state survived the timeout" in done.stdout
     assert "network: OSError" in done.stdout
+    # The MCP part: tools found by search, two servers composed in one call, an upstream failure caught.
+    assert "('filesystem', 'read_text_file')" in done.stdout
+    assert "> 3 open TODOs in 3 notes\n" in done.stdout
+    assert "the time server said: " in done.stdout and "'Europe/Paris'" in done.stdout
