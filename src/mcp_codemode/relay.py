@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import logging
+import operator
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -63,6 +64,8 @@ class Relay:
         self.settings = settings
         self.descriptions = dict(descriptions)
         self.versions: dict[str, int] = dict.fromkeys(hub.names(), 0)
+        # Per server: the hub's listing object, its aliases and a lookup by name and alias (rebuilt when it changes).
+        self._indexes: dict[str, tuple[list[types.Tool], dict[str, str], dict[str, types.Tool]]] = {}
         self._ops: dict[str, Callable[[str, dict[str, Any]], Awaitable[Any]]] = {
             "servers": self._servers,
             "describe": self._describe,
@@ -143,8 +146,19 @@ class Relay:
         return entries
 
     async def _listing(self, server: str) -> tuple[list[types.Tool], dict[str, str]]:
+        tools, aliases, _ = await self._index(server)
+        return tools, aliases
+
+    async def _index(self, server: str) -> tuple[list[types.Tool], dict[str, str], dict[str, types.Tool]]:
         tools = await self.hub.tools(server)
-        return tools, catalog.tool_aliases(tools)
+        cached = self._indexes.get(server)
+        # The hub hands out a copy of its cached list: the same Tool objects mean the same listing.
+        if cached is not None and len(cached[0]) == len(tools) and all(map(operator.is_, cached[0], tools)):
+            return cached
+        aliases = catalog.tool_aliases(tools)
+        lookup = {aliases[tool.name]: tool for tool in tools} | {tool.name: tool for tool in tools}
+        self._indexes[server] = (tools, aliases, lookup)
+        return self._indexes[server]
 
     async def _describe(self, owner: str, message: dict[str, Any]) -> dict[str, Any]:
         server = self._server(message)
@@ -213,8 +227,8 @@ class Relay:
                                     not 0 < timeout <= self.settings.max_timeout):  # fmt: skip
             raise Refusal("ArgumentError", f"timeout must be a number of seconds above 0 and at most "
                           f"{self.settings.max_timeout}, not {timeout!r:.40}")  # fmt: skip
-        tools, aliases = await self._listing(server)
-        tool = self._find_tool(server, tools, aliases, name)
+        tools, aliases, lookup = await self._index(server)
+        tool = lookup.get(name) or self._find_tool(server, tools, aliases, name)
         try:
             check_arguments(tool.name, tool.input_schema or {}, arguments)
         except ArgumentProblem as exc:

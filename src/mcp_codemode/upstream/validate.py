@@ -49,6 +49,21 @@ def _validator(schema_text: str) -> Any:
     return cls(schema)
 
 
+_BY_IDENTITY: dict[int, tuple[dict[str, Any], Any]] = {}  # schema object -> its validator (the hub keeps listings)
+
+
+def _validator_for(schema: dict[str, Any]) -> Any:
+    """The validator of a schema object, found by identity first: serialising the schema per call costs more."""
+    cached = _BY_IDENTITY.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    validator = _validator(json.dumps(schema, sort_keys=True, default=str))
+    if len(_BY_IDENTITY) > 4096:
+        _BY_IDENTITY.clear()
+    _BY_IDENTITY[id(schema)] = (schema, validator)
+    return validator
+
+
 def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]) -> None:
     """Raise ``ArgumentProblem`` naming the first thing wrong with ``arguments``; return when they fit."""
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
@@ -67,8 +82,8 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
             text = str(prop.get("description") or "").strip() if isinstance(prop, dict) else ""
             about = f": {text[:200].rstrip('.')}" if text else ""
             raise ArgumentProblem(f"{tool}() is missing the required argument {name!r}{about}. {takes}")
-    validator = _validator(json.dumps(schema, sort_keys=True, default=str))
-    if validator is None:
+    validator = _validator_for(schema)
+    if validator is None or validator.is_valid(arguments):
         return
     error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
     if error is None:
