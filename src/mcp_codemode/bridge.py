@@ -55,6 +55,8 @@ class Bridge:
         self.backend_name = "unavailable"
         self.summary = ""
         self.servers: tuple[str, ...] = tuple(server.name for server in self.discovery.servers)
+        self._by_name_or_alias = {server.alias: server.name for server in self.discovery.servers}
+        self._by_name_or_alias.update((name, name) for name in self.servers)
         self.hub = Hub(
             self.discovery.servers,
             log_dir=settings.state_dir / "logs",
@@ -106,8 +108,8 @@ class Bridge:
             raise CodemodeError(self.backend_error or "the bridge is not running")
         throwaway = key is None
         name = key or f"once:{uuid.uuid4().hex}"
-        aliases = {server.alias: server.name for server in self.discovery.servers}
-        self.hub.warm(aliases.get(name, name) for name in request.servers if aliases.get(name, name) in self.servers)
+        hinted = [self._by_name_or_alias.get(name) for name in request.servers]
+        self.hub.warm(name for name in hinted if name is not None)
         try:
             result = await self.sessions.execute(
                 request.code,
@@ -125,7 +127,7 @@ class Bridge:
                     await self.sessions.discard(name)
         if throwaway:
             result = _with_note(result, THROWAWAY_NOTE)
-        unknown = [name for name in request.servers if aliases.get(name, name) not in self.servers]
+        unknown = [name for name in request.servers if name not in self._by_name_or_alias]
         if unknown:
             configured = ", ".join(self.servers) or "none"
             result = _with_note(

@@ -103,6 +103,11 @@ def _config_option(parser: argparse.ArgumentParser) -> None:
 
 def _discovery(settings: Settings, args: argparse.Namespace) -> Discovery:
     """Find the configured MCP servers; broken files and entries are logged, and every good one still loads."""
+    for path in args.config:
+        if not path.exists():
+            raise SettingsError(
+                f"--config {path}: no such file; give an MCP servers JSON or TOML file (or a folder of them)"
+            )
     found = discover(
         home=Path(os.environ.get("HOME") or Path.home()),
         cwd=Path.cwd(),
@@ -113,11 +118,6 @@ def _discovery(settings: Settings, args: argparse.Namespace) -> Discovery:
     )
     for problem in found.problems:
         log.warning("MCP server config: %s", problem)
-    for path in args.config:
-        if not path.exists():
-            raise SettingsError(
-                f"--config {path}: no such file; give an MCP servers JSON or TOML file (or a folder of them)"
-            )
     return found
 
 

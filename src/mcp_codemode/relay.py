@@ -66,6 +66,7 @@ class Relay:
         self.versions: dict[str, int] = dict.fromkeys(hub.names(), 0)
         # Per server: the hub's listing object, its aliases and a lookup by name and alias (rebuilt when it changes).
         self._indexes: dict[str, tuple[list[types.Tool], dict[str, str], dict[str, types.Tool]]] = {}
+        self._entries = self._server_entries()  # sent with every call: the configured servers never change
         self._ops: dict[str, Callable[[str, dict[str, Any]], Awaitable[Any]]] = {
             "servers": self._servers,
             "describe": self._describe,
@@ -88,7 +89,7 @@ class Relay:
 
     def context(self, owner: str, fresh: bool) -> dict[str, Any]:
         """What a call sends the guest: the servers, their catalog versions, and for a new sandbox the saved tools."""
-        context: dict[str, Any] = {"servers": self._server_entries(), "versions": dict(self.versions)}
+        context: dict[str, Any] = {"servers": self._entries, "versions": dict(self.versions)}
         if fresh:
             tools, problems = self.store.load(owner)
             context["saved"] = [{"name": tool.name, "source": tool.source} for tool in tools]
@@ -122,8 +123,7 @@ class Relay:
         except Refusal as refusal:
             return refusal.reply()
         except UnknownServer as exc:
-            return Refusal("ServerNotFound", str(exc), _text(message, "server"),
-                           suggestions=getattr(exc, "suggestions", [])).reply()  # fmt: skip
+            return self._unknown_server(exc.server).reply()
         except ServerUnavailable as exc:
             return Refusal("ServerUnavailable", str(exc), _text(message, "server")).reply()
         except UpstreamTimeout as exc:
@@ -198,7 +198,7 @@ class Relay:
         listings = await self._all_listings()
         results = []
         for score, server, tool in catalog.search(listings, self.descriptions, query, limit):
-            aliases = catalog.tool_aliases(listings[server])
+            _, aliases, _ = await self._index(server)
             doc = catalog.tool_doc(server, tool, aliases[tool.name], detail)
             doc["score"] = score
             results.append(doc)
@@ -266,18 +266,16 @@ class Relay:
     # ------------------------------------------------------------------------------------------ helpers
 
     def _server(self, message: dict[str, Any]) -> str:
-        """The configured server a request names (by name or alias), or ServerNotFound with close matches."""
-        name = _checked_text(message.get("server"), "server", MAX_NAME)
+        """The configured server a request names (by name or alias); the hub's UnknownServer carries suggestions."""
+        return self.hub.config(_checked_text(message.get("server"), "server", MAX_NAME)).name
+
+    def _unknown_server(self, name: str) -> Refusal:
+        """ServerNotFound in the words sandboxed code sees everywhere (the same as ``mcp_servers[...]``)."""
         names = self.hub.names()
-        if name in names:
-            return name
-        for candidate in names:
-            if self.hub.config(candidate).alias == name:
-                return candidate
         close = difflib.get_close_matches(name, list(names), n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise Refusal("ServerNotFound", f"no MCP server named {name!r}.{hint} Configured servers: "
-                      f"{', '.join(names) or 'none'}.", name, suggestions=close)  # fmt: skip
+        return Refusal("ServerNotFound", f"no MCP server named {name!r}.{hint} Configured servers: "
+                       f"{', '.join(names) or 'none'}.", name, suggestions=close)  # fmt: skip
 
     @staticmethod
     def _find_tool(server: str, tools: list[types.Tool], aliases: dict[str, str], name: str) -> types.Tool:
