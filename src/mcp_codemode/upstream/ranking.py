@@ -262,6 +262,9 @@ class Ranker:
             idf = math.log(1 + (len(fields) - len(postings) + 0.5) / (len(postings) + 0.5))
             self._postings[word] = {index: idf * tf * (_K1 + 1) / (_K1 + tf) for index, tf in postings.items()}
         self._vocabulary = sorted(self._postings)
+        self._by_length: dict[int, list[str]] = defaultdict(list)  # near-miss candidates differ little in length
+        for word in self._vocabulary:
+            self._by_length[len(word)].append(word)
         # Which tools' names hold a term: a tool whose every name word the query covers gets a bonus.
         # The server's own name is left out: git_commit is named "commit" as far as a query about git goes.
         self._names = [_name_words(entry) for entry in self.entries]
@@ -308,7 +311,7 @@ class Ranker:
             return []
         ranked.sort(key=lambda hit: (-hit[0], hit[1]))
         floor = ranked[0][0] * _FLOOR
-        return [(round(score, 4), index) for score, index in ranked if score >= floor]
+        return [hit for hit in ranked if hit[0] >= floor]
 
     def _score_words(self, words: tuple[str, ...]) -> dict[int, float]:
         if len(words) == 1:
@@ -350,8 +353,10 @@ class Ranker:
             for parts in _split_compound(word, known):
                 offer(_FORM, parts)
             limit = 1 if len(word) <= 6 else 2
+            sizes = range(len(word) - limit, len(word) + limit + 1)
+            nearby = [known_word for size in sizes for known_word in self._by_length.get(size, ())]
             for candidate, distance, _ in process.extract(
-                word, self._vocabulary, scorer=DamerauLevenshtein.distance, score_cutoff=limit, limit=3
+                word, nearby, scorer=DamerauLevenshtein.distance, score_cutoff=limit, limit=3
             ):
                 offer(_FUZZY * (1 - distance / (limit + 1)), (candidate,))
                 for synonym in _SYNONYMS.get(candidate, ()):
