@@ -21,7 +21,7 @@ import dataclasses
 import math
 import re
 from collections import defaultdict
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 
 from mcp import types
 from rapidfuzz import process
@@ -29,13 +29,14 @@ from rapidfuzz.distance import DamerauLevenshtein
 
 # Field weights and length normalisation. The name says what a tool does; the first sentence of its
 # description usually restates it; the rest of the description and the parameters add vocabulary; the
-# server's name and description say which world the tool lives in ("git", "memory").
+# server's name and description say which world the tool lives in ("git", "memory"), but weakly: a server's
+# name is often an everyday word ("everything", "time", "memory") that a query uses in another sense.
 _FIELDS: dict[str, tuple[float, float]] = {  # field: (weight, b)
     "name": (5.0, 0.3),
     "lead": (1.2, 0.5),
     "description": (1.0, 0.75),
     "parameters": (0.5, 0.6),
-    "server": (1.2, 0.3),
+    "server": (0.5, 0.3),
 }
 _K1 = 1.2
 # Weights of a query word's alternatives: the word itself beats another form of it, which beats a synonym.
@@ -55,9 +56,9 @@ list enumerate browse ls
 show display view print
 directory folder dir
 create make new add generate
-delete remove erase destroy drop unlink rm del trash purge
+delete remove erase destroy drop unlink rm del trash purge forget
 get fetch retrieve obtain download grab pull load
-read open view cat contents load
+read open view cat contents load show
 write save store put persist record
 edit modify update change patch alter replace
 search find lookup locate query grep look seek filter match
@@ -69,13 +70,14 @@ send post deliver notify
 file document doc
 image picture photo pic img screenshot
 url link webpage website page web site http https internet
-time clock now current datetime date
+time clock now current datetime date today
 timezone tz zone
 convert translate transform
 diff difference changes compare delta
 log history
 commit checkin
 staged cached index
+undo revert reset unstage rollback restore
 status modified uncommitted dirty
 branch branches
 status state
@@ -83,7 +85,7 @@ info information metadata stat stats details properties attributes
 size length bytes
 tree hierarchy nested recursive structure
 entity node object item
-relation relationship edge connection
+relation relationship edge connection link
 observation fact note
 memory knowledge graph remember recall
 think thinking reason reasoning reflect thought step steps plan
@@ -136,6 +138,7 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _NON_ALNUM = re.compile(r"[^0-9A-Za-z]+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 _URL = re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+", re.IGNORECASE)
+_FILE_NAME = re.compile(r"(?<![\w./~-])(?:[~.]?/[\w.@~/-]+|[\w-]+(?:\.[\w-]+)*\.[A-Za-z][A-Za-z0-9]{1,4})(?![\w/])")
 
 
 def split_words(text: str) -> list[str]:
@@ -159,13 +162,15 @@ def stem(word: str) -> str:
 
 
 def terms(text: str) -> list[str]:
-    """The index terms of a text: stems of its words, without stop words."""
-    return [stem(word) for word in split_words(text) if word not in _STOP]
+    """The index terms of a text: stems of its words, without stop words and stray letters (what's → what)."""
+    stems = (stem(word) for word in split_words(text) if word not in _STOP)
+    return [word for word in stems if word not in _STOP and (len(word) > 1 or word.isdigit())]
 
 
 def query_terms(query: str) -> list[str]:
-    """A query's terms; a URL in it stands for the word "url" (its host and path say nothing about the tool)."""
-    return terms(_URL.sub(" url ", query))
+    """A query's terms. A URL in it stands for the word "url", a file name or path for "file": their hosts,
+    names and extensions say what the agent works on, not which tool does it (config.yaml is no config tool)."""
+    return terms(_FILE_NAME.sub(" file ", _URL.sub(" url ", query)))
 
 
 def _forms(word: str) -> set[str]:
@@ -197,6 +202,7 @@ def _build_synonyms() -> dict[str, set[str]]:
 
 
 _SYNONYMS = _build_synonyms()
+_THESAURUS = frozenset(_SYNONYMS) | frozenset(_EXPANSIONS)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -262,8 +268,10 @@ class Ranker:
             idf = math.log(1 + (len(fields) - len(postings) + 0.5) / (len(postings) + 0.5))
             self._postings[word] = {index: idf * tf * (_K1 + 1) / (_K1 + tf) for index, tf in postings.items()}
         self._vocabulary = sorted(self._postings)
-        self._by_length: dict[int, list[str]] = defaultdict(list)  # near-miss candidates differ little in length
-        for word in self._vocabulary:
+        # Near-miss candidates, by length (a misspelling differs little in length): the catalog's words and the
+        # thesaurus's, whose readings lead back into the catalog.
+        self._by_length: dict[int, list[str]] = defaultdict(list)
+        for word in sorted(set(self._vocabulary) | _THESAURUS):
             self._by_length[len(word)].append(word)
         # Which tools' names hold a term: a tool whose every name word the query covers gets a bonus.
         # The server's own name is left out: git_commit is named "commit" as far as a query about git goes.
@@ -332,16 +340,7 @@ class Ranker:
             if key and all(w in known for w in key) and weight > found.get(key, 0.0):
                 found[key] = weight
 
-        offer(_EXACT, (word,))
-        for form in _forms(word):
-            offer(_FORM, (form,))
-        for synonym in _SYNONYMS.get(word, ()):
-            offer(_SYNONYM, (synonym,))
-        for phrase in _EXPANSIONS.get(word, ()):
-            expanded = tuple(terms(phrase))
-            offer(_EXPANSION, expanded)
-            for part in expanded:  # half an expansion still says something
-                offer(_EXPANSION * 0.6, (part,))
+        self._readings(word, 1.0, offer)
         if len(word) >= 3:
             start = bisect.bisect_left(self._vocabulary, word)
             for candidate in self._vocabulary[start : start + 8]:
@@ -349,19 +348,32 @@ class Ranker:
                     break
                 if candidate != word:
                     offer(_PREFIX * (len(word) / len(candidate)) ** 0.5, (candidate,))
-        if word not in known and len(word) >= 4:
+        if word not in known and word not in _THESAURUS and len(word) >= 4:
             for parts in _split_compound(word, known):
                 offer(_FORM, parts)
+            # A misspelling of a catalog word, or of a word the thesaurus knows ("webapge" → webpage → url).
             limit = 1 if len(word) <= 6 else 2
             sizes = range(len(word) - limit, len(word) + limit + 1)
             nearby = [known_word for size in sizes for known_word in self._by_length.get(size, ())]
             for candidate, distance, _ in process.extract(
                 word, nearby, scorer=DamerauLevenshtein.distance, score_cutoff=limit, limit=3
             ):
-                offer(_FUZZY * (1 - distance / (limit + 1)), (candidate,))
-                for synonym in _SYNONYMS.get(candidate, ()):
-                    offer(_FUZZY * _SYNONYM * (1 - distance / (limit + 1)), (synonym,))
+                self._readings(candidate, _FUZZY * (1 - distance / (limit + 1)), offer)
         return [_Alternative(weight, words) for words, weight in found.items()]
+
+    @staticmethod
+    def _readings(word: str, weight: float, offer: Callable[[float, Iterable[str]], None]) -> None:
+        """The word itself, its other forms, its synonyms and what it abbreviates, each with its weight."""
+        offer(weight * _EXACT, (word,))
+        for form in _forms(word):
+            offer(weight * _FORM, (form,))
+        for synonym in _SYNONYMS.get(word, ()):
+            offer(weight * _SYNONYM, (synonym,))
+        for phrase in _EXPANSIONS.get(word, ()):
+            expanded = tuple(terms(phrase))
+            offer(weight * _EXPANSION, expanded)
+            for part in expanded:  # half an expansion still says something
+                offer(weight * _EXPANSION * 0.6, (part,))
 
 
 def _split_compound(word: str, known: Container[str]) -> list[tuple[str, str]]:

@@ -1,0 +1,141 @@
+"""The ranker on its own: word splitting, stems, and what each kind of query finds in the real catalog.
+
+The catalog is the committed tools/list of the seven reference servers (benchmarks/corpus/tools), so these
+tests read the same names and descriptions an agent would search. benchmarks/search.py measures quality on a
+labelled query set; these cases pin one behaviour each, so a regression names what broke.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mcp import types
+
+from mcp_codemode.upstream.ranking import Entry, Ranker, query_terms, split_words, stem, terms
+
+CORPUS = Path(__file__).resolve().parents[1] / "benchmarks" / "corpus" / "tools"
+
+
+def _real_entries() -> list[Entry]:
+    entries = []
+    for path in sorted(CORPUS.glob("*.json")):
+        for tool in json.loads(path.read_text()):
+            entries.append(Entry(path.stem, types.Tool.model_validate(tool)))
+    return entries
+
+
+ENTRIES = _real_entries()
+RANKER = Ranker(ENTRIES)
+
+
+def top(query: str, n: int = 1) -> list[str]:
+    return [f"{ENTRIES[index].server}/{ENTRIES[index].tool.name}" for _, index in RANKER.search(query)[:n]]
+
+
+def test_the_corpus_is_the_seven_reference_servers() -> None:
+    servers = {entry.server for entry in ENTRIES}
+    assert servers == {"everything", "filesystem", "memory", "sequential-thinking", "time", "git", "fetch"}
+    assert len(ENTRIES) >= 50
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("list_directory_with_sizes", ["list", "directory", "with", "sizes"]),
+        ("getTinyImage", ["get", "tiny", "image"]),
+        ("HTTPServerError", ["http", "server", "error"]),
+        ("get-resource-links", ["get", "resource", "links"]),
+        ("git.log", ["git", "log"]),
+        ("mcp__github__create_issue", ["mcp", "github", "create", "issue"]),
+        ("", []),
+    ],
+)
+def test_split_words(text: str, words: list[str]) -> None:
+    assert split_words(text) == words
+
+
+@pytest.mark.parametrize(
+    ("word", "stemmed"),
+    [
+        ("files", "file"),
+        ("directories", "directory"),
+        ("branches", "branch"),
+        ("boxes", "box"),
+        ("status", "status"),
+        ("address", "address"),
+        ("analysis", "analysis"),
+        ("ls", "ls"),
+        ("entities", "entity"),
+    ],
+)
+def test_stem_only_undoes_plurals(word: str, stemmed: str) -> None:
+    assert stem(word) == stemmed
+
+
+def test_stop_words_and_urls() -> None:
+    assert terms("what is the time in Tokyo") == ["time", "tokyo"]
+    assert query_terms("read https://example.com/a/b?c=d please") == ["read", "url"]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("read_file", "filesystem/read_file"),  # the exact name
+        ("listDirectory", "filesystem/list_directory"),  # camelCase of a snake_case name
+        ("list-directory", "filesystem/list_directory"),  # kebab-case
+        ("filesystem.move_file", "filesystem/move_file"),  # server.tool
+        ("mkdir", "filesystem/create_directory"),  # a shell command for a phrase
+        ("rename a file", "filesystem/move_file"),  # a synonym the description uses
+        ("serach files", "filesystem/search_files"),  # a transposition
+        ("git log", "git/git_log"),  # the server's name and a tool's
+        ("sequential thinking", "sequential-thinking/sequentialthinking"),  # a run-together name
+        ("read several files", "filesystem/read_multiple_files"),  # a plural, and a synonym of "multiple"
+    ],
+)
+def test_each_kind_of_query_finds_its_tool_first(query: str, expected: str) -> None:
+    assert top(query) == [expected], f"{query!r} ranked {top(query, 5)}"
+
+
+def test_a_url_in_the_query_points_at_a_url_tool() -> None:
+    assert "fetch/fetch" in top("get https://example.com/page.html", 2)
+
+
+def test_hits_are_ranked_and_cut_at_a_floor() -> None:
+    hits = RANKER.search("remove a relation")
+    scores = [score for score, _ in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert all(score >= scores[0] * 0.1 for score in scores)
+    assert top("remove a relation") == ["memory/delete_relations"]
+    assert len({index for _, index in hits}) == len(hits)
+
+
+def test_queries_without_content_find_nothing() -> None:
+    assert RANKER.search("") == []
+    assert RANKER.search("the of and what is") == []
+    assert RANKER.search("zzqxv") == []
+    assert Ranker([]).search("read a file") == []
+
+
+def test_the_same_catalog_ranks_the_same_way_every_time() -> None:
+    again = Ranker(_real_entries())
+    for query in ("list files", "time", "create", "memory graph"):
+        assert again.search(query) == RANKER.search(query)
+
+
+def test_ties_keep_listing_order() -> None:
+    tool = {"inputSchema": {"type": "object"}, "description": "Does a thing."}
+    entries = [Entry("s", types.Tool.model_validate({**tool, "name": name})) for name in ("thing_two", "thing_one")]
+    hits = Ranker(entries).search("thing")
+    assert [index for _, index in hits] == [0, 1] and hits[0][0] == hits[1][0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_any_text_is_a_query(query: str) -> None:
+    hits = RANKER.search(query)
+    assert all(0 <= index < len(ENTRIES) and score > 0 for score, index in hits)
+    assert [score for score, _ in hits] == sorted((score for score, _ in hits), reverse=True)
