@@ -42,12 +42,14 @@ _K1 = 1.2
 # Weights of a query word's alternatives: the word itself beats another form of it, which beats a synonym.
 _EXACT, _FORM, _SYNONYM, _EXPANSION, _PREFIX, _FUZZY = 1.0, 0.9, 0.75, 0.9, 0.6, 0.7
 _NAME_BONUS = 0.6  # the most a score grows for a tool whose whole name the query covers (in part: in part)
+_NAMED_SERVER = 2.0  # the factor for tools of a server the query names as a prefix ("memory: ...")
 _FLOOR = 0.1  # hits scoring under this share of the best hit are noise, not matches
 _MAX_QUERY_WORDS = 24
 
 _STOP_WORDS = """a an and or the of to in on for with from by at as is are be been it its this that these those me my i
     we our you your please can could would should will do does did how what which who whom whose where when why
-    some any all into onto via using use tool tools mcp want need let lets there here also just then than so"""
+    some any all into onto via using use tool tools mcp want need let lets there here also just then than so if
+    whether"""
 _STOP = frozenset(_STOP_WORDS.split())
 
 # Words tool vocabularies use for the same act or thing. Each line is one group; a word may sit in several.
@@ -59,7 +61,7 @@ create make new add generate
 delete remove erase destroy drop unlink rm del trash purge forget
 get fetch retrieve obtain download grab pull load
 read open view cat contents load show
-write save store put persist record
+write save store put persist record dump overwrite
 edit modify update change patch alter replace
 search find lookup locate query grep look seek filter match
 move rename mv relocate
@@ -76,9 +78,10 @@ convert translate transform
 diff difference changes compare delta
 log history
 commit checkin
-staged cached index
-undo revert reset unstage rollback restore
-status modified uncommitted dirty
+staged staging stage cached index
+add append attach tack insert include
+undo revert reset unstage rollback restore clear discard
+status modified uncommitted untracked dirty
 branch branches
 status state
 info information metadata stat stats details properties attributes
@@ -137,6 +140,12 @@ _EXPANSIONS: dict[str, tuple[str, ...]] = {
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _NON_ALNUM = re.compile(r"[^0-9A-Za-z]+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+_QUOTED = re.compile(r"(?<!\w)'[^']*'(?!\w)|\"[^\"]*\"|`[^`]*`")
+_CLOCK = re.compile(r"\b\d{1,2}(?::\d{2})?\s*[ap]\.?m\b|\b\d{1,2}:\d{2}\b", re.IGNORECASE)
+_TIME_ZONE = re.compile(
+    r"\b(?:Africa|America|Antarctica|Asia|Atlantic|Australia|Europe|Indian|Pacific|Etc)/[A-Za-z_+-]+"
+)
+_SERVER_PREFIX = re.compile(r"^\s*([\w.-]+)\s*:(?!//)")
 _URL = re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+", re.IGNORECASE)
 _FILE_NAME = re.compile(r"(?<![\w./~-])(?:[~.]?/[\w.@~/-]+|[\w-]+(?:\.[\w-]+)*\.[A-Za-z][A-Za-z0-9]{1,4})(?![\w/])")
 
@@ -168,28 +177,35 @@ def terms(text: str) -> list[str]:
 
 
 def query_terms(query: str) -> list[str]:
-    """A query's terms. A URL in it stands for the word "url", a file name or path for "file": their hosts,
-    names and extensions say what the agent works on, not which tool does it (config.yaml is no config tool)."""
-    return terms(_FILE_NAME.sub(" file ", _URL.sub(" url ", query)))
+    """A query's terms. What the agent works on is data, not a description of the tool: a URL stands for the
+    word "url", a file name or path for "file" (config.yaml is no config tool), a clock time for "time", an IANA
+    zone (Asia/Tokyo) for "timezone", and quoted text ('bump version to 1.2') is left out."""
+    unquoted = _QUOTED.sub(" ", query)
+    if unquoted.strip():  # quoted text is data (a commit message, a fact), unless it is the whole query
+        query = unquoted
+    query = _CLOCK.sub(" time ", _TIME_ZONE.sub(" timezone ", _URL.sub(" url ", query)))
+    return terms(_FILE_NAME.sub(" file ", query))
 
 
-def _forms(word: str) -> set[str]:
-    """Other forms a word may take in a tool's text: listing/list, created/create, deletion/delete, writer/write."""
-    forms: set[str] = set()
+def _forms(word: str) -> frozenset[str]:
+    """Other forms a word may take in a tool's text: listing/list, created/create, staged/staging, writer/write."""
+    bases = {word}
     for suffix in ("ing", "ed", "er", "ion", "ions", "ation", "ations", "s", "es", "ment", "al", "ly"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             base = word[: -len(suffix)]
-            forms.update((base, base + "e"))
+            bases.update((base, base + "e"))
             if len(base) > 3 and base[-1] == base[-2]:
-                forms.add(base[:-1])  # running → run
+                bases.add(base[:-1])  # running → run
             if base.endswith("i"):
-                forms.add(base[:-1] + "y")  # copied → copy
-    for suffix in ("ing", "ed", "s", "ion", "ation", "er"):
-        forms.add(word + suffix)
-        if word.endswith("e"):
-            forms.add(word[:-1] + suffix)
+                bases.add(base[:-1] + "y")  # copied → copy
+    forms = set(bases)
+    for base in bases:
+        for suffix in ("ing", "ed", "s", "ion", "ation", "er"):
+            forms.add(base + suffix)
+            if base.endswith("e"):
+                forms.add(base[:-1] + suffix)  # stage → staging
     forms.discard(word)
-    return {stem(form) for form in forms}
+    return frozenset(stem(form) for form in forms)
 
 
 def _build_synonyms() -> dict[str, set[str]]:
@@ -289,6 +305,9 @@ class Ranker:
         words = query_terms(query)[:_MAX_QUERY_WORDS]
         if not words or not self.entries:
             return []
+        # "git: show staged changes" names the server: its tools are what the agent means.
+        prefix = _SERVER_PREFIX.match(query)
+        named = prefix.group(1).lower() if prefix else ""
         scores: dict[int, float] = defaultdict(float)
         answered: dict[int, int] = defaultdict(int)
         covered: dict[int, dict[str, float]] = defaultdict(dict)  # name word: best weight it was matched with
@@ -311,6 +330,8 @@ class Ranker:
         ranked = []
         for index, score in scores.items():
             score *= (answered[index] / unique) ** 0.5
+            if named and self.entries[index].server.lower() == named:
+                score *= _NAMED_SERVER
             tool_name = self._names[index]
             if tool_name and covered[index]:
                 score *= 1 + _NAME_BONUS * sum(covered[index].values()) / len(tool_name)
@@ -365,10 +386,12 @@ class Ranker:
     def _readings(word: str, weight: float, offer: Callable[[float, Iterable[str]], None]) -> None:
         """The word itself, its other forms, its synonyms and what it abbreviates, each with its weight."""
         offer(weight * _EXACT, (word,))
-        for form in _forms(word):
-            offer(weight * _FORM, (form,))
         for synonym in _SYNONYMS.get(word, ()):
             offer(weight * _SYNONYM, (synonym,))
+        for form in _forms(word):  # connect → connection → relation
+            offer(weight * _FORM, (form,))
+            for synonym in _SYNONYMS.get(form, ()):
+                offer(weight * _FORM * _SYNONYM, (synonym,))
         for phrase in _EXPANSIONS.get(word, ()):
             expanded = tuple(terms(phrase))
             offer(weight * _EXPANSION, expanded)
