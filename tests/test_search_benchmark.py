@@ -70,7 +70,7 @@ def test_corpus_round_trips_as_captured() -> None:
             types.Tool.model_validate(item).model_dump(mode="json", by_alias=True, exclude_none=True) for item in listed
         ]
         assert dumped == listed, path
-        assert json.dumps(listed, indent=2, sort_keys=True, ensure_ascii=False) + "\n" == text, path
+        assert json.dumps(listed, indent=2, ensure_ascii=False) + "\n" == text, path
         assert "mcp-codemode-corpus-" not in text
 
 
@@ -85,9 +85,9 @@ def test_queries_are_labelled_with_tools_of_the_corpus() -> None:
         assert item["relevant"], item
         assert set(item["relevant"]) <= known, (item["query"], set(item["relevant"]) - known)
         assert len(item["relevant"]) == len(set(item["relevant"])), item
-        assert item["split"] in ("dev", "test", "fresh"), item
+        assert item["split"] in ("dev", "test", "fresh", "holdout"), item
     splits = {item["split"] for item in found}
-    assert splits == {"dev", "test", "fresh"}
+    assert splits == {"dev", "test", "fresh", "holdout"}
     covered = {relevant.split("/", 1)[0] for item in found for relevant in item["relevant"]}
     assert covered == set(SERVERS)
 
@@ -168,12 +168,12 @@ def test_search_benchmark_quick_run_reports_every_ranker(tmp_path: Path) -> None
     for catalog_key in ("real", "mixed_1000"):
         for ranker in RANKERS:
             result = document["quality"][catalog_key][ranker]
-            for scope in ("all", "dev", "test", "fresh", "typo"):
+            for scope in ("all", "dev", "test", "fresh", "holdout", "typo"):
                 assert set(METRICS) <= set(result[scope]), (catalog_key, ranker, scope)
                 for metric in METRICS[:3]:
                     assert 0.0 <= result[scope][metric] <= 1.0
             assert result["all"]["n"] == count
-            assert result["dev"]["n"] + result["test"]["n"] + result["fresh"]["n"] == count
+            assert result["dev"]["n"] + result["test"]["n"] + result["fresh"]["n"] + result["holdout"]["n"] == count
             assert isinstance(result["misses_at_5"], list)
     assert document["corpus"]["tools"] == {"real": 52, "mixed_1000": 1000}
     for size in ("52", "1000"):

@@ -134,7 +134,7 @@ async def capture(out: Path) -> dict[str, int]:
                 tail = (logs / f"{name}.log").read_text(errors="replace")[-2000:]
                 raise CaptureError(f"{name}: tools/list failed: {exc!r}; its stderr ends:\n{tail}") from exc
             tools = normalize(tools, replacements)
-            text = json.dumps(tools, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+            text = json.dumps(tools, indent=2, ensure_ascii=False) + "\n"
             if "mcp-codemode-corpus-" in text:
                 raise CaptureError(f"{name}: a temporary path is left in the listing; extend normalize()")
             (out / f"{name}.json").write_text(text, encoding="utf-8")

@@ -72,7 +72,7 @@ send post deliver notify
 file document doc
 image picture photo pic img screenshot
 url link webpage website page web site http https internet
-time clock now current datetime date today
+time clock now current datetime date today hour minute
 timezone tz zone
 convert translate transform
 diff difference changes compare delta
@@ -102,6 +102,18 @@ init initialize initialise setup bootstrap
 allowed permitted accessible
 multiple many several batch bulk
 """.strip().splitlines()
+
+# Phrases whose words mean little alone: "change the name" is a rename, "disk space" a size.
+_PHRASES = [
+    (re.compile(rf"\b{pattern}\b", re.IGNORECASE), f" {meaning} ")
+    for pattern, meaning in (
+        (r"change (?:the |its |their )?names?", "rename"),
+        (r"disk (?:space|usage)|space used|how big|how large", "size"),
+        (r"what time|time is it", "current time"),
+        (r"where (?:is|are|do|does|did)", "find"),
+        (r"switch to|go to|hop (?:over )?to|move to (?=\S+ branch)", "checkout"),
+    )
+]
 
 # Shell commands and jargon: one word standing for a phrase the tools spell out.
 _EXPANSIONS: dict[str, tuple[str, ...]] = {
@@ -147,7 +159,10 @@ _TIME_ZONE = re.compile(
 )
 _SERVER_PREFIX = re.compile(r"^\s*([\w.-]+)\s*:(?!//)")
 _URL = re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+", re.IGNORECASE)
-_FILE_NAME = re.compile(r"(?<![\w./~-])(?:[~.]?/[\w.@~/-]+|[\w-]+(?:\.[\w-]+)*\.[A-Za-z][A-Za-z0-9]{1,4})(?![\w/])")
+_FILE_NAME = re.compile(
+    r"(?<![\w./~*-])(?:[~.]?/[\w.@~/*-]*[\w*]|(?:[\w.*-]+/)*[\w*-]+(?:\.[\w*-]+)*\.[A-Za-z][A-Za-z0-9]{1,4})(?![\w/])"
+)
+_DIRECTORY = re.compile(r"(?<![\w./~-])[~.]?[\w./-]*/(?![\w/])")
 
 
 def split_words(text: str) -> list[str]:
@@ -184,7 +199,10 @@ def query_terms(query: str) -> list[str]:
     if unquoted.strip():  # quoted text is data (a commit message, a fact), unless it is the whole query
         query = unquoted
     query = _CLOCK.sub(" time ", _TIME_ZONE.sub(" timezone ", _URL.sub(" url ", query)))
-    return terms(_FILE_NAME.sub(" file ", query))
+    query = _DIRECTORY.sub(" directory ", _FILE_NAME.sub(" file ", query))
+    for phrase, meaning in _PHRASES:
+        query = phrase.sub(meaning, query)
+    return terms(query)
 
 
 def _forms(word: str) -> frozenset[str]:
