@@ -244,60 +244,6 @@ def test_proxy_info_carries_names_and_both_schemas():
     }
 
 
-@pytest.mark.parametrize(
-    ("text", "stems"),
-    [
-        ("list_files", ["list", "file"]),
-        ("getTinyImage", ["get", "tiny", "image"]),
-        ("read-file.names", ["read", "file", "name"]),
-        ("Search the issues of a repo", ["search", "issue", "repo"]),
-        ("class address bus", ["class", "address", "bus"]),
-        ("", []),
-    ],
-)
-def test_words_split_names_and_strip_plurals_and_stop_words(text, stems):
-    assert catalog.words(text) == stems
-
-
-def test_search_ranks_a_name_match_above_a_description_match():
-    listings = {
-        "fs": [
-            tool("write_note", "Write a file, not read it."),
-            tool("read_file", "Open something."),
-            tool("delete", "Remove a path."),
-        ]
-    }
-    ranked = catalog.search(listings, {}, "read file", limit=10)
-    assert [(score, server, t.name) for score, server, t in ranked] == [
-        (3.0, "fs", "read_file"),
-        (1.0, "fs", "write_note"),
-    ]
-
-
-def test_search_counts_the_server_name_and_its_description():
-    listings = {"github": [tool("create_issue")], "jira": [tool("create_issue")], "notes": [tool("append")]}
-    ranked = catalog.search(listings, {"notes": "Personal github notes"}, "github issue", limit=10)
-    assert [(score, server) for score, server, _ in ranked] == [(2.0, "github"), (1.5, "jira"), (0.5, "notes")]
-
-
-def test_search_matches_parameter_names_and_descriptions_and_name_prefixes():
-    listings = {"fs": [tool("find", input_schema=SEARCH_SCHEMA), tool("screenshot"), tool("other")]}
-    assert [(s, t.name) for s, _, t in catalog.search(listings, {}, "depth", 5)] == [(1.0, "find")]
-    assert [(s, t.name) for s, _, t in catalog.search(listings, {}, "look", 5)] == [(1.0, "find")]
-    assert [(s, t.name) for s, _, t in catalog.search(listings, {}, "screen", 5)] == [(1.5, "screenshot")]
-
-
-def test_search_respects_the_limit_and_breaks_ties_by_server_then_name():
-    listings = {"b": [tool("read_b"), tool("read_a")], "a": [tool("read_z")]}
-    ranked = catalog.search(listings, {}, "read", limit=2)
-    assert [(server, t.name) for _, server, t in ranked] == [("a", "read_z"), ("b", "read_a")]
-
-
-@pytest.mark.parametrize("query", ["", "   ", "the of a", "--"])
-def test_search_with_an_empty_query_finds_nothing(query):
-    assert catalog.search({"fs": [tool("the_of_a")]}, {}, query, limit=5) == []
-
-
 # ---------------------------------------------------------------------------------------- saved_tools.py
 
 
@@ -411,7 +357,7 @@ def test_a_failed_write_removes_its_temporary_file(tmp_path: Path, monkeypatch):
     def refuse(source: Any, target: Any) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr("mcp_codemode.saved_tools.os.replace", refuse)
+    monkeypatch.setattr("mcp_codemode.atomic_files.os.replace", refuse)
     with pytest.raises(OSError, match="disk full"):
         store.save("alice", "f", "def f(): return 2")
     (folder,) = tmp_path.iterdir()

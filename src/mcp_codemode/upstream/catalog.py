@@ -1,8 +1,10 @@
 """Tool docs as sandboxed code reads them: aliases, the detail levels, and a first ranked search.
 
 Pure functions over the SDK's ``types.Tool``; the hub supplies the listings. Everything here is built for
-a model's eyes: a ``summary`` is one line of description and the required parameters, ``full`` adds the
-schemas. (Issue 5 replaces the search with a tuned ranker and a catalog cache; the shapes stay.)
+a model's eyes, in four detail levels: ``name``; ``summary``, one line of description and the required
+parameters; ``full``, the whole description, both schemas and the annotations; ``stub``, the tool as a
+Python ``async def`` with types, defaults, a docstring and its result type (``stubs.py``), and for a
+whole server one module (``server_stub``).
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from typing import Any, Literal
 
 from mcp import types
 
-Detail = Literal["name", "summary", "full"]
-DETAILS: tuple[Detail, ...] = ("name", "summary", "full")
+from . import stubs
+
+Detail = Literal["name", "summary", "full", "stub"]
+DETAILS: tuple[Detail, ...] = ("name", "summary", "full", "stub")
 _NON_WORD = re.compile(r"[^0-9A-Za-z_]+")
 _SUMMARY_CHARS = 240
 
@@ -70,9 +74,12 @@ def proxy_info(tool: types.Tool, alias: str) -> dict[str, Any]:
 
 
 def tool_doc(server: str, tool: types.Tool, alias: str, detail: Detail) -> dict[str, Any]:
-    """One tool's docs at a detail level: ``name`` < ``summary`` < ``full``."""
+    """One tool's docs at a detail level: ``name`` < ``summary`` < ``full``, or ``stub`` (its Python source)."""
     doc: dict[str, Any] = {"server": server, "tool": tool.name, "alias": alias}
     if detail == "name":
+        return doc
+    if detail == "stub":
+        doc["stub"] = stubs.tool_stub(server, tool, alias)
         return doc
     if detail == "summary":
         doc["description"] = first_line(tool.description)
@@ -88,81 +95,8 @@ def tool_doc(server: str, tool: types.Tool, alias: str, detail: Detail) -> dict[
     return {key: value for key, value in doc.items() if value != ""}
 
 
-# ---------------------------------------------------------------------------------------------- search
-
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "the",
-        "of",
-        "to",
-        "in",
-        "on",
-        "for",
-        "with",
-        "from",
-        "by",
-        "at",
-        "as",
-        "is",
-        "are",
-        "be",
-        "it",
-        "this",
-        "that",
-        "me",
-        "my",
-        "i",
-    ]
-)
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-
-
-def words(text: str) -> list[str]:
-    """Lower-case word stems of a name or text: split on snake_case, camelCase, kebab-case and dots."""
-    out = []
-    for raw in re.split(r"[^0-9A-Za-z]+", _CAMEL.sub(" ", text or "")):
-        word = raw.lower()
-        if not word or word in _STOP:
-            continue
-        if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-            word = word[:-1]
-        out.append(word)
-    return out
-
-
-def search(
-    listings: Mapping[str, Sequence[types.Tool]], descriptions: Mapping[str, str], query: str, limit: int
-) -> list[tuple[float, str, types.Tool]]:
-    """Rank every tool against the query: name words weigh most, then server, then description and parameters."""
-    wanted = set(words(query))
-    if not wanted:
-        return []
-    ranked: list[tuple[float, str, types.Tool]] = []
-    for server, tools in listings.items():
-        server_words = set(words(server)) | set(words(descriptions.get(server, "")))
-        for tool in tools:
-            name_words = set(words(tool.name)) | set(words(tool.title or ""))
-            text_words = set(words(tool.description or ""))
-            properties = (tool.input_schema or {}).get("properties")
-            if isinstance(properties, dict):
-                for name, prop in properties.items():
-                    text_words |= set(words(str(name)))
-                    if isinstance(prop, dict):
-                        text_words |= set(words(str(prop.get("description", ""))))
-            score = 0.0
-            for word in wanted:
-                if word in name_words:
-                    score += 3
-                elif any(w.startswith(word) or word.startswith(w) for w in name_words if min(len(w), len(word)) >= 3):
-                    score += 1.5
-                if word in server_words:
-                    score += 1
-                if word in text_words:
-                    score += 1
-            if score > 0:
-                ranked.append((round(score / len(wanted), 3), server, tool))
-    ranked.sort(key=lambda item: (-item[0], item[1], item[2].name))
-    return ranked[:limit]
+def server_stub(
+    server: str, server_alias: str, description: str, tools: Sequence[types.Tool], aliases: Mapping[str, str]
+) -> str:
+    """A whole server as one Python module of stubs (``query_tool_docs(server, detail="stub")``); see stubs.py."""
+    return stubs.server_stub(server, server_alias, description, tools, aliases)
