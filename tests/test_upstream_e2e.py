@@ -246,7 +246,11 @@ async def agent(tmp_path_factory: pytest.TempPathFactory, state: Path) -> AsyncI
     )
     log = work / "serve.log"
     args = ("--config", str(config), "--no-discover")
-    async with stdio_client_for(log, "legacy", *args, deadline=None, MCP_BRIDGE_STATE_DIR=str(state)) as client:
+    # The task's first search must see every server: let it wait for their first listings (bounded, not timed).
+    wait = str(DEADLINE)
+    async with stdio_client_for(
+        log, "legacy", *args, deadline=None, MCP_BRIDGE_STATE_DIR=str(state), MCP_BRIDGE_SEARCH_WAIT=wait
+    ) as client:
         yield Agent(client, files, memory_file)
 
 

@@ -1,9 +1,9 @@
 """One execution end to end, behind every face (MCP server, command line): backend, sessions, upstreams.
 
-The bridge owns the session manager, the upstream hub and the relay between them; it knows nothing of the
-MCP face. When no sandbox backend can run here it still
-starts, and every call gets the reason and the fix: an agent can relay that to its user, whereas a server
-that refuses to start shows up in most clients as an unexplained red dot.
+The bridge owns the session manager, the tool directory (the upstream hub and the catalog cache of the servers'
+tool listings) and the relay between them; it knows nothing of the MCP face. When no sandbox backend can run
+here it still starts, and every call gets the reason and the fix: an agent can relay that to its user, whereas
+a server that refuses to start shows up in most clients as an unexplained red dot.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from .saved_tools import SavedToolStore
 from .sessions import SessionManager
 from .settings import Settings
 from .summary import capability_summary
-from .upstream.hub import Hub
+from .upstream.directory import ToolDirectory
 from .upstream.model import Discovery
 
 log = logging.getLogger(__name__)
@@ -57,21 +57,13 @@ class Bridge:
         self.servers: tuple[str, ...] = tuple(server.name for server in self.discovery.servers)
         self._by_name_or_alias = {server.alias: server.name for server in self.discovery.servers}
         self._by_name_or_alias.update((name, name) for name in self.servers)
-        self.hub = Hub(
-            self.discovery.servers,
-            log_dir=settings.state_dir / "logs",
-            call_timeout=settings.tool_timeout,
-            connect_timeout=settings.connect_timeout,
-            on_tools_changed=self._tools_changed,
-        )
-        descriptions = {server.name: server.description for server in self.discovery.servers}
-        self.relay = Relay(self.hub, SavedToolStore(settings.state_dir / "saved-tools"), settings, descriptions)
-
-    def _tools_changed(self, server: str) -> None:
-        self.relay.tools_changed(server)
+        # The directory owns the hub (one connection per server) and the catalog cache of their listings.
+        self.directory = ToolDirectory(self.discovery.servers, settings)
+        self.hub = self.directory.hub
+        self.relay = Relay(self.directory, SavedToolStore(settings.state_dir / "saved-tools"), settings)
 
     async def __aenter__(self) -> Bridge:
-        await self.hub.__aenter__()
+        await self.directory.__aenter__()
         try:
             choice = choose_backend(self.settings)
         except CodemodeError as exc:
@@ -95,7 +87,7 @@ class Bridge:
         with anyio.CancelScope(shield=True):
             if self.sessions is not None:
                 await self.sessions.close()
-            await self.hub.__aexit__(exc_type, exc, tb)
+            await self.directory.__aexit__(exc_type, exc, tb)
 
     async def run(
         self, request: RunRequest, key: str | None, on_output: OutputCallback | None = None, owner: str = "local"

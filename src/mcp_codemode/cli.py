@@ -1,4 +1,4 @@
-"""The command line: ``serve`` (the MCP server), ``run``, ``servers`` and ``doctor``.
+"""The command line: ``serve`` (the MCP server), ``run``, ``servers``, ``search`` and ``doctor``.
 
 This is the composition root: the one place that reads the process's environment, home and working
 directory, and hands them down (settings, config discovery) so no other module has to.
@@ -18,7 +18,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -29,6 +29,7 @@ from . import __version__
 from .bridge import Bridge, RunRequest
 from .doctor import diagnose, render_text
 from .errors import CodemodeError, SettingsError
+from .relay import MAX_LIMIT, MAX_OFFSET, MAX_QUERY
 from .sandbox.select import choose_backend
 from .sandbox.worker import ExecutionResult
 from .server import build_server
@@ -36,7 +37,9 @@ from .servers_report import servers_report
 from .sessions import DEFAULT_SESSION, check_session_name
 from .settings import RUNTIME_CHOICES, Settings, parse_field
 from .stdio import private_stdio
+from .upstream import catalog
 from .upstream.config import discover
+from .upstream.directory import SearchPage, ToolDirectory
 from .upstream.model import Discovery
 from .web import bind_socket, check_exposure, serve_http
 
@@ -78,9 +81,29 @@ def _parser() -> argparse.ArgumentParser:
 
     servers = commands.add_parser("servers", help="list the MCP servers found, where, and whether they start")
     servers.add_argument("--json", action="store_true", help="machine-readable output")
-    servers.add_argument("--no-connect", action="store_true", help="only read the config files; start nothing")
+    connecting = servers.add_mutually_exclusive_group()
+    connecting.add_argument(
+        "--no-connect", action="store_true", help="only read the config files and the catalog cache; start nothing"
+    )
+    connecting.add_argument(
+        "--refresh", action="store_true", help="start every server and list its tools again, rewriting the cache"
+    )
     servers.add_argument("-v", "--verbose", action="store_true", help="log each server's start and stop")
     _config_option(servers)
+
+    search = commands.add_parser("search", help="find the tools of the configured MCP servers that fit a query")
+    search.add_argument("query", nargs="+", metavar="QUERY", help="what you want to do, in your own words")
+    search.add_argument("--json", action="store_true", help="print the reply sandboxed code gets, as JSON")
+    search.add_argument(
+        "--limit", type=_whole(1, MAX_LIMIT), default=5, metavar="N", help=f"hits to show (1-{MAX_LIMIT}, default 5)"
+    )
+    search.add_argument(
+        "--offset", type=_whole(0, MAX_OFFSET), default=0, metavar="K", help="skip the K best hits (default 0)"
+    )
+    search.add_argument("--detail", choices=catalog.DETAILS, default="summary", help="how much of each tool to show")
+    search.add_argument("--server", metavar="NAME", help="search this server's tools only (its name or alias)")
+    search.add_argument("-v", "--verbose", action="store_true", help="log each server's start and stop")
+    _config_option(search)
 
     doctor = commands.add_parser("doctor", help="check which sandboxes work here and what they enforce")
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
@@ -121,6 +144,19 @@ def _discovery(settings: Settings, args: argparse.Namespace) -> Discovery:
     return found
 
 
+def _whole(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not between {low} and {high:,}")
+        return value
+
+    return parse
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -155,9 +191,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK
         if args.command == "servers":
             found = _discovery(settings, args)
-            listing = asyncio.run(servers_report(settings, found, connect=not args.no_connect))
+            listing = asyncio.run(servers_report(settings, found, connect=not args.no_connect, refresh=args.refresh))
             print(json.dumps(listing.as_json(), indent=2) if args.json else listing.as_text())
             return EXIT_OK
+        if args.command == "search":
+            found = _discovery(settings, args)
+            return asyncio.run(_search(settings, found, args))
         if args.command == "doctor":
             report = diagnose(settings)
             print(json.dumps(report, indent=2) if args.json else render_text(report))
@@ -240,6 +279,63 @@ async def _serve(settings: Settings, sock: socket.socket | None, discovery: Disc
                 async with channel as (read_stream, write_stream):
                     await server.run(read_stream, write_stream, server.create_initialization_options())
             group.cancel_scope.cancel()
+
+
+async def _search(settings: Settings, discovery: Discovery, args: argparse.Namespace) -> int:
+    """``mcp-codemode search``: rank every configured server's tools, waiting for the listings it lacks.
+
+    No sandbox is involved. Servers whose listing is not in the catalog cache (or is stale) are started and
+    listed first, so a first search is complete and the next one, from the cache, starts no server at all.
+    Status 0 when something matched, 1 when nothing did (as grep).
+    """
+    query = " ".join(args.query).strip()
+    if not query:
+        raise SettingsError("the query is empty; say what you want to do, as in: mcp-codemode search 'read a file'")
+    if len(query) > MAX_QUERY:
+        raise SettingsError(f"the query is {len(query):,} characters long; at most {MAX_QUERY:,} are accepted")
+    async with ToolDirectory(discovery.servers, settings) as directory:
+        page = await directory.search(query, limit=args.limit, offset=args.offset, server=args.server, wait=None)
+    if args.json:
+        print(json.dumps(page.reply(args.detail), indent=2, ensure_ascii=False))
+    else:
+        print(_search_text(page, args.detail, len(discovery.servers)))
+    return EXIT_OK if page.total else EXIT_RAISED
+
+
+def _search_text(page: SearchPage, detail: catalog.Detail, configured: int) -> str:
+    lines: list[str] = []
+    if not configured:
+        lines.append("No MCP servers are configured, so there is nothing to search. Add some to a client's config")
+        lines.append("(see docs/configuration.md) or pass --config FILE.")
+    elif not page.total:
+        lines.append(f"No tool matches {page.query!r} (searched {page.searched} tools).")
+        lines.append("Try other words (what the tool does: 'list files', 'current time'), or see what is configured")
+        lines.append("with `mcp-codemode servers`.")
+    elif not page.hits:
+        lines.append(f"{page.total} matches for {page.query!r}; none from offset {page.offset}: lower --offset")
+    else:
+        first, last = page.offset + 1, page.offset + len(page.hits)
+        shown = f"{len(page.hits)} of {page.total}" if page.offset == 0 else f"{first}-{last} of {page.total}"
+        lines.append(f"{shown} {'match' if page.total == 1 else 'matches'} for {page.query!r}")
+        width = max(len(f"{hit.score:.2f}") for hit in page.hits)
+        for hit in page.hits:
+            required = ", ".join(catalog.required_parameters(hit.tool))
+            line = f"  {hit.score:>{width}.2f}  {hit.server}.{hit.alias}({required})"
+            summary = catalog.first_line(hit.tool.description)
+            if summary and detail != "name":
+                line += f" — {summary}"
+            lines.append(line)
+            if detail in ("full", "stub"):
+                doc = catalog.tool_doc(hit.server, hit.tool, hit.alias, detail)
+                text = doc["stub"] if detail == "stub" else json.dumps(doc, indent=2, ensure_ascii=False)
+                lines += [("      " + row).rstrip() for row in str(text).splitlines()] + [""]
+        if page.offset + len(page.hits) < page.total:
+            lines.append(f"More with --offset {page.offset + len(page.hits)}.")
+    if page.pending:
+        lines.append(f"Not searched yet (still starting): {', '.join(page.pending)}; search again in a moment.")
+    for server, reason in page.unavailable:
+        lines.append(f"Not searched: {server} is unavailable: {reason}")
+    return "\n".join(lines)
 
 
 def _cells(args: argparse.Namespace) -> list[str]:

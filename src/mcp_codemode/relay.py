@@ -4,6 +4,9 @@ Every request arrives from code we do not trust (a ``call`` frame, already size-
 reader), so each parameter is type-checked here before use, and every failure becomes an error reply
 whose ``kind`` names the ``runtime`` exception the guest raises. Arguments are validated against the
 tool's schema before the upstream server sees them.
+
+Listings come from the tool directory: docs, proxies and search may be answered from the catalog cache
+without starting a server, but a call is always checked against the listing of the running server.
 """
 
 from __future__ import annotations
@@ -11,8 +14,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import logging
-import operator
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp import types
@@ -20,8 +22,8 @@ from mcp import types
 from .saved_tools import SavedToolProblem, SavedToolStore
 from .settings import Settings
 from .upstream import catalog
+from .upstream.directory import Listing, ToolDirectory
 from .upstream.errors import ServerUnavailable, UnknownServer, UpstreamCallError, UpstreamTimeout
-from .upstream.hub import Hub
 from .upstream.validate import ArgumentProblem, check_arguments
 
 log = logging.getLogger(__name__)
@@ -30,6 +32,9 @@ MAX_NAME = 256
 MAX_QUERY = 2_000
 MAX_URI = 8_192
 MAX_LIMIT = 200
+MAX_OFFSET = 100_000
+# A search request's keys: the frame's own (type, id, op) and the parameters; anything else is refused.
+_SEARCH_KEYS = frozenset({"type", "id", "op", "query", "limit", "offset", "detail", "server"})
 
 
 class Refusal(Exception):
@@ -58,14 +63,11 @@ class Refusal(Exception):
 class Relay:
     """Answers the requests of every session of one bridge; ``for_owner`` binds one client's identity."""
 
-    def __init__(self, hub: Hub, store: SavedToolStore, settings: Settings, descriptions: Mapping[str, str]) -> None:
-        self.hub = hub
+    def __init__(self, directory: ToolDirectory, store: SavedToolStore, settings: Settings) -> None:
+        self.directory = directory
+        self.hub = directory.hub
         self.store = store
         self.settings = settings
-        self.descriptions = dict(descriptions)
-        self.versions: dict[str, int] = dict.fromkeys(hub.names(), 0)
-        # Per server: the hub's listing object, its aliases and a lookup by name and alias (rebuilt when it changes).
-        self._indexes: dict[str, tuple[list[types.Tool], dict[str, str], dict[str, types.Tool]]] = {}
         self._entries = self._server_entries()  # sent with every call: the configured servers never change
         self._ops: dict[str, Callable[[str, dict[str, Any]], Awaitable[Any]]] = {
             "servers": self._servers,
@@ -81,15 +83,11 @@ class Relay:
             "delete_saved_tool": self._delete_saved_tool,
         }
 
-    def tools_changed(self, server: str) -> None:
-        """Hub callback on ``notifications/tools/list_changed``: sessions refetch that server's tools."""
-        self.versions[server] = self.versions.get(server, 0) + 1
-
     # ------------------------------------------------------------------------------------ the guest's side
 
     def context(self, owner: str, fresh: bool) -> dict[str, Any]:
         """What a call sends the guest: the servers, their catalog versions, and for a new sandbox the saved tools."""
-        context: dict[str, Any] = {"servers": self._entries, "versions": dict(self.versions)}
+        context: dict[str, Any] = {"servers": self._entries, "versions": dict(self.directory.versions)}
         if fresh:
             tools, problems = self.store.load(owner)
             context["saved"] = [{"name": tool.name, "source": tool.source} for tool in tools]
@@ -136,85 +134,67 @@ class Relay:
     # ----------------------------------------------------------------------------------------- requests
 
     async def _servers(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+        await self.directory.load()
         entries = self._server_entries()
         for entry in entries:
             state = self.hub.state(entry["name"])
+            known = self.directory.known(entry["name"])
             entry["state"] = state.status
-            entry["tools"] = state.tools
+            entry["tools"] = len(known.tools) if known is not None else state.tools
+            entry["listing"] = known.origin if known is not None else "unknown"
             if state.error:
                 entry["error"] = state.error
         return entries
 
-    async def _listing(self, server: str) -> tuple[list[types.Tool], dict[str, str]]:
-        tools, aliases, _ = await self._index(server)
-        return tools, aliases
-
-    async def _index(self, server: str) -> tuple[list[types.Tool], dict[str, str], dict[str, types.Tool]]:
-        tools = await self.hub.tools(server)
-        cached = self._indexes.get(server)
-        # The hub hands out a copy of its cached list: the same Tool objects mean the same listing.
-        if cached is not None and len(cached[0]) == len(tools) and all(map(operator.is_, cached[0], tools)):
-            return cached
-        aliases = catalog.tool_aliases(tools)
-        lookup = {aliases[tool.name]: tool for tool in tools} | {tool.name: tool for tool in tools}
-        self._indexes[server] = (tools, aliases, lookup)
-        return self._indexes[server]
-
     async def _describe(self, owner: str, message: dict[str, Any]) -> dict[str, Any]:
         server = self._server(message)
         config = self.hub.config(server)
-        tools, aliases = await self._listing(server)
+        listing = await self.directory.listing(server)
         described: dict[str, Any] = {"name": server, "alias": config.alias, "transport": config.transport}
         if config.description:
             described["description"] = config.description
         if config.cwd:
             described["cwd"] = config.cwd
+        aliases = listing.aliases
         described["tools"] = [
             {"name": tool.name, "alias": aliases[tool.name], "description": catalog.first_line(tool.description)}
-            for tool in tools
+            for tool in listing.tools
         ]
         return described
 
     async def _tools(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
-        tools, aliases = await self._listing(self._server(message))
-        return [catalog.proxy_info(tool, aliases[tool.name]) for tool in tools]
+        listing = await self.directory.listing(self._server(message))
+        return [catalog.proxy_info(tool, listing.aliases[tool.name]) for tool in listing.tools]
 
     async def _docs(self, owner: str, message: dict[str, Any]) -> Any:
         server = self._server(message)
         detail = self._detail(message)
-        tools, aliases = await self._listing(server)
+        listing = await self.directory.listing(server)
         wanted = message.get("tool")
         if wanted is None:
-            return [catalog.tool_doc(server, tool, aliases[tool.name], detail) for tool in tools]
-        tool = self._find_tool(server, tools, aliases, _checked_text(wanted, "tool", MAX_NAME))
-        return catalog.tool_doc(server, tool, aliases[tool.name], detail)
+            if detail == "stub":
+                config = self.hub.config(server)
+                return catalog.server_stub(server, config.alias, config.description, listing.tools, listing.aliases)
+            return [catalog.tool_doc(server, tool, listing.aliases[tool.name], detail) for tool in listing.tools]
+        tool = self._find_tool(server, listing, _checked_text(wanted, "tool", MAX_NAME))
+        return catalog.tool_doc(server, tool, listing.aliases[tool.name], detail)
 
-    async def _search(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _search(self, owner: str, message: dict[str, Any]) -> dict[str, Any]:
+        unknown = [key for key in message if key not in _SEARCH_KEYS]
+        if unknown:
+            named = ", ".join(f"{key!r:.40}" for key in unknown[:5])
+            raise Refusal("ArgumentError", f"search() got unknown parameter(s) {named}; it takes query, limit, "
+                          "offset, detail and server")  # fmt: skip
         query = _checked_text(message.get("query"), "query", MAX_QUERY)
-        limit = message.get("limit", 5)
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
-            raise Refusal("ArgumentError", f"limit must be a whole number from 1 to {MAX_LIMIT}, not {limit!r:.40}")
+        limit = _checked_int(message.get("limit", 5), "limit", 1, MAX_LIMIT)
+        offset = _checked_int(message.get("offset", 0), "offset", 0, MAX_OFFSET)
         detail = self._detail(message)
-        listings = await self._all_listings()
-        results = []
-        for score, server, tool in catalog.search(listings, self.descriptions, query, limit):
-            _, aliases, _ = await self._index(server)
-            doc = catalog.tool_doc(server, tool, aliases[tool.name], detail)
-            doc["score"] = score
-            results.append(doc)
-        return results
-
-    async def _all_listings(self) -> dict[str, list[types.Tool]]:
-        """Every server's tools; a server that cannot start is left out (its state says why)."""
-        names = self.hub.names()
-        outcomes = await asyncio.gather(*(self.hub.tools(name) for name in names), return_exceptions=True)
-        listings: dict[str, list[types.Tool]] = {}
-        for name, outcome in zip(names, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                log.info("search skipped %s: %s", name, outcome)
-                continue
-            listings[name] = outcome
-        return listings
+        wanted = message.get("server")
+        server = None if wanted is None else self._server(message)
+        page = await self.directory.search(
+            query, limit=limit, offset=offset, server=server, wait=self.settings.search_wait
+        )
+        return page.reply(detail)
 
     async def _call(self, owner: str, message: dict[str, Any]) -> dict[str, Any]:
         server = self._server(message)
@@ -227,8 +207,9 @@ class Relay:
                                     not 0 < timeout <= self.settings.max_timeout):  # fmt: skip
             raise Refusal("ArgumentError", f"timeout must be a number of seconds above 0 and at most "
                           f"{self.settings.max_timeout}, not {timeout!r:.40}")  # fmt: skip
-        tools, aliases, lookup = await self._index(server)
-        tool = lookup.get(name) or self._find_tool(server, tools, aliases, name)
+        # Arguments are checked against what the running server lists now, never against a cached listing.
+        listing = await self.directory.listing(server, live=True)
+        tool = listing.lookup.get(name) or self._find_tool(server, listing, name)
         try:
             check_arguments(tool.name, tool.input_schema or {}, arguments)
         except ArgumentProblem as exc:
@@ -278,12 +259,13 @@ class Relay:
                        f"{', '.join(names) or 'none'}.", name, suggestions=close)  # fmt: skip
 
     @staticmethod
-    def _find_tool(server: str, tools: list[types.Tool], aliases: dict[str, str], name: str) -> types.Tool:
-        for tool in tools:
-            if name in (tool.name, aliases[tool.name]):
-                return tool
-        names = [tool.name for tool in tools]
-        close = difflib.get_close_matches(name, list(dict.fromkeys(names + list(aliases.values()))), n=3, cutoff=0.5)
+    def _find_tool(server: str, listing: Listing, name: str) -> types.Tool:
+        found = listing.lookup.get(name)
+        if found is not None:
+            return found
+        names = [tool.name for tool in listing.tools]
+        candidates = list(dict.fromkeys(names + list(listing.aliases.values())))
+        close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
         raise Refusal("ToolNotFound", f"the {server!r} server has no tool {name!r}.{hint} Its tools: "
                       f"{', '.join(names) or 'none'}.", server, name, suggestions=close)  # fmt: skip
@@ -300,6 +282,16 @@ class Relay:
 def _text(message: dict[str, Any], key: str) -> str | None:
     value = message.get(key)
     return value[:MAX_NAME] if isinstance(value, str) else None
+
+
+def _checked_int(value: Any, what: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Refusal("ArgumentError", f"{what} must be a whole number from {low} to {high:,}, not "
+                      f"{type(value).__name__} {value!r:.40}")  # fmt: skip
+    if not low <= value <= high:
+        shown = str(value) if abs(value) < 10**12 else "a number that large"
+        raise Refusal("ArgumentError", f"{what} must be a whole number from {low} to {high:,}, not {shown}")
+    return value
 
 
 def _checked_text(value: Any, what: str, limit: int) -> str:

@@ -1,18 +1,22 @@
-"""``mcp-codemode servers``: every server found, where it came from, and whether it really starts.
+"""``mcp-codemode servers``: every server found, where it came from, whether it starts, and its tools.
 
 Connecting is the only honest test of a config entry (a command can exist and still crash on start), so
-the report starts each server once, concurrently, within the connect timeout, counts its tools, and shuts
-it down again. ``--no-connect`` reads the files only.
+the report starts each server whose tools it does not know, concurrently, within the connect timeout,
+counts its tools, and shuts it down again. A server whose listing is in the catalog cache and still fresh
+(``catalog_ttl``) is not started: its count comes from the cache, and the report says so and how old it is.
+``--refresh`` starts every server and lists its tools again (rewriting the cache); ``--no-connect`` starts
+nothing and shows what the cache knows.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from typing import Any
 
 from .settings import Settings
-from .upstream.hub import Hub
+from .upstream.directory import Listing, ToolDirectory
 from .upstream.model import Discovery, ServerConfig
 
 
@@ -27,6 +31,9 @@ class ServerRow:
     tools: int | None = None
     detail: str = ""  # why it failed or was skipped
     log_file: str = ""
+    listing: str = "unknown"  # where the count comes from: live (listed just now), cached, unknown
+    listed_at: float | None = None  # when that listing was fetched (epoch seconds)
+    stale: bool = False  # a cached listing older than catalog_ttl
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,31 +41,41 @@ class ServersReport:
     rows: tuple[ServerRow, ...]
     problems: tuple[str, ...]
     sources: tuple[str, ...]
+    catalog: str = ""  # the catalog cache's directory
+    now: float = dataclasses.field(default_factory=time.time)
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "servers": [dataclasses.asdict(row) for row in self.rows],
-            "problems": list(self.problems),
-            "sources": list(self.sources),
-        }
+        servers = []
+        for row in self.rows:
+            entry = dataclasses.asdict(row)
+            entry["listing_age"] = None if row.listed_at is None else round(max(0.0, self.now - row.listed_at), 1)
+            servers.append(entry)
+        return {"servers": servers, "problems": list(self.problems), "sources": list(self.sources)}
+
+    def listing_text(self, row: ServerRow) -> str:
+        if row.listing == "cached" and row.listed_at is not None:
+            return f"cached {age_text(self.now - row.listed_at)} ago" + (", stale" if row.stale else "")
+        return row.listing
 
     def as_text(self) -> str:
         used = [row for row in self.rows if row.state != "skipped"]
         skipped = [row for row in self.rows if row.state == "skipped"]
         lines: list[str] = []
         if used:
-            table = [("NAME", "TRANSPORT", "STATE", "TOOLS", "SOURCE")]
+            table = [("NAME", "TRANSPORT", "STATE", "TOOLS", "LISTING", "SOURCE")]
             for row in used:
                 tools = "-" if row.tools is None else str(row.tools)
-                table.append((row.name, row.transport, row.state, tools, row.source))
-            widths = [max(len(cells[i]) for cells in table) for i in range(4)]
+                table.append((row.name, row.transport, row.state, tools, self.listing_text(row), row.source))
+            widths = [max(len(cells[i]) for cells in table) for i in range(5)]
             for cells in table:
                 lines.append("  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=False)) +
-                             "  " + cells[4])  # fmt: skip
+                             "  " + cells[5])  # fmt: skip
             failed = [row for row in used if row.state == "failed"]
             for row in failed:
                 log = f" (log: {row.log_file})" if row.log_file and row.log_file not in row.detail else ""
                 lines.append(f"{row.name} failed: {row.detail}{log}")
+            if any(row.listing == "cached" for row in used):
+                lines += ["", f"Cached counts come from {self.catalog}; --refresh starts every server and lists again."]
         else:
             lines.append("No MCP servers are configured. Add some to a client's config (see docs/configuration.md) or")
             lines.append("pass --config FILE.")
@@ -70,29 +87,65 @@ class ServersReport:
         return "\n".join(lines)
 
 
+def age_text(seconds: float) -> str:
+    """A listing's age for a person: ``12 s``, ``5 min``, ``3 h``, ``2 d``."""
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} d"
+
+
 def _row(config: ServerConfig, state: str, **extra: Any) -> ServerRow:
     return ServerRow(config.name, config.alias, config.transport, config.source, config.target, state, **extra)
 
 
-async def servers_report(settings: Settings, discovery: Discovery, connect: bool = True) -> ServersReport:
+def _counted(listing: Listing | None, directory: ToolDirectory) -> dict[str, Any]:
+    if listing is None:
+        return {}
+    return {
+        "tools": len(listing.tools),
+        "listing": listing.origin,
+        "listed_at": listing.fetched_at,
+        "stale": directory.is_stale(listing),
+    }
+
+
+async def servers_report(
+    settings: Settings, discovery: Discovery, connect: bool = True, refresh: bool = False
+) -> ServersReport:
+    """The report; ``connect`` starts the servers whose listing is unknown or stale (all of them with ``refresh``)."""
     rows: list[ServerRow] = []
-    if connect and discovery.servers:
-        async with Hub(
-            discovery.servers,
-            log_dir=settings.state_dir / "logs",
-            call_timeout=settings.tool_timeout,
-            connect_timeout=settings.connect_timeout,
-        ) as hub:
-            names = hub.names()
-            outcomes = await asyncio.gather(*(hub.tools(name) for name in names), return_exceptions=True)
-            for config, outcome in zip(discovery.servers, outcomes, strict=True):
-                log_file = hub.state(config.name).log_file
+    catalog = ""
+    if discovery.servers:
+        async with ToolDirectory(discovery.servers, settings) as directory:
+            catalog = str(directory.cache.root)
+            await directory.load()
+            wanted = []
+            if connect:
+                for config in discovery.servers:
+                    known = directory.known(config.name)
+                    if refresh or known is None or directory.is_stale(known):
+                        wanted.append(config.name)
+            outcomes = await asyncio.gather(
+                *(directory.listing(name, live=True) for name in wanted), return_exceptions=True
+            )
+            tried = dict(zip(wanted, outcomes, strict=True))
+            for config in discovery.servers:
+                log_file = directory.hub.state(config.name).log_file
                 log = str(log_file) if log_file else ""
+                known = directory.known(config.name)
+                if config.name not in tried:
+                    rows.append(_row(config, "not started", log_file=log, **_counted(known, directory)))
+                    continue
+                outcome = tried[config.name]
                 if isinstance(outcome, BaseException):
-                    rows.append(_row(config, "failed", detail=str(outcome), log_file=log))
+                    # What the cache knew still counts, marked as cached: the server failed just now.
+                    rows.append(_row(config, "failed", detail=str(outcome), log_file=log, **_counted(known, directory)))
                 else:
-                    rows.append(_row(config, "ready", tools=len(outcome), log_file=log))
-    else:
-        rows += [_row(config, "not started") for config in discovery.servers]
+                    rows.append(_row(config, "ready", log_file=log, **_counted(outcome, directory)))
     rows += [_row(skip.config, "skipped", detail=skip.reason) for skip in discovery.skipped]
-    return ServersReport(tuple(rows), tuple(str(problem) for problem in discovery.problems), discovery.sources)
+    return ServersReport(tuple(rows), tuple(str(problem) for problem in discovery.problems), discovery.sources, catalog)

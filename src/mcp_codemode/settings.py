@@ -222,6 +222,20 @@ FIELDS: tuple[Field, ...] = (
     Field("allow_self_server", "MCP_BRIDGE_ALLOW_SELF_SERVER", _bool, "true or false (or 1 / 0)", "1"),
     Field("tool_timeout", "MCP_BRIDGE_TOOL_TIMEOUT", _float_in(0.1, 86400), "seconds per proxied tool call", "60"),
     Field("connect_timeout", "MCP_BRIDGE_CONNECT_TIMEOUT", _float_in(0.1, 3600), "seconds to start a server", "30"),
+    Field(
+        "catalog_ttl",
+        "MCP_BRIDGE_CATALOG_TTL",
+        _float_in(0, 10**8),
+        "seconds a cached tool listing stays fresh (0: refresh on every use)",
+        "86400",
+    ),
+    Field(
+        "search_wait",
+        "MCP_BRIDGE_SEARCH_WAIT",
+        _float_in(0, 600),
+        "seconds a search waits for servers whose tools are not known yet, at most 600 (0: do not wait)",
+        "3",
+    ),
 )
 SECRET_FIELDS = frozenset({"http_tokens"})
 _BY_NAME = {f.name: f for f in FIELDS}
@@ -274,6 +288,8 @@ class Settings:
     allow_self_server: bool = False
     tool_timeout: float = 60.0
     connect_timeout: float = 30.0
+    catalog_ttl: float = 86400.0
+    search_wait: float = 3.0
     # Where the values came from, for `doctor` and for error messages.
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 

@@ -133,6 +133,10 @@ class Hub:
 
     Use it as an async context manager: nothing starts on entry, each server starts on its first use, and on
     exit every connection is closed and every server process stopped.
+
+    Two callbacks let the layer above follow the listings: ``on_tools_changed(name)`` when a server says its
+    tools changed (its cached listing is dropped), and ``on_listing(name, tools)`` whenever a fresh listing is
+    cached (first connection, restart, after a change). Both run on the event loop and must not block.
     """
 
     def __init__(
@@ -143,6 +147,7 @@ class Hub:
         call_timeout: float = 60.0,
         connect_timeout: float = 30.0,
         on_tools_changed: Callable[[str], None] | None = None,
+        on_listing: Callable[[str, list[types.Tool]], None] | None = None,
         backoff: tuple[float, float] = (0.5, 30.0),
     ) -> None:
         self._connections: dict[str, _Connection] = {}
@@ -169,6 +174,7 @@ class Hub:
                 call_timeout=call_timeout,
                 connect_timeout=connect_timeout,
                 on_tools_changed=on_tools_changed,
+                on_listing=on_listing,
                 backoff=backoff,
                 setpriv=setpriv,
             )
@@ -207,6 +213,11 @@ class Hub:
     async def tools(self, name: str) -> list[types.Tool]:
         """The server's tools: listed once, then served from the cache until the server says they changed."""
         return await self._connection(name).tools()
+
+    def may_start(self, name: str) -> bool:
+        """Whether a background start of this server is in order now (see ``warm``): not while it runs, backs
+        off after failures, or owes its next caller the news that it crashed."""
+        return self._connection(name).may_warm()
 
     async def call_tool(
         self, name: str, tool: str, arguments: dict[str, Any], timeout: float | None = None
@@ -259,6 +270,7 @@ class _Connection:
         call_timeout: float,
         connect_timeout: float,
         on_tools_changed: Callable[[str], None] | None,
+        on_listing: Callable[[str, list[types.Tool]], None] | None,
         backoff: tuple[float, float],
         setpriv: str | None,
     ) -> None:
@@ -267,6 +279,7 @@ class _Connection:
         self._call_timeout = call_timeout
         self._connect_timeout = connect_timeout
         self._on_tools_changed = on_tools_changed
+        self._on_listing = on_listing
         self._backoff = backoff
         self._setpriv = setpriv
         self.closing = False
@@ -450,7 +463,7 @@ class _Connection:
         if connected_at is None:
             self._settled_starts += 1
             self._fail(failure)
-            self._note(f"failed to start: {_headline(failure)}")
+            self._note(f"failed to start: {headline(failure)}")
             logger.warning("upstream %r failed to start: %s", name, failure)
             if not ready.done():
                 ready.set_exception(self._unavailable())
@@ -467,7 +480,7 @@ class _Connection:
             self._failures = 0
         self._fail(reason)
         self._unreported = True
-        self._note(f"stopped unexpectedly: {_headline(reason)}")
+        self._note(f"stopped unexpectedly: {headline(reason)}")
         logger.warning("upstream %r stopped unexpectedly: %s", name, reason)
 
     def _connected(self, client: Client, seconds: float) -> None:
@@ -677,8 +690,17 @@ class _Connection:
                 # A list_changed that arrived while we listed makes this listing stale: list again.
                 if generation == self._tools_generation:
                     self._tools = listed
+                    self._listed(listed)
                     return list(listed)
             return listed  # it keeps changing: serve the latest, cache nothing
+
+    def _listed(self, tools: list[types.Tool]) -> None:
+        if self._on_listing is None:
+            return
+        try:
+            self._on_listing(self.config.name, list(tools))
+        except Exception:
+            logger.exception("on_listing(%r) failed", self.config.name)
 
     async def resources(self) -> list[types.Resource]:
         client, _ = await self.ensure()
@@ -739,9 +761,9 @@ def _describe_exit(status: int) -> str:
     return f"it exited with status {status}"
 
 
-def _headline(reason: str) -> str:
+def headline(reason: str) -> str:
     """A reason without the stderr lines quoted after it (the log they would go into already has them)."""
-    return reason.split("; the end of its stderr", 1)[0].splitlines()[0]
+    return (reason.split("; the end of its stderr", 1)[0].splitlines() or [""])[0]
 
 
 def _leaf(exc: BaseException) -> BaseException:

@@ -1,0 +1,404 @@
+"""The tool directory: every configured server's tools, known without starting every server, and searched.
+
+The hub knows the listing of a server it has connected to; the catalog cache (``listing_cache.py``) knows what
+a server listed on an earlier run. The directory joins the two so that docs and search can answer for *every*
+configured and allowed server: a live listing when there is one, else the cached one, else the server is
+started in the background and searched as soon as its listing arrives.
+
+It also keeps each server's catalog *version*, which the relay sends with every call so a session rebuilds
+its proxies after a change: the version moves when the server says its tools changed, and whenever the
+listing the directory serves turns out to differ from the one it served before (a cached listing replaced by
+a different live one, a restarted server that came back with other tools). An equal listing moves nothing.
+
+Calls never trust the cache: ``listing(name, live=True)`` is the listing of the running server.
+
+Only asyncio is supported, as for the hub; background work runs in tasks that ``aclose`` ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, Literal
+
+from mcp import types
+
+from ..settings import Settings
+from . import catalog
+from .errors import ServerUnavailable, UpstreamCallError, UpstreamTimeout
+from .hub import Hub, headline
+from .listing_cache import CachedListing, ListingCache, wire
+from .model import ServerConfig
+from .ranking import Entry, Ranker
+
+log = logging.getLogger(__name__)
+
+Origin = Literal["live", "cached"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Listing:
+    """One server's tools as the directory serves them, where they came from, and their per-server aliases."""
+
+    server: str
+    tools: tuple[types.Tool, ...]
+    origin: Origin
+    fetched_at: float  # epoch seconds
+    digest: str  # of the tools' wire form: equal digests, equal listings
+    aliases: dict[str, str]  # tool name -> Python identifier, unique within the server
+    lookup: dict[str, types.Tool]  # by alias and by name
+
+
+@dataclasses.dataclass(frozen=True)
+class Hit:
+    score: float
+    server: str
+    tool: types.Tool
+    alias: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchPage:
+    """One page of ranked hits, the number of all matches, and the servers the search could not look into.
+
+    ``pending``: servers whose listing is not known yet; they are being started in the background and the
+    next search includes them. ``unavailable``: (server, reason) for servers that could not be started.
+    """
+
+    query: str
+    total: int
+    offset: int
+    hits: tuple[Hit, ...]
+    pending: tuple[str, ...]
+    unavailable: tuple[tuple[str, str], ...]
+    searched: int = 0  # how many tools the query was ranked against
+
+    def reply(self, detail: catalog.Detail) -> dict[str, Any]:
+        """The page as sandboxed code (``runtime.search_tool_docs``) and ``mcp-codemode search --json`` see it."""
+        results = []
+        for hit in self.hits:
+            doc = catalog.tool_doc(hit.server, hit.tool, hit.alias, detail)
+            doc["score"] = round(hit.score, 3)
+            results.append(doc)
+        return {
+            "query": self.query,
+            "total": self.total,
+            "offset": self.offset,
+            "results": results,
+            "pending": list(self.pending),
+            "unavailable": [{"server": name, "reason": reason} for name, reason in self.unavailable],
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class _Index:
+    generation: int
+    ranker: Ranker
+    entries: list[Entry]
+    aliases: dict[str, dict[str, str]]  # server -> tool name -> alias, as listed when the index was built
+
+
+class ToolDirectory:
+    """The hub, the catalog cache and the search index of one set of configured servers.
+
+    Use it as an async context manager: on exit background listings are stopped, the cache writes finish,
+    and the hub closes (every server process stops).
+    """
+
+    def __init__(
+        self,
+        servers: Sequence[ServerConfig],
+        settings: Settings,
+        *,
+        cache: ListingCache | None = None,
+        backoff: tuple[float, float] = (0.5, 30.0),
+    ) -> None:
+        self.settings = settings
+        self.cache = cache if cache is not None else ListingCache(settings.state_dir, settings.catalog_ttl)
+        self.hub = Hub(
+            servers,
+            log_dir=settings.state_dir / "logs",
+            call_timeout=settings.tool_timeout,
+            connect_timeout=settings.connect_timeout,
+            on_tools_changed=self._tools_changed,
+            on_listing=self._listed,
+            backoff=backoff,
+        )
+        names = self.hub.names()
+        self.versions: dict[str, int] = dict.fromkeys(names, 0)
+        self._descriptions = {name: self.hub.config(name).description for name in names}
+        self._listings: dict[str, Listing] = {}
+        self._seen: dict[str, list[types.Tool]] = {}  # the hub's last listing object per server, for a fast path
+        self._changed: set[str] = set()  # said its tools changed; the new listing has not arrived yet
+        self._failed: dict[str, str] = {}  # why the last background listing failed
+        self._tasks: dict[str, asyncio.Task[bool]] = {}
+        self._writes: dict[str, tuple[ServerConfig, tuple[types.Tool, ...], float]] = {}
+        self._writer: asyncio.Task[None] | None = None
+        self._loaded = False
+        self._load_lock = asyncio.Lock()
+        self._generation = 0  # moves whenever any listing's content changes: the search index is rebuilt
+        self._indexes: dict[str | None, _Index] = {}  # by server searched (None: all)
+        self._index_lock = asyncio.Lock()
+        self._closed = False
+
+    async def __aenter__(self) -> ToolDirectory:
+        await self.hub.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop background listings, finish writing the cache, close the hub; idempotent."""
+        self._closed = True
+        running = [task for task in self._tasks.values() if not task.done()]
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+        if self._writer is not None:
+            await asyncio.gather(self._writer, return_exceptions=True)
+        await self.hub.aclose()
+
+    # -- what is known -----------------------------------------------------------------------------------------
+
+    def names(self) -> tuple[str, ...]:
+        return self.hub.names()
+
+    async def load(self) -> None:
+        """Read every configured server's cached listing (once; a listing already seen live wins)."""
+        if self._loaded:
+            return
+        async with self._load_lock:
+            if self._loaded:
+                return
+            configs = [self.hub.config(name) for name in self.hub.names()]
+            cached = await asyncio.to_thread(lambda: [self.cache.load(config) for config in configs])
+            for config, found in zip(configs, cached, strict=True):
+                if found is not None and config.name not in self._listings:
+                    self._adopt(config.name, found)
+            self._loaded = True
+
+    def known(self, name: str) -> Listing | None:
+        """The listing the directory would serve for ``name`` now (None: unknown); starts nothing."""
+        return self._listings.get(self.hub.config(name).name)
+
+    def is_stale(self, listing: Listing) -> bool:
+        """A cached listing older than ``catalog_ttl``; a live one is kept current by ``tools/list_changed``."""
+        return listing.origin == "cached" and self.cache.is_stale(listing.fetched_at)
+
+    async def listing(self, name: str, *, live: bool = False) -> Listing:
+        """A server's listing: for docs the known one (cached or live), for calls (``live``) the running server's.
+
+        An unknown listing, or one the server said has changed, is fetched now (starting the server if
+        needed); a stale cached one is served at once and refreshed in the background.
+        """
+        name = self.hub.config(name).name
+        if not live and name not in self._changed:
+            await self.load()
+            known = self._listings.get(name)
+            if known is not None:
+                if self.is_stale(known) and self._may_fetch(name):
+                    self._fetch_in_background(name)
+                return known
+        tools = await self.hub.tools(name)
+        return self._record(name, tools)
+
+    # -- searching ---------------------------------------------------------------------------------------------
+
+    async def search(
+        self, query: str, *, limit: int = 5, offset: int = 0, server: str | None = None, wait: float | None = 0.0
+    ) -> SearchPage:
+        """Rank the tools of every configured server (or of ``server`` only) for ``query``; one page of hits.
+
+        Servers whose listing is unknown are started in the background, and the search waits up to ``wait``
+        seconds for their listings (0: not at all; None: until every listing this search asked for, stale
+        ones included, has arrived or failed, each bounded by the connect and tool timeouts). What is still
+        missing then is reported as pending or unavailable.
+        """
+        only = self.hub.config(server).name if server is not None else None
+        names = [only] if only is not None else list(self.hub.names())
+        await self.load()
+        awaited: list[asyncio.Task[bool]] = []
+        for name in names:
+            known = self._listings.get(name)
+            if known is None:
+                if not self._may_fetch(name):
+                    continue
+                task = self._fetch_in_background(name)
+                # A server that already failed here is reported as such; it is retried, but not waited for.
+                if name not in self._failed or wait is None:
+                    awaited.append(task)
+            elif (name in self._changed or self.is_stale(known)) and self._may_fetch(name):
+                task = self._fetch_in_background(name)
+                if wait is None:
+                    awaited.append(task)
+        if awaited and (wait is None or wait > 0):
+            await asyncio.wait(awaited, timeout=wait)
+        pending: list[str] = []
+        unavailable: list[tuple[str, str]] = []
+        for name in names:
+            if name in self._listings:
+                continue
+            running = self._tasks.get(name)
+            if running is not None and not running.done() and name not in self._failed:
+                pending.append(name)
+            else:
+                unavailable.append((name, self._reason(name)))
+        index = await self._index(only)
+        ranked = index.ranker.search(query)
+        hits = []
+        for score, position in ranked[offset : offset + limit]:
+            entry = index.entries[position]
+            hits.append(Hit(score, entry.server, entry.tool, index.aliases[entry.server][entry.tool.name]))
+        searched = len(index.entries)
+        return SearchPage(query, len(ranked), offset, tuple(hits), tuple(pending), tuple(unavailable), searched)
+
+    async def _index(self, server: str | None) -> _Index:
+        """The search index over every known listing (or one server's), rebuilt only after a listing changed.
+
+        Building it costs about 0.2 s per 1,000 tools, so it is built in a thread, one build at a time.
+        """
+        async with self._index_lock:
+            built = self._indexes.get(server)
+            if built is not None and built.generation == self._generation:
+                return built
+            generation = self._generation
+            names = [server] if server is not None else list(self.hub.names())
+            listings = [self._listings[name] for name in names if name in self._listings]
+            entries = [
+                Entry(listing.server, tool, self._descriptions.get(listing.server, ""))
+                for listing in listings
+                for tool in listing.tools
+            ]
+            ranker = await asyncio.to_thread(Ranker, entries)
+            aliases = {listing.server: listing.aliases for listing in listings}
+            built = self._indexes[server] = _Index(generation, ranker, entries, aliases)
+            # Indexes of older generations are dropped as soon as one of the new generation exists.
+            for key in [key for key, index in self._indexes.items() if index.generation != generation]:
+                del self._indexes[key]
+            return built
+
+    def _reason(self, name: str) -> str:
+        """Why a server could not be listed, in one line: no stderr, and no value of its ``env`` or ``headers``."""
+        state = self.hub.state(name)
+        if state.status == "failed" and state.error:
+            reason = headline(state.error)
+            if state.retry_in:
+                reason += f" (retried in {state.retry_in:.0f} s)"
+        else:
+            reason = self._failed.get(name) or "its tools could not be listed"
+        config = self.hub.config(name)
+        # Longest first, so a value that contains another is hidden whole.
+        for value in sorted({*config.env.values(), *config.headers.values()}, key=len, reverse=True):
+            if len(value) >= 4:
+                reason = reason.replace(value, "<hidden>")
+        return reason
+
+    # -- keeping listings current ------------------------------------------------------------------------------
+
+    def _may_fetch(self, name: str) -> bool:
+        """Whether a background listing may start: the server runs or is starting, or may be (re)started now."""
+        if self._closed:
+            return False
+        return self.hub.state(name).status in ("ready", "connecting") or self.hub.may_start(name)
+
+    def _fetch_in_background(self, name: str) -> asyncio.Task[bool]:
+        task = self._tasks.get(name)
+        if task is None or task.done():
+            task = asyncio.get_running_loop().create_task(self._fetch(name), name=f"mcp-codemode listing {name}")
+            self._tasks[name] = task
+        return task
+
+    async def _fetch(self, name: str) -> bool:
+        try:
+            tools = await self.hub.tools(name)
+        except (ServerUnavailable, UpstreamCallError, UpstreamTimeout) as exc:
+            self._failed[name] = headline(str(exc))
+            log.info("listing the tools of %r failed: %s", name, self._failed[name])
+            return False
+        except Exception as exc:  # a background listing must never take the bridge down
+            self._failed[name] = f"{type(exc).__name__}: {exc}"
+            log.exception("listing the tools of %r failed", name)
+            return False
+        self._record(name, tools)
+        return True
+
+    def _tools_changed(self, name: str) -> None:
+        """Hub callback on ``notifications/tools/list_changed``: sessions refetch, the listing is fetched again."""
+        self.versions[name] = self.versions.get(name, 0) + 1
+        self._changed.add(name)
+        if not self._closed:
+            with contextlib.suppress(RuntimeError):  # no running loop: the next use lists it
+                self._fetch_in_background(name)
+
+    def _listed(self, name: str, tools: list[types.Tool]) -> None:
+        """Hub callback: a server gave a fresh listing (first connection, restart, or after a change)."""
+        self._record(name, tools)
+
+    def _record(self, name: str, tools: list[types.Tool]) -> Listing:
+        """Make ``tools`` (just listed by the running server) the listing served for ``name``."""
+        seen = self._seen.get(name)
+        current = self._listings.get(name)
+        if (current is not None and current.origin == "live" and name not in self._changed and seen is not None
+                and len(seen) == len(tools) and all(a is b for a, b in zip(seen, tools, strict=True))):  # fmt: skip
+            return current
+        self._seen[name] = tools
+        self._changed.discard(name)
+        self._failed.pop(name, None)
+        now = self.cache.now()
+        digest = _digest(tools)
+        if current is not None and current.digest == digest:
+            # The same listing: keep the objects sessions already have, and note that it is live and fresh.
+            listing = dataclasses.replace(current, origin="live", fetched_at=now)
+        else:
+            listing = _listing(name, tuple(tools), "live", now, digest)
+            self._generation += 1
+            if current is not None:
+                self.versions[name] = self.versions.get(name, 0) + 1
+        self._listings[name] = listing
+        self._schedule_write(name, listing)
+        return listing
+
+    def _adopt(self, name: str, cached: CachedListing) -> None:
+        self._listings[name] = _listing(name, cached.tools, "cached", cached.fetched_at, _digest(cached.tools))
+        self._generation += 1
+
+    def _schedule_write(self, name: str, listing: Listing) -> None:
+        if self._closed:
+            return
+        self._writes[name] = (self.hub.config(name), listing.tools, listing.fetched_at)
+        if self._writer is None or self._writer.done():
+            try:
+                self._writer = asyncio.get_running_loop().create_task(self._write_all())
+            except RuntimeError:
+                self._writes.pop(name, None)
+
+    async def _write_all(self) -> None:
+        """Write queued listings one at a time, off the event loop; the latest listing of a server wins."""
+        while self._writes:
+            name = next(iter(self._writes))
+            config, tools, fetched_at = self._writes.pop(name)
+            try:
+                await asyncio.to_thread(self.cache.store, config, tools, fetched_at)
+            except OSError as exc:
+                log.warning("catalog cache: cannot keep the tools of %r: %s", name, exc)
+
+
+def _listing(name: str, tools: tuple[types.Tool, ...], origin: Origin, fetched_at: float, digest: str) -> Listing:
+    aliases = catalog.tool_aliases(tools)
+    lookup = {aliases[tool.name]: tool for tool in tools} | {tool.name: tool for tool in tools}
+    return Listing(name, tools, origin, fetched_at, digest, aliases, lookup)
+
+
+def _digest(tools: Sequence[types.Tool]) -> str:
+    text = json.dumps(wire(tools), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
