@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -139,3 +140,40 @@ def test_any_text_is_a_query(query: str) -> None:
     hits = RANKER.search(query)
     assert all(0 <= index < len(ENTRIES) and score > 0 for score, index in hits)
     assert [score for score, _ in hits] == sorted((score for score, _ in hits), reverse=True)
+
+
+def _tool(name: str, description: str = "", properties: dict[str, Any] | None = None) -> types.Tool:
+    schema = {"type": "object", "properties": properties or {}}
+    return types.Tool.model_validate({"name": name, "description": description, "inputSchema": schema})
+
+
+def test_parameter_names_and_descriptions_are_searched() -> None:
+    entries = [
+        Entry("fs", _tool("find", "Look for paths.", {"max_depth": {"type": "integer", "description": "How deep"}})),
+        Entry("fs", _tool("other", "Something else.")),
+    ]
+    ranker = Ranker(entries)
+    assert [index for _, index in ranker.search("depth")] == [0]
+    assert [index for _, index in ranker.search("how deep")] == [0]
+
+
+def test_a_server_description_places_its_tools_but_a_tool_match_weighs_more() -> None:
+    entries = [
+        Entry("notes", _tool("append", "Add a line."), "Personal github notes"),
+        Entry("github", _tool("create_issue", "Open an issue.")),
+    ]
+    assert [index for _, index in Ranker(entries).search("github")] == [1, 0]  # the server's name, then its notes
+    assert [index for _, index in Ranker(entries).search("github issue")] == [1]  # a tool's own words decide
+
+
+def test_a_word_finds_the_longer_names_it_begins() -> None:
+    entries = [Entry("ui", _tool("screenshot", "Capture the display.")), Entry("ui", _tool("click", "Press."))]
+    assert [index for _, index in Ranker(entries).search("screen")] == [0]
+
+
+def test_a_named_server_prefix_wins_over_an_equal_tool_elsewhere() -> None:
+    entries = [
+        Entry("jira", _tool("create_issue", "Open an issue.")),
+        Entry("github", _tool("create_issue", "Open an issue.")),
+    ]
+    assert [index for _, index in Ranker(entries).search("github: create an issue")][:1] == [1]

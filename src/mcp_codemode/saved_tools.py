@@ -8,16 +8,15 @@ sessions. Files are written atomically; a file that cannot be read is reported, 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
 import keyword
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from .atomic_files import write_json
 
 MAX_SOURCE_CHARS = 100_000
 MAX_DESCRIPTION_CHARS = 2_000
@@ -61,15 +60,7 @@ class SavedToolStore:
             )
         tool = SavedTool(name, source, text[:MAX_DESCRIPTION_CHARS], time.time())
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                json.dump(dataclasses.asdict(tool), stream)
-            os.replace(temporary, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        write_json(target, dataclasses.asdict(tool))
         return tool
 
     def load(self, owner: str) -> tuple[list[SavedTool], list[str]]:

@@ -49,7 +49,9 @@ def _servers_line(servers: Mapping[str, str]) -> str:
     names = ", ".join(name if alias == name else f"{name} (mcp_{alias})" for name, alias in servers.items())
     return (
         f"- MCP servers ({len(servers)}): {names}. They start on first use. Find tools with "
-        '`await runtime.search_tool_docs("what you need")` or `runtime.query_tool_docs_sync(server)`; call them as '
+        '`await runtime.search_tool_docs("what you need")` (ranked, all servers; offset= pages) or '
+        '`runtime.query_tool_docs_sync(server, detail="stub")` (a Python module of typed signatures; detail= '
+        '"name", "summary", "full" for less or more); call them as '
         "`await mcp_<alias>.<tool>(arg=...)` (typed: help() shows parameters) or `runtime.call_tool(server, tool, "
         "{...})`. Results are Python values; failures raise runtime.ToolError, ToolNotFound, ArgumentError (all "
         "runtime.MCPError). asyncio.gather runs calls concurrently."
