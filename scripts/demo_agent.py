@@ -50,8 +50,7 @@ CALLS: list[tuple[str, dict[str, Any], bool]] = [  # title, arguments, whether i
     (
         "find the right tools among every configured MCP server",
         {"code": "print(runtime.discovered_servers())\n"
-                 "hits = await runtime.search_tool_docs('read a text file', limit=3)\n"
-                 "[(hit['server'], hit['tool']) for hit in hits]"},
+                 "await runtime.search_tool_docs('read a text file', limit=3)"},
         False,
     ),
     (
@@ -125,6 +124,8 @@ async def main(mode: str) -> int:
 async def demo(mode: str, config: Path) -> int:
     env = {key: value for key, value in os.environ.items() if key.startswith(("MCP_BRIDGE_", "MCP_CODEMODE_"))}
     env.update({key: os.environ[key] for key in ("HOME", "PATH", "USER", "LOGNAME") if key in os.environ})
+    # The first search starts the three servers; let it wait for all of them even on a slow machine.
+    env.setdefault("MCP_BRIDGE_SEARCH_WAIT", "30")
     args = ["serve", "--config", str(config), "--no-discover"]
     server = StdioServerParameters(command=str(ROOT / ".venv" / "bin" / "mcp-codemode"), args=args, env=env)
     async with Client(server, mode=mode) as client:
