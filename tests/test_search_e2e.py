@@ -17,8 +17,7 @@ import re
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,7 +32,7 @@ from tests.conftest import sandbox_settings
 from tests.mcp_clients import clean_environ, require_bubblewrap
 from tests.test_hub import _GROWER
 from tests.test_inspector import BRIDGE
-from tests.test_proxy import explain, private_state_dir, reported, run
+from tests.test_proxy import explain, poll, private_state_dir, reported, run
 
 T = TypeVar("T")
 DEADLINE = 60.0  # bound on polling for a background listing: a hang fails the test instead of the run
@@ -68,13 +67,6 @@ def asyncio_run(body: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(body)
 
 
-async def poll(condition: Callable[[], bool], seconds: float = DEADLINE) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.05)
-    return True
 
 
 @dataclasses.dataclass
