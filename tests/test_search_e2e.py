@@ -67,8 +67,6 @@ def asyncio_run(body: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(body)
 
 
-
-
 @dataclasses.dataclass
 class Named:
     """One NAMED server: its config, the file of its tool names and its start marker."""
