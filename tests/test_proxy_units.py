@@ -357,7 +357,7 @@ def test_a_failed_write_removes_its_temporary_file(tmp_path: Path, monkeypatch):
     def refuse(source: Any, target: Any) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr("mcp_codemode.atomic_files.os.replace", refuse)
+    monkeypatch.setattr("mcp_codemode.state_files.os.replace", refuse)
     with pytest.raises(OSError, match="disk full"):
         store.save("alice", "f", "def f(): return 2")
     (folder,) = tmp_path.iterdir()

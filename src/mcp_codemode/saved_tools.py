@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .atomic_files import write_json
+from .state_files import write_json
 
 MAX_SOURCE_CHARS = 100_000
 MAX_DESCRIPTION_CHARS = 2_000

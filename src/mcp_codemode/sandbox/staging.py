@@ -7,7 +7,6 @@ new version lands beside the old one and a running worker never sees its files c
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -16,6 +15,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
+from ..state_files import make_state_dir
 from .seccomp import oci_profile
 
 PASSWD = "root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{uid}:{gid}:sandbox:/workspace:/usr/sbin/nologin\n"  # noqa: S105
@@ -53,10 +53,7 @@ def stage_guest(state_dir: Path, uid: int, gid: int) -> Path:
     target = base / digest.hexdigest()[:16]
     if target.is_dir():
         return target
-    if not state_dir.exists():
-        state_dir.mkdir(parents=True)
-        with contextlib.suppress(PermissionError):
-            os.chmod(state_dir, 0o711)  # noqa: S103 - the sandbox uid must be able to pass through, not list
+    make_state_dir(state_dir)
     base.mkdir(mode=0o755, exist_ok=True)
     os.chmod(base, 0o755)  # noqa: S103 - the sandbox uid must read the guest files
     scratch = Path(tempfile.mkdtemp(prefix=".staging-", dir=base))

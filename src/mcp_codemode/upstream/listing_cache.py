@@ -32,7 +32,7 @@ from typing import Any
 from mcp import types
 from pydantic import ValidationError
 
-from ..atomic_files import write_json
+from ..state_files import make_state_dir, write_json
 from .model import ServerConfig
 
 log = logging.getLogger(__name__)
@@ -143,11 +143,7 @@ class ListingCache:
         raise OSError(f"cannot create a stable salt in {salt_file}")
 
     def _make_root(self) -> None:
-        if not self.state_dir.exists():
-            self.state_dir.mkdir(parents=True, exist_ok=True)
-            # As the sandbox staging does: the sandbox uid must be able to pass through the state directory.
-            with contextlib.suppress(PermissionError):
-                os.chmod(self.state_dir, 0o711)  # noqa: S103 - pass through, not list
+        make_state_dir(self.state_dir)
         self.root.mkdir(mode=0o700, exist_ok=True)
         os.chmod(self.root, 0o700)
 
