@@ -710,7 +710,7 @@ def test_server_proxy_lists_and_calls_tools_through_the_bridge(monkeypatch):
     infos = [READ_INFO, {"name": "list-dir", "alias": "list_dir", "inputSchema": {"properties": {}}}]
 
     def answer(frame: dict[str, Any]) -> Any:
-        if frame["op"] == "tools":
+        if frame["op"] in ("tools", "docs"):  # docs: a missing name is asked about (is it refused by policy?)
             return infos
         return {"content": [{"type": "text", "text": json.dumps(frame["arguments"])}]}
 

@@ -15,6 +15,7 @@ from types import TracebackType
 
 import anyio
 
+from .audit import AuditLog
 from .errors import CodemodeError
 from .relay import Relay
 from .sandbox.select import choose_backend
@@ -54,13 +55,17 @@ class Bridge:
         self.sessions: SessionManager | None = None
         self.backend_name = "unavailable"
         self.summary = ""
-        self.servers: tuple[str, ...] = tuple(server.name for server in self.discovery.servers)
-        self._by_name_or_alias = {server.alias: server.name for server in self.discovery.servers}
-        self._by_name_or_alias.update((name, name) for name in self.servers)
-        # The directory owns the hub (one connection per server) and the catalog cache of their listings.
+        # The directory owns the hub (one connection per server) and the catalog cache of their listings; it
+        # leaves out the servers the policy refuses, which nothing here may name to the agent either.
         self.directory = ToolDirectory(self.discovery.servers, settings)
         self.hub = self.directory.hub
-        self.relay = Relay(self.directory, SavedToolStore(settings.state_dir / "saved-tools"), settings)
+        allowed = [self.hub.config(name) for name in self.hub.names()]
+        self.servers: tuple[str, ...] = tuple(server.name for server in allowed)
+        self._by_name_or_alias = {server.alias: server.name for server in allowed}
+        self._by_name_or_alias.update((name, name) for name in self.servers)
+        self.audit = AuditLog(settings.audit_path, settings.audit_max_bytes, settings.audit_backups)
+        store = SavedToolStore(settings.state_dir / "saved-tools")
+        self.relay = Relay(self.directory, store, settings, self.audit)
 
     async def __aenter__(self) -> Bridge:
         await self.directory.__aenter__()
@@ -76,7 +81,7 @@ class Bridge:
         self.summary = capability_summary(
             self.settings,
             self.backend_name,
-            {server.name: server.alias for server in self.discovery.servers},
+            {name: self.hub.config(name).alias for name in self.servers},
             self.backend_error,
         )
         return self
@@ -111,7 +116,7 @@ class Bridge:
                 on_output=on_output,
                 summary=self.summary,
                 context=lambda fresh: self.relay.context(owner, fresh),
-                relay=self.relay.for_owner(owner),
+                relay=self.relay.for_run(owner, name),
             )
         finally:
             if throwaway:

@@ -7,23 +7,34 @@ tool's schema before the upstream server sees them.
 
 Listings come from the tool directory: docs, proxies and search may be answered from the catalog cache
 without starting a server, but a call is always checked against the listing of the running server.
+
+The policy hides refused servers and tools in the directory; here it refuses the calls that name them
+anyway, and holds the caps: argument size and depth (measured before anything recursive touches the
+arguments), a budget of calls per ``run_python`` call (``for_run`` gives each run its own counter) and a
+rate per owner. Every tool call, refused or not, gets one line in the audit log, cancelled ones included.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import difflib
+import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp import types
 
+from .audit import AuditLog
+from .policy import RateLimiter, Refused
 from .saved_tools import SavedToolProblem, SavedToolStore
 from .settings import Settings
 from .upstream import catalog
 from .upstream.directory import Listing, ToolDirectory
 from .upstream.errors import ServerUnavailable, UnknownServer, UpstreamCallError, UpstreamTimeout
+from .upstream.model import ServerConfig
 from .upstream.validate import ArgumentProblem, check_arguments
 
 log = logging.getLogger(__name__)
@@ -35,6 +46,26 @@ MAX_LIMIT = 200
 MAX_OFFSET = 100_000
 # A search request's keys: the frame's own (type, id, op) and the parameters; anything else is refused.
 _SEARCH_KEYS = frozenset({"type", "id", "op", "query", "limit", "offset", "detail", "server"})
+RelayFunction = Callable[[dict[str, Any]], Awaitable[Reply]]
+
+
+@dataclasses.dataclass
+class Run:
+    """One ``run_python`` call: whose it is, and how many tool calls it has made (its budget)."""
+
+    owner: str
+    session: str
+    calls: int = 0
+
+
+@dataclasses.dataclass
+class _CallNote:
+    """What one tool call turned out to be, for its audit line, filled in as the call is checked."""
+
+    server: str | None = None
+    tool: str | None = None
+    arguments: bytes | None = None  # canonical JSON
+    rule: str | None = None
 
 
 class Refusal(Exception):
@@ -61,13 +92,18 @@ class Refusal(Exception):
 
 
 class Relay:
-    """Answers the requests of every session of one bridge; ``for_owner`` binds one client's identity."""
+    """Answers the requests of every session of one bridge; ``for_run`` binds one client and one run."""
 
-    def __init__(self, directory: ToolDirectory, store: SavedToolStore, settings: Settings) -> None:
+    def __init__(
+        self, directory: ToolDirectory, store: SavedToolStore, settings: Settings, audit: AuditLog | None = None
+    ) -> None:
         self.directory = directory
         self.hub = directory.hub
         self.store = store
         self.settings = settings
+        self.policy = directory.policy
+        self.audit = audit if audit is not None else AuditLog(None)
+        self.rate = RateLimiter(self.policy.max_calls_per_second)
         self._entries = self._server_entries()  # sent with every call: the configured servers never change
         self._ops: dict[str, Callable[[str, dict[str, Any]], Awaitable[Any]]] = {
             "servers": self._servers,
@@ -75,7 +111,6 @@ class Relay:
             "tools": self._tools,
             "docs": self._docs,
             "search": self._search,
-            "call": self._call,
             "resources": self._resources,
             "read_resource": self._read_resource,
             "save_tool": self._save_tool,
@@ -88,6 +123,8 @@ class Relay:
     def context(self, owner: str, fresh: bool) -> dict[str, Any]:
         """What a call sends the guest: the servers, their catalog versions, and for a new sandbox the saved tools."""
         context: dict[str, Any] = {"servers": self._entries, "versions": dict(self.directory.versions)}
+        # The guest checks the depth too, because its own JSON encoder fails on what is too deep to send.
+        context["policy"] = {"max_argument_depth": self.policy.max_argument_depth, "where": self.policy.where}
         if fresh:
             tools, problems = self.store.load(owner)
             context["saved"] = [{"name": tool.name, "source": tool.source} for tool in tools]
@@ -105,19 +142,69 @@ class Relay:
             entries.append(entry)
         return entries
 
-    def for_owner(self, owner: str) -> Callable[[dict[str, Any]], Awaitable[Reply]]:
+    def for_run(self, owner: str, session: str) -> RelayFunction:
+        """The relay of one ``run_python`` call: ``owner``'s identity and a fresh call budget."""
+        run = Run(owner, session)
+
         async def relay(message: dict[str, Any]) -> Reply:
-            return await self.handle(owner, message)
+            return await self.handle(owner, message, run)
 
         return relay
 
-    async def handle(self, owner: str, message: dict[str, Any]) -> Reply:
+    async def handle(self, owner: str, message: dict[str, Any], run: Run | None = None) -> Reply:
         op = message.get("op")
+        if op == "call":
+            return await self._audited_call(run if run is not None else Run(owner, ""), message)
         handler = self._ops.get(op) if isinstance(op, str) else None
         if handler is None:
             return Refusal("MCPError", f"unknown request {op!r:.40}").reply()
+        return await self._answer(handler(owner, message), message)
+
+    async def _audited_call(self, run: Run, message: dict[str, Any]) -> Reply:
+        note = _CallNote()
+        started = time.monotonic()
         try:
-            return {"ok": True, "value": await handler(owner, message)}
+            reply = await self._answer(self._call(run, message, note), message)
+        except asyncio.CancelledError:
+            self._audit(run, note, started, "cancelled")
+            raise
+        except Exception as exc:  # a bug of ours; the worker turns it into an error reply
+            self._audit(run, note, started, "error", error=type(exc).__name__)
+            raise
+        if reply.get("ok"):
+            value = reply.get("value")
+            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "replace"))
+            outcome = "tool_error" if isinstance(value, dict) and value.get("isError") else "ok"
+            self._audit(run, note, started, outcome, result_bytes=size)
+        else:
+            kind = str(reply.get("error", {}).get("kind"))
+            if kind == "PolicyError":
+                self._audit(run, note, started, "refused")
+            elif kind == "ToolTimeout":
+                self._audit(run, note, started, "timeout")
+            else:
+                self._audit(run, note, started, "error", error=kind)
+        return reply
+
+    def _audit(self, run: Run, note: _CallNote, started: float, outcome: str, *, result_bytes: int | None = None,
+               error: str | None = None) -> None:  # fmt: skip
+        self.audit.record(
+            session=run.session,
+            owner=run.owner,
+            server=note.server,
+            tool=note.tool,
+            arguments=note.arguments,
+            outcome=outcome,
+            duration=time.monotonic() - started,
+            result_bytes=result_bytes,
+            rule=note.rule if outcome == "refused" else None,
+            error=error,
+        )
+
+    async def _answer(self, work: Awaitable[Any], message: dict[str, Any]) -> Reply:
+        """The reply to one request: its value, or the error the guest raises as a runtime exception."""
+        try:
+            return {"ok": True, "value": await work}
         except Refusal as refusal:
             return refusal.reply()
         except UnknownServer as exc:
@@ -196,12 +283,24 @@ class Relay:
         )
         return page.reply(detail)
 
-    async def _call(self, owner: str, message: dict[str, Any]) -> dict[str, Any]:
-        server = self._server(message)
-        name = _checked_text(message.get("tool"), "tool", MAX_NAME)
+    async def _call(self, run: Run, message: dict[str, Any], note: _CallNote) -> dict[str, Any]:
+        name = _checked_text(message.get("server"), "server", MAX_NAME)
+        note.server = name
+        wanted = _checked_text(message.get("tool"), "tool", MAX_NAME)
+        note.tool = wanted
         arguments = message.get("arguments", {})
         if not isinstance(arguments, dict):
-            raise Refusal("ArgumentError", "arguments must be a dict of the tool's parameters", server, name)
+            raise Refusal("ArgumentError", "arguments must be a dict of the tool's parameters", name, wanted)
+        # Measured first (without recursion) so every audit line has the arguments' hash; refused below, after
+        # the names, because "this server is refused" is the more useful news.
+        too_large, note.arguments = self.policy.argument_refusal(arguments)
+        config = self._call_target(name, wanted, note)
+        server = note.server = config.name
+        typed = self.policy.name_refusal(server, config.alias, (wanted,))
+        if typed is not None:
+            raise self._refused(f"{server}/{wanted}", typed, note, server, wanted)
+        if too_large is not None:
+            raise self._refused(f"{server}/{wanted}", too_large, note, server, wanted)
         timeout = message.get("timeout")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or
                                     not 0 < timeout <= self.settings.max_timeout):  # fmt: skip
@@ -209,13 +308,46 @@ class Relay:
                           f"{self.settings.max_timeout}, not {timeout!r:.40}")  # fmt: skip
         # Arguments are checked against what the running server lists now, never against a cached listing.
         listing = await self.directory.listing(server, live=True)
-        tool = listing.lookup.get(name) or self._find_tool(server, listing, name)
+        tool = listing.lookup.get(wanted) or self._find_tool(server, listing, wanted, note)
+        note.tool = tool.name
         try:
             check_arguments(tool.name, tool.input_schema or {}, arguments)
         except ArgumentProblem as exc:
             raise Refusal("ArgumentError", str(exc), server, tool.name) from None
+        self._spend(run, f"{server}/{tool.name}", note)
         result = await self.hub.call_tool(server, tool.name, arguments, timeout=timeout)
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def _call_target(self, name: str, tool: str, note: _CallNote) -> ServerConfig:
+        """The server a call names; one the policy refuses is refused here, without being started or listed."""
+        try:
+            return self.hub.config(name)
+        except UnknownServer:
+            found = self.directory.refused.get(name)
+            if found is None:
+                raise
+            config, refused = found
+            note.server = config.name
+            raise self._refused(f"{config.name}/{tool}", refused, note, config.name, tool) from None
+
+    def _spend(self, run: Run, subject: str, note: _CallNote) -> None:
+        """Take one call from the run's budget and the owner's rate; a call refused here costs neither."""
+        policy = self.policy
+        if policy.max_calls_per_run and run.calls >= policy.max_calls_per_run:
+            reason = (f"the per-run call budget of {policy.max_calls_per_run:,} tool calls is used up "
+                      "(max_calls_per_run); the next run_python call starts with a fresh budget")  # fmt: skip
+            raise self._refused(subject, Refused("max_calls_per_run", reason), note)
+        if not self.rate.take(run.owner):
+            reason = (f"the rate cap of {policy.max_calls_per_second:g} tool calls per second is reached "
+                      f"(max_calls_per_second); wait {self.rate.wait_hint()} and call again")  # fmt: skip
+            raise self._refused(subject, Refused("max_calls_per_second", reason), note)
+        run.calls += 1
+
+    def _refused(self, subject: str, refused: Refused, note: _CallNote | None = None, server: str | None = None,
+                 tool: str | None = None) -> Refusal:  # fmt: skip
+        if note is not None:
+            note.rule = refused.rule
+        return Refusal("PolicyError", self.policy.message(subject, refused), server, tool, rule=refused.rule)
 
     async def _resources(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
         resources = await self.hub.list_resources(self._server(message))
@@ -251,18 +383,24 @@ class Relay:
         return self.hub.config(_checked_text(message.get("server"), "server", MAX_NAME)).name
 
     def _unknown_server(self, name: str) -> Refusal:
-        """ServerNotFound in the words sandboxed code sees everywhere (the same as ``mcp_servers[...]``)."""
+        """ServerNotFound in the words sandboxed code sees everywhere (the same as ``mcp_servers[...]``), or the
+        policy's refusal for a server it hides; suggestions never name a hidden server."""
+        found = self.directory.refused.get(name)
+        if found is not None:
+            return self._refused(f"server {found[0].name!r}", found[1], server=found[0].name)
         names = self.hub.names()
         close = difflib.get_close_matches(name, list(names), n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
         return Refusal("ServerNotFound", f"no MCP server named {name!r}.{hint} Configured servers: "
                        f"{', '.join(names) or 'none'}.", name, suggestions=close)  # fmt: skip
 
-    @staticmethod
-    def _find_tool(server: str, listing: Listing, name: str) -> types.Tool:
+    def _find_tool(self, server: str, listing: Listing, name: str, note: _CallNote | None = None) -> types.Tool:
         found = listing.lookup.get(name)
         if found is not None:
             return found
+        refused = listing.refused.get(name)
+        if refused is not None:
+            raise self._refused(f"{server}/{name}", refused, note, server, name)
         names = [tool.name for tool in listing.tools]
         candidates = list(dict.fromkeys(names + list(listing.aliases.values())))
         close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.5)

@@ -11,6 +11,7 @@ so existing client configurations keep working.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shlex
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from .errors import SettingsError
+from .policy import MAX_ARGUMENT_DEPTH_CEILING, Policy, check_pattern
 
 T = TypeVar("T", int, float)
 RuntimeChoice = Literal["auto", "bubblewrap", "podman", "docker"]
@@ -161,6 +163,16 @@ def _optional_float(text: str) -> float | None:
     return _float_in(0.01, 1024)(text) if text.strip() else None
 
 
+AuditLog = Path | Literal["off"] | None  # None: the default place under the state directory
+
+
+def _audit_log(text: str) -> AuditLog:
+    value = text.strip()
+    if value.lower() == "off":
+        return "off"
+    return Path(value).expanduser() if value else None
+
+
 FIELDS: tuple[Field, ...] = (
     Field("runtime", "MCP_BRIDGE_RUNTIME", _runtime, "one of auto, bubblewrap, podman, docker", "auto"),
     Field("image", "MCP_BRIDGE_IMAGE", _nonempty, "a container image name", DEFAULT_IMAGE),
@@ -236,6 +248,15 @@ FIELDS: tuple[Field, ...] = (
         "seconds a search waits for servers whose tools are not known yet, at most 600 (0: do not wait)",
         "3",
     ),
+    Field(
+        "audit_log",
+        "MCP_BRIDGE_AUDIT_LOG",
+        _audit_log,
+        "a file path, off, or empty for <state_dir>/audit/audit.jsonl",
+        "~/mcp-audit.jsonl",
+    ),
+    Field("audit_max_bytes", "MCP_BRIDGE_AUDIT_MAX_BYTES", _size_in(4 << 10, 1 << 40), "a size from 4k", "10m"),
+    Field("audit_backups", "MCP_BRIDGE_AUDIT_BACKUPS", _int_in(0, 100), "a whole number from 0 to 100", "5"),
 )
 SECRET_FIELDS = frozenset({"http_tokens"})
 _BY_NAME = {f.name: f for f in FIELDS}
@@ -290,6 +311,10 @@ class Settings:
     connect_timeout: float = 30.0
     catalog_ttl: float = 86400.0
     search_wait: float = 3.0
+    audit_log: AuditLog = None
+    audit_max_bytes: int = 10 << 20
+    audit_backups: int = 5
+    policy: Policy = dataclasses.field(default_factory=Policy)
     # Where the values came from, for `doctor` and for error messages.
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
@@ -302,6 +327,13 @@ class Settings:
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
+
+    @property
+    def audit_path(self) -> Path | None:
+        """Where the audit log goes; None when it is off."""
+        if self.audit_log == "off":
+            return None
+        return self.audit_log if self.audit_log is not None else self.state_dir / "audit" / "audit.jsonl"
 
     def clamp_timeout(self, requested: float | None) -> float:
         """The timeout a call really gets: the default when absent, never above the ceiling."""
@@ -322,9 +354,13 @@ class Settings:
         sources: dict[str, str] = {}
         file_path = settings_file or (Path(env[SETTINGS_FILE_ENV]) if env.get(SETTINGS_FILE_ENV) else None)
         if file_path is not None:
-            for name, raw in _read_settings_file(file_path).items():
+            flat, policy = _read_settings_file(file_path)
+            for name, raw in flat.items():
                 values[name] = _parse(_BY_NAME[name], raw, f"{name} in {file_path}")
                 sources[name] = str(file_path)
+            if policy is not None:
+                values["policy"] = _policy(policy, file_path)
+                sources["policy"] = str(file_path)
         for field in FIELDS:
             if field.env in env:
                 values[field.name] = _parse(field, env[field.env], field.env)
@@ -361,7 +397,8 @@ def _parse(field: Field, raw: object, where: str) -> Any:
         ) from None
 
 
-def _read_settings_file(path: Path) -> dict[str, object]:
+def _read_settings_file(path: Path) -> tuple[dict[str, object], dict[str, object] | None]:
+    """The flat settings of the file, and its ``[policy]`` table (None when it has none)."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -375,9 +412,87 @@ def _read_settings_file(path: Path) -> dict[str, object]:
     section = data.get("mcp-codemode", data)
     if not isinstance(section, dict):
         raise SettingsError(f"settings file {path}: [mcp-codemode] must be a table")
+    if section is not data and "policy" in data and "policy" not in section:
+        # The rest of such a file is ignored; a policy silently ignored would be worse than none.
+        raise SettingsError(
+            f"settings file {path} has an [mcp-codemode] table, so its top-level [policy] table would be "
+            "ignored: rename it [mcp-codemode.policy]"
+        )
+    section = dict(section)
+    policy = section.pop("policy", None)
     unknown = sorted(set(section) - set(_BY_NAME))
     if unknown:
         raise SettingsError(
-            f"settings file {path} has unknown key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(_BY_NAME))}"
+            f"settings file {path} has unknown key(s) {', '.join(unknown)}; known keys: "
+            f"{', '.join(sorted([*_BY_NAME, 'policy']))}"
         )
-    return dict(section)
+    if policy is not None and not isinstance(policy, dict):
+        raise SettingsError(f"settings file {path}: policy must be a table, written [policy] (docs/configuration.md)")
+    return section, policy
+
+
+_POLICY_EXAMPLES = {
+    "allow_servers": 'allow_servers = ["github", "git*"]',
+    "deny_servers": 'deny_servers = ["shell"]',
+    "allow_tools": 'allow_tools = ["git/git_status", "*/read_*"]',
+    "deny_tools": 'deny_tools = ["git/git_commit", "*/delete_*"]',
+    "read_only": "read_only = true",
+    "max_calls_per_run": "max_calls_per_run = 1000   # 0: no limit",
+    "max_argument_bytes": 'max_argument_bytes = "1m"   # or a number of bytes',
+    "max_argument_depth": f"max_argument_depth = 32   # 1 to {MAX_ARGUMENT_DEPTH_CEILING}",
+    "max_calls_per_second": "max_calls_per_second = 10   # 0: no limit",
+}
+
+
+def _policy(table: Mapping[str, object], path: Path) -> Policy:
+    """The ``[policy]`` table as a ``Policy``; every wrong key or value is a SettingsError with an example."""
+    unknown = sorted(set(table) - set(_POLICY_EXAMPLES))
+    if unknown:
+        raise SettingsError(
+            f"settings file {path}: [policy] has unknown key(s) {', '.join(unknown)}; known keys: "
+            f"{', '.join(sorted(_POLICY_EXAMPLES))}"
+        )
+    values: dict[str, Any] = {"source": str(path)}
+    for key, raw in table.items():
+        try:
+            values[key] = _policy_value(key, raw)
+        except (ValueError, TypeError) as exc:
+            detail = f" ({exc})" if str(exc) else ""
+            raise SettingsError(
+                f"settings file {path}: policy.{key} = {_toml_text(raw)} is not valid{detail}; for example "
+                f"{_POLICY_EXAMPLES[key]}"
+            ) from None
+    return Policy(**values)
+
+
+def _policy_value(key: str, raw: object) -> Any:
+    if key in ("allow_servers", "deny_servers", "allow_tools", "deny_tools"):
+        if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
+            raise TypeError("expected a list of strings")
+        return tuple(check_pattern(item, tools=key.endswith("_tools")) for item in raw)
+    if key == "read_only":
+        if not isinstance(raw, bool):
+            raise TypeError("expected true or false")
+        return raw
+    if key == "max_argument_bytes":
+        if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+            raise TypeError('expected a size such as "1m" or a whole number of bytes')
+        size = parse_size(raw) if isinstance(raw, str) else raw
+        if size < 2:
+            raise ValueError("at least 2 bytes, the size of {}")
+        return size
+    if key == "max_calls_per_second":
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 <= raw <= 1_000_000:
+            raise ValueError("expected a number of calls per second from 0 (no limit) to 1,000,000")
+        return float(raw)
+    low, high = (1, MAX_ARGUMENT_DEPTH_CEILING) if key == "max_argument_depth" else (0, 10**9)
+    if isinstance(raw, bool) or not isinstance(raw, int) or not low <= raw <= high:
+        raise ValueError(f"expected a whole number from {low} to {high:,}")
+    return raw
+
+
+def _toml_text(raw: object) -> str:
+    text = json.dumps(raw, ensure_ascii=False) if isinstance(raw, (str, list, int, float)) else repr(raw)
+    if isinstance(raw, bool):
+        text = "true" if raw else "false"
+    return text if len(text) <= 80 else text[:77] + "..."

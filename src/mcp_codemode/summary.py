@@ -1,7 +1,9 @@
 """The capability summary: one text that tells a model what the sandbox offers and how to use it.
 
 It is served twice, identically: as the ``codemode://capabilities`` resource and, inside the sandbox, as
-``runtime.capability_summary()``. It is built from the settings alone, so it costs nothing per call.
+``runtime.capability_summary()``. It is built from the settings alone, so it costs nothing per call. The
+servers it names are those the policy allows; a restrictive policy gets a line of its own, so the model
+knows the limits before it runs into them, but never which servers or tools are hidden.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import __version__
+from .policy import Policy
 from .settings import Settings, format_size
 
 
@@ -36,6 +39,7 @@ def capability_summary(settings: Settings, backend: str, servers: Mapping[str, s
         "path, a PIL image or a matplotlib figure; figures left open and an image as the last value are sent too "
         f"(each up to {format_size(settings.image_limit)}, {settings.max_images} per call).",
         _servers_line(servers or {}),
+        *_policy_line(settings.policy),
         "- Saved tools: runtime.save_tool(func) keeps a function's source on the host; every new session starts "
         "with it defined (runtime.list_saved_tools(), runtime.delete_saved_tool(name)).",
     ]
@@ -56,3 +60,19 @@ def _servers_line(servers: Mapping[str, str]) -> str:
         "{...})`. Results are Python values; failures raise runtime.ToolError, ToolNotFound, ArgumentError (all "
         "runtime.MCPError). asyncio.gather runs calls concurrently."
     )
+
+
+def _policy_line(policy: Policy) -> list[str]:
+    """The limits a policy sets, when it sets more than the defaults; the patterns stay on the host."""
+    if not policy.restricts:
+        return []
+    limits = []
+    if policy.read_only:
+        limits.append("only read-only tools are offered")
+    if policy.max_calls_per_run:
+        limits.append(f"at most {policy.max_calls_per_run:,} tool calls per run_python call")
+    if policy.max_calls_per_second:
+        limits.append(f"at most {policy.max_calls_per_second:g} tool calls per second")
+    limits.append(f"arguments up to {format_size(policy.max_argument_bytes)} of JSON, nested up to "
+                  f"{policy.max_argument_depth} deep")  # fmt: skip
+    return [f"- Policy: {'; '.join(limits)}. A refused call raises runtime.PolicyError (an MCPError) naming the rule."]

@@ -12,6 +12,12 @@ a different live one, a restarted server that came back with other tools). An eq
 
 Calls never trust the cache: ``listing(name, live=True)`` is the listing of the running server.
 
+The policy (``settings.policy``) is applied here, once for every view: a refused server is not given to the
+hub at all (so nothing can start it, list it or search it), and a refused tool is left out of the listing
+its server is served with (docs, proxies, stubs, search, counts). The catalog cache keeps the whole
+listing, so a changed policy needs no refresh. Tool aliases are made from the whole listing too: they do
+not move when the policy changes.
+
 Only asyncio is supported, as for the hub; background work runs in tasks that ``aclose`` ends.
 """
 
@@ -23,12 +29,13 @@ import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
 from mcp import types
 
+from ..policy import Policy, Refused
 from ..settings import Settings
 from . import catalog
 from .errors import ServerUnavailable, UpstreamCallError, UpstreamTimeout
@@ -53,6 +60,8 @@ class Listing:
     digest: str  # of the tools' wire form: equal digests, equal listings
     aliases: dict[str, str]  # tool name -> Python identifier, unique within the server
     lookup: dict[str, types.Tool]  # by alias and by name
+    refused: Mapping[str, Refused] = dataclasses.field(default_factory=dict)  # tools the policy hides, by name/alias
+    hidden: tuple[str, ...] = ()  # the names of those tools, for the user's own view (``mcp-codemode servers``)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,9 +129,20 @@ class ToolDirectory:
         backoff: tuple[float, float] = (0.5, 30.0),
     ) -> None:
         self.settings = settings
+        self.policy: Policy = settings.policy
         self.cache = cache if cache is not None else ListingCache(settings.state_dir, settings.catalog_ttl)
+        # Refused servers, by name and by alias, for the refusal a call that names one gets; the hub never sees them.
+        self.refused: dict[str, tuple[ServerConfig, Refused]] = {}
+        allowed = []
+        for config in servers:
+            refused = self.policy.server_refusal(config.name, config.alias)
+            if refused is None:
+                allowed.append(config)
+            else:
+                self.refused.setdefault(config.alias, (config, refused))
+                self.refused[config.name] = (config, refused)
         self.hub = Hub(
-            servers,
+            allowed,
             log_dir=settings.state_dir / "logs",
             call_timeout=settings.tool_timeout,
             connect_timeout=settings.connect_timeout,
@@ -360,22 +380,43 @@ class ToolDirectory:
             # The same listing: keep the objects sessions already have, and note that it is live and fresh.
             listing = dataclasses.replace(current, origin="live", fetched_at=now)
         else:
-            listing = _listing(name, tuple(tools), "live", now, digest)
+            listing = self._listing(name, tuple(tools), "live", now, digest)
             self._generation += 1
             if current is not None:
                 self.versions[name] = self.versions.get(name, 0) + 1
         self._listings[name] = listing
-        self._schedule_write(name, listing)
+        self._schedule_write(name, tuple(tools), now)
         return listing
 
     def _adopt(self, name: str, cached: CachedListing) -> None:
-        self._listings[name] = _listing(name, cached.tools, "cached", cached.fetched_at, _digest(cached.tools))
+        self._listings[name] = self._listing(name, cached.tools, "cached", cached.fetched_at, _digest(cached.tools))
         self._generation += 1
 
-    def _schedule_write(self, name: str, listing: Listing) -> None:
+    def _listing(
+        self, name: str, tools: tuple[types.Tool, ...], origin: Origin, fetched_at: float, digest: str
+    ) -> Listing:
+        """The listing served for ``tools``: the policy's refused tools are kept aside, for refusals only."""
+        config = self.hub.config(name)
+        every_alias = catalog.tool_aliases(tools)
+        shown: list[types.Tool] = []
+        refused: dict[str, Refused] = {}
+        for tool in tools:
+            alias = every_alias[tool.name]
+            verdict = self.policy.tool_refusal(config.name, config.alias, tool.name, alias, tool.annotations)
+            if verdict is None:
+                shown.append(tool)
+            else:
+                refused.setdefault(alias, verdict)
+                refused[tool.name] = verdict
+        aliases = {tool.name: every_alias[tool.name] for tool in shown}
+        lookup = {aliases[tool.name]: tool for tool in shown} | {tool.name: tool for tool in shown}
+        hidden = tuple(tool.name for tool in tools if tool.name not in aliases)
+        return Listing(name, tuple(shown), origin, fetched_at, digest, aliases, lookup, refused, hidden)
+
+    def _schedule_write(self, name: str, tools: tuple[types.Tool, ...], fetched_at: float) -> None:
         if self._closed:
             return
-        self._writes[name] = (self.hub.config(name), listing.tools, listing.fetched_at)
+        self._writes[name] = (self.hub.config(name), tools, fetched_at)
         if self._writer is None or self._writer.done():
             try:
                 self._writer = asyncio.get_running_loop().create_task(self._write_all())
@@ -391,12 +432,6 @@ class ToolDirectory:
                 await asyncio.to_thread(self.cache.store, config, tools, fetched_at)
             except OSError as exc:
                 log.warning("catalog cache: cannot keep the tools of %r: %s", name, exc)
-
-
-def _listing(name: str, tools: tuple[types.Tool, ...], origin: Origin, fetched_at: float, digest: str) -> Listing:
-    aliases = catalog.tool_aliases(tools)
-    lookup = {aliases[tool.name]: tool for tool in tools} | {tool.name: tool for tool in tools}
-    return Listing(name, tools, origin, fetched_at, digest, aliases, lookup)
 
 
 def _digest(tools: Sequence[types.Tool]) -> str:

@@ -8,6 +8,10 @@ says the server's catalog changed.
 
 Arguments are bound against the signature here (an unknown name gets a suggestion at once, without a
 round trip) and then validated by the bridge against the full schema: the host is the authority.
+
+The bridge's policy hides the servers and tools it refuses, so they are not here either. A name that is
+not found is asked about once before ``ToolNotFound``/``ServerNotFound`` is raised: when the bridge knows
+it as refused, the ``PolicyError`` that names the rule is more useful than "no such tool".
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import sys
 import types
 
 from . import _rpc
-from ._rpc import ArgumentError, MCPError, ServerNotFound, ToolError, ToolNotFound
+from ._rpc import ArgumentError, MCPError, PolicyError, ServerNotFound, ToolError, ToolNotFound
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -357,6 +361,7 @@ class Catalog:
         for server in self.servers:
             if name in (server["name"], server.get("alias")):
                 return server
+        _ask_about_missing("describe", server=name)
         names = self.names()
         close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
@@ -416,6 +421,8 @@ class ServerProxy:
         for function in functions.values():
             if function.spec.name == tool:
                 return function
+        if not tool.startswith("_"):  # private names are probes (display hooks), never tools worth a round trip
+            _ask_about_missing("docs", server=self._name, tool=tool, detail="name")
         names = list(functions)
         candidates = dict.fromkeys(names + [f.spec.name for f in functions.values()])
         close = difflib.get_close_matches(tool, list(candidates), n=3, cutoff=0.5)
@@ -435,6 +442,18 @@ class ServerProxy:
 
     def __repr__(self) -> str:
         return f"<MCP server {self._name!r} (mcp_{self._alias}); dir() lists its tools, help() on one shows its docs>"
+
+
+def _ask_about_missing(op: str, **params: Any) -> None:
+    """Raise the bridge's PolicyError for a name it refuses; any other answer leaves the caller to say "not found"."""
+    if _rpc.rpc._send is None or not isinstance(params.get("server"), str):
+        return
+    try:
+        _rpc.rpc.request(op, **params)
+    except PolicyError:
+        raise
+    except MCPError:
+        return
 
 
 class ServerMap:

@@ -8,6 +8,11 @@ waits: a ``threading.Event`` for synchronous callers, or the event loop of an aw
 Why not block the event loop with the synchronous path: a hundred gathered calls would then run one after
 another. Why the host validates everything again: this module runs next to the user's code, which can
 forge any frame it likes; it is a convenience, not a boundary.
+
+One check is made here as well as on the host: the nesting depth of a tool call's arguments (the policy's
+``max_argument_depth``, sent by the bridge with each cell). JSON encoding is recursive, so arguments nested
+thousands deep would otherwise end in a ``RecursionError`` from deep inside ``json`` instead of the
+``PolicyError`` the host gives anything it can still read.
 """
 
 from __future__ import annotations
@@ -66,7 +71,7 @@ class ToolTimeout(MCPError, TimeoutError):
 
 
 class PolicyError(MCPError):
-    """The bridge's policy refused the call; the message names the rule."""
+    """The bridge's policy refused the call; the message names the rule (``details["rule"]`` holds its key)."""
 
 
 ERRORS: dict[str, type[MCPError]] = {
@@ -96,18 +101,51 @@ class Rpc:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._pending: dict[int, _Pending] = {}
+        self.max_depth = 0  # the policy's max_argument_depth (0: not known yet, the host alone checks)
+        self.policy_where = "the bridge's policy"
 
     def bind(self, send: Any) -> None:
         self._send = send
 
+    def limit(self, policy: Any) -> None:
+        """Take the argument depth cap from what the bridge sent with a cell (``context["policy"]``)."""
+        if isinstance(policy, dict):
+            depth = policy.get("max_argument_depth")
+            if isinstance(depth, int) and not isinstance(depth, bool) and depth > 0:
+                self.max_depth = depth
+            if isinstance(policy.get("where"), str):
+                self.policy_where = policy["where"]
+
+    def _check_depth(self, op: str, params: dict[str, Any]) -> None:
+        if op != "call" or not self.max_depth:
+            return
+        if _depth_over(params.get("arguments"), self.max_depth):
+            server, tool = params.get("server"), params.get("tool")
+            raise PolicyError(
+                f"policy refused {server}/{tool}: the arguments are nested more than {self.max_depth} deep "
+                f"(max_argument_depth) ({self.policy_where})",
+                server=server if isinstance(server, str) else None,
+                tool=tool if isinstance(tool, str) else None,
+                details={"rule": "max_argument_depth"},
+            )
+
     def _post(self, op: str, params: dict[str, Any], pending: _Pending) -> int:
         if self._send is None:
             raise MCPError("calls to the bridge work only inside a run_python call of mcp-codemode")
+        self._check_depth(op, params)
         request_id = next(self._ids)
         with self._lock:
             self._pending[request_id] = pending
         try:
             self._send({"type": "call", "id": request_id, "op": op, **params})
+        except RecursionError:
+            with self._lock:
+                self._pending.pop(request_id, None)
+            raise ArgumentError(
+                "a value is nested too deeply to be sent to the bridge; flatten it",
+                server=params.get("server"),
+                tool=params.get("tool"),
+            ) from None
         except (TypeError, ValueError) as exc:
             with self._lock:
                 self._pending.pop(request_id, None)
@@ -169,6 +207,20 @@ class Rpc:
         """Drop waiters left behind by an interrupted cell; their late replies are then ignored."""
         with self._lock:
             self._pending.clear()
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether dicts and lists nest more than ``limit`` deep in ``value`` (itself counting as 1); no recursion."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, (list, tuple)) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
+    return False
 
 
 def _resolve(future: Any, message: dict[str, Any]) -> None:

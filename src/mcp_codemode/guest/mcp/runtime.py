@@ -661,6 +661,7 @@ def _configure(context: dict[str, Any], namespace: dict[str, Any]) -> list[str]:
     """Apply what the bridge sent with a call: the servers, their catalog versions, saved tools to define."""
     from . import _proxies
 
+    rpc.limit(context.get("policy"))
     servers = context.get("servers")
     if isinstance(servers, list):
         versions = context.get("versions")

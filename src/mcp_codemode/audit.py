@@ -1,0 +1,135 @@
+"""The audit log: one JSON line per tool call that sandboxed code made, refused ones included.
+
+It answers "what did the agent's code do with my tools, and when" after the fact, so it records who
+(session, owner), what (server, tool), how it ended and how large the traffic was, and never the
+arguments or results themselves: those may hold secrets, and a log that needs protecting like a
+database is a log nobody keeps. ``args_sha256`` (of the canonical compact JSON) still lets two calls be
+told apart or matched against arguments someone already has.
+
+Lines are appended with ``O_APPEND`` (one ``write`` per line, so concurrent writers never interleave
+inside a line), to a file that is 0600 in a directory made 0700. When the file would grow past
+``max_bytes`` it is renamed ``.1`` (older backups shift up to ``.N``; the oldest is dropped). Opening,
+appending and closing per line costs tens of microseconds, so writes happen on the event loop; the file is
+reopened each time, so an external rotation (logrotate) is simply followed. A failing disk never fails a
+call: the first failure is logged as a warning, later ones only at debug level until a write succeeds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from .state_files import make_state_dir
+
+log = logging.getLogger(__name__)
+OUTCOMES = ("ok", "tool_error", "refused", "error", "timeout", "cancelled")
+
+
+class AuditLog:
+    """Appends records to one file, rotating it by size; ``path=None`` turns it into a no-op."""
+
+    def __init__(self, path: Path | None, max_bytes: int = 10 << 20, backups: int = 5) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.backups = backups
+        self._ready = False
+        self._failing = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.path is not None
+
+    def record(
+        self,
+        *,
+        session: str,
+        owner: str,
+        server: str | None,
+        tool: str | None,
+        arguments: bytes | None,
+        outcome: str,
+        duration: float,
+        result_bytes: int | None = None,
+        rule: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Write one call's line; ``arguments`` is their canonical JSON (None when it could not be made)."""
+        if self.path is None:
+            return
+        line: dict[str, Any] = {
+            "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds"),
+            "session": session,
+            "owner": owner,
+            "server": server,
+            "tool": tool,
+            "args_sha256": hashlib.sha256(arguments).hexdigest() if arguments is not None else None,
+            "args_bytes": len(arguments) if arguments is not None else None,
+            "outcome": outcome,
+        }
+        if rule is not None:
+            line["rule"] = rule
+        if error is not None:
+            line["error"] = error
+        line["duration_ms"] = round(duration * 1000, 1)
+        line["result_bytes"] = result_bytes
+        self.write(line)
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.path is None:
+            return
+        data = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")
+        try:
+            self._append(self.path, data)
+        except OSError as exc:
+            if not self._failing:
+                log.warning("audit log: cannot write to %s (%s); tool calls go on unrecorded until it works", self.path,
+                            exc)  # fmt: skip
+            else:
+                log.debug("audit log: cannot write to %s: %s", self.path, exc)
+            self._failing = True
+        else:
+            if self._failing:
+                log.warning("audit log: writing to %s works again", self.path)
+            self._failing = False
+
+    def _append(self, path: Path, data: bytes) -> None:
+        if not self._ready:
+            _make_private_dir(path.parent)
+            self._ready = True
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_size + len(data) > self.max_bytes and path.stat().st_size > 0:
+                self._rotate(path)
+        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            if os.fstat(descriptor).st_mode & 0o077:
+                os.fchmod(descriptor, 0o600)
+            os.write(descriptor, data)
+        finally:
+            os.close(descriptor)
+
+    def _rotate(self, path: Path) -> None:
+        """``audit.jsonl`` becomes ``.1``, ``.1`` becomes ``.2``, …; beyond ``backups`` files are dropped."""
+        if self.backups == 0:
+            path.unlink(missing_ok=True)
+            return
+        path.with_name(f"{path.name}.{self.backups}").unlink(missing_ok=True)
+        for number in range(self.backups - 1, 0, -1):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(path.with_name(f"{path.name}.{number}"), path.with_name(f"{path.name}.{number + 1}"))
+        os.replace(path, path.with_name(f"{path.name}.1"))
+
+
+def _make_private_dir(directory: Path) -> None:
+    """Create the log's directory 0700; one that exists is left as it is (it may be a shared /var/log)."""
+    if directory.is_dir():
+        return
+    make_state_dir(directory.parent)  # usually the state directory, which the sandbox uid must pass through
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir(mode=0o700)
+    os.chmod(directory, 0o700)
