@@ -107,6 +107,7 @@ def _parser() -> argparse.ArgumentParser:
 
     doctor = commands.add_parser("doctor", help="check which sandboxes work here and what they enforce")
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    _config_option(doctor)
     return parser
 
 
@@ -198,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             found = _discovery(settings, args)
             return asyncio.run(_search(settings, found, args))
         if args.command == "doctor":
-            report = diagnose(settings)
+            report = diagnose(settings, _discovery(settings, args))
             print(json.dumps(report, indent=2) if args.json else render_text(report))
             return EXIT_OK if report["selected"]["backend"] else EXIT_BRIDGE
         if args.command == "run":
@@ -294,6 +295,10 @@ async def _search(settings: Settings, discovery: Discovery, args: argparse.Names
     if len(query) > MAX_QUERY:
         raise SettingsError(f"the query is {len(query):,} characters long; at most {MAX_QUERY:,} are accepted")
     async with ToolDirectory(discovery.servers, settings) as directory:
+        refused = directory.refused.get(args.server) if args.server else None
+        if refused is not None:
+            raise SettingsError(f"--server {args.server}: the policy refuses that server, so it is not searched: "
+                                f"{refused[1].reason} ({directory.policy.where})")  # fmt: skip
         page = await directory.search(query, limit=args.limit, offset=args.offset, server=args.server, wait=None)
     if args.json:
         print(json.dumps(page.reply(args.detail), indent=2, ensure_ascii=False))

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import platform
+import shutil
+import stat
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from .errors import SandboxUnavailable
 from .sandbox.bubblewrap import BubblewrapBackend
+from .sandbox.cgroups import CGROUP_ROOT, CgroupSupport
+from .sandbox.container import ContainerBackend
 from .sandbox.select import AUTO_ORDER, choose_backend, make_backend
 from .settings import Settings
+from .upstream.model import Discovery, ServerConfig
+from .weak_setups import SetupFacts, findings, render
 
 
-def diagnose(settings: Settings) -> dict[str, Any]:
+def diagnose(settings: Settings, discovery: Discovery | None = None) -> dict[str, Any]:
     backends: dict[str, Any] = {}
     for name in AUTO_ORDER:
         backend = make_backend(name, settings)
@@ -51,7 +61,107 @@ def diagnose(settings: Settings) -> dict[str, Any]:
             "detail": cgroup.reason,
         },
         "state_dir": str(settings.state_dir),
+        "warnings": [dataclasses.asdict(finding) for finding in findings(setup_facts(settings, discovery, chosen))],
     }
+
+
+def setup_facts(settings: Settings, discovery: Discovery | None, chosen: dict[str, Any]) -> SetupFacts:
+    """Read off this machine and these settings what the weak-setup rules look at."""
+    cgroup = BubblewrapBackend(settings).cgroup_support
+    podman = ContainerBackend(settings, "podman")
+    backend = chosen.get("backend")
+    servers = discovery.servers if discovery is not None else ()
+    return SetupFacts(
+        backend=backend,
+        running_as_root=os.geteuid() == 0,
+        cgroup_mode=cgroup.mode,
+        cgroup_memory=cgroup.memory,
+        cgroup_pids=cgroup.pids,
+        cgroup_cpu=cgroup.cpu,
+        swap_accounting=_swap_accounting(cgroup),
+        oci_runtime=podman.oci_runtime if backend != "docker" else settings.oci_runtime,
+        gvisor_installed=shutil.which("runsc") is not None,
+        docker_userns=_docker_userns() if backend == "docker" else None,
+        setpriv=shutil.which("setpriv") is not None,
+        cpus=settings.cpus,
+        container_args=settings.container_args,
+        http_host=settings.http_host,
+        http_tokens=len(settings.http_tokens),
+        allowed_origins=settings.allowed_origins,
+        audit_log_on=settings.audit_log != "off",
+        policy_narrows=settings.policy.narrows,
+        servers=len(servers),
+        readable_secret_configs=readable_secret_configs(servers),
+        state_dir_problem=state_dir_problem(settings.state_dir),
+        allow_self_server=settings.allow_self_server,
+    )
+
+
+def _swap_accounting(cgroup: CgroupSupport, root: Path = CGROUP_ROOT) -> bool:
+    if cgroup.mode == "v1":
+        return (root / "memory" / "memory.memsw.limit_in_bytes").exists()
+    if cgroup.mode == "v2":
+        parent = cgroup.parents.get("unified")
+        return (parent is not None and any(parent.glob("*/memory.swap.max"))) or (root / "memory.swap.max").exists()
+    return True  # no cgroups: the no-cgroups finding says more than this one would
+
+
+def _docker_userns() -> bool | None:
+    """Whether the Docker engine remaps container root (userns-remap or rootless); None when it cannot be asked."""
+    docker = shutil.which("docker")
+    if docker is None:
+        return None
+    try:
+        done = subprocess.run(
+            [docker, "info", "--format", "{{json .SecurityOptions}}"], capture_output=True, text=True, timeout=20
+        )
+        options = json.loads(done.stdout) if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    if not isinstance(options, list):
+        return None
+    return any(isinstance(o, str) and ("name=userns" in o or "name=rootless" in o) for o in options)
+
+
+def readable_secret_configs(servers: tuple[ServerConfig, ...]) -> tuple[str, ...]:
+    """Config files that hold a server's env or header value literally and that every local user may read.
+
+    Values written as ``${VAR}`` are not in the file, so only literal values count: the file is read and each
+    value looked for in it.
+    """
+    found: list[str] = []
+    for server in servers:
+        values = [v for v in (*server.env.values(), *server.headers.values()) if len(v) >= 4]
+        path = Path(server.source.split(" (project ")[0])
+        if not values or str(path) in found:
+            continue
+        try:
+            if not path.stat().st_mode & stat.S_IROTH:
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if any(value in text for value in values):
+            found.append(str(path))
+    return tuple(found)
+
+
+def state_dir_problem(state_dir: Path) -> str:
+    """Why the state directory (staged worker code, saved tools, caches) could be tampered with, or ""."""
+    for directory in (state_dir, *state_dir.parents):
+        try:
+            info = directory.stat()
+        except OSError:
+            continue  # not created yet: the bridge creates it 0711 itself
+        if directory == state_dir and info.st_uid != os.geteuid():
+            return f"the state directory {state_dir} belongs to uid {info.st_uid}, not to the bridge's user"
+        sticky = info.st_mode & stat.S_ISVTX and directory != state_dir
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not sticky:
+            return (
+                f"{directory} is writable by other users, who could replace the worker code or saved tools under "
+                f"{state_dir}"
+            )
+    return ""
 
 
 def render_text(report: dict[str, Any]) -> str:
@@ -65,6 +175,7 @@ def render_text(report: dict[str, Any]) -> str:
         f"state dir:       {report['state_dir']}",
         "",
     ]
+    lines += ["weak spots:", *(f"  {line}" for line in render(report["warnings"])), ""]
     for name, entry in report["backends"].items():
         mark = "ok " if entry["usable"] else "no "
         lines.append(f"[{mark}] {name}: {entry['reason']}")

@@ -1,0 +1,262 @@
+"""What `doctor` warns about: setups that run, but give weaker isolation or less control than the user may think.
+
+This module is pure logic over facts that ``doctor`` gathers (``SetupFacts``), so every rule can be tested without
+building the weak machine it describes. A finding is a ``warn`` when a promise of docs/security.md does not hold
+here (a limit not enforced, a secret readable by others), and ``info`` when the setup holds its promises but a
+stronger option is one setting away.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from .web import is_loopback
+
+Level = Literal["warn", "info"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    level: Level
+    topic: str  # a short stable id, e.g. "cpu-quota", for scripts that read `doctor --json`
+    message: str
+    fix: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SetupFacts:
+    """Everything the rules look at; ``doctor`` fills it from the settings and the machine."""
+
+    backend: str | None  # the backend that would run code, or None when none can
+    running_as_root: bool
+    cgroup_mode: str  # "v1", "v2" or "none"
+    cgroup_memory: bool
+    cgroup_pids: bool
+    cgroup_cpu: bool
+    swap_accounting: bool  # v1: memory.memsw exists; v2: memory.swap.max exists
+    oci_runtime: str  # what podman/docker will be given as --runtime ("" = the engine's default)
+    gvisor_installed: bool
+    docker_userns: bool | None  # docker only: user namespaces remap container root; None = unknown
+    setpriv: bool
+    cpus: float | None
+    container_args: tuple[str, ...]
+    http_host: str
+    http_tokens: int
+    allowed_origins: tuple[str, ...]
+    audit_log_on: bool
+    policy_narrows: bool  # the [policy] table narrows servers, tools or read-only beyond the defaults
+    servers: int  # configured upstream servers
+    readable_secret_configs: tuple[str, ...]  # config files holding env/header values that others can read
+    state_dir_problem: str  # "" or why the state directory is unsafe
+    allow_self_server: bool
+
+
+def findings(facts: SetupFacts) -> list[Finding]:
+    """Every rule, in the order a reader should fix them: isolation first, then secrets, then control."""
+    found: list[Finding] = []
+    for rule in _RULES:
+        found.extend(rule(facts))
+    return found
+
+
+def _limits(facts: SetupFacts) -> list[Finding]:
+    if facts.backend == "bubblewrap":
+        return _bubblewrap_limits(facts)
+    if facts.backend in ("podman", "docker") and not facts.running_as_root and facts.cgroup_mode == "v1":
+        return [
+            Finding(
+                "warn",
+                "rootless-cgroup-v1",
+                f"rootless {facts.backend} on cgroup v1 ignores --memory and --pids-limit: a sandbox's memory is not "
+                "capped, and processes are capped only per user by --ulimit nproc",
+                "run the bridge as root, move the host to cgroup v2 with delegation, or use bubblewrap",
+            )
+        ]
+    return []
+
+
+def _bubblewrap_limits(facts: SetupFacts) -> list[Finding]:
+    found: list[Finding] = []
+    missing = [name for name, ok in (("memory", facts.cgroup_memory), ("pids", facts.cgroup_pids)) if not ok]
+    if missing:
+        found.append(
+            Finding(
+                "warn",
+                "no-cgroups",
+                f"bubblewrap cannot create {' and '.join(missing)} cgroups here, so it falls back to rlimits: memory "
+                "is capped per process (RLIMIT_AS, tmpfs not counted) and processes per user (RLIMIT_NPROC)",
+                "run the bridge as root, or on cgroup v2 delegate a subtree with the memory and pids controllers",
+            )
+        )
+    elif not facts.swap_accounting:
+        found.append(
+            Finding(
+                "warn",
+                "no-swap-accounting",
+                "the kernel does not account swap per cgroup, so a sandbox can use swap beyond its memory limit",
+                "boot with swapaccount=1 (cgroup v1) or turn swap off",
+            )
+        )
+    return found
+
+
+def _cpu(facts: SetupFacts) -> list[Finding]:
+    if facts.backend is None or facts.cpus is not None:
+        return []
+    if facts.backend == "bubblewrap" and not facts.cgroup_cpu:
+        fix = "the cpu cgroup controller is not available here either; rely on the timeout"
+    else:
+        fix = "set MCP_BRIDGE_CPUS (e.g. 1) to give each sandbox a CPU quota"
+    return [
+        Finding(
+            "info",
+            "cpu-quota",
+            "no CPU quota: one cell can keep every CPU busy until its timeout (MCP_BRIDGE_TIMEOUT)",
+            fix,
+        )
+    ]
+
+
+def _containers(facts: SetupFacts) -> list[Finding]:
+    found: list[Finding] = []
+    if facts.backend == "docker" and facts.docker_userns is False:
+        found.append(
+            Finding(
+                "warn",
+                "docker-no-userns",
+                "the Docker engine runs without user namespaces: root in a container is root on the host, so a "
+                "kernel escape from a container lands as host root (mcp-codemode runs code as 65534 inside, which "
+                "narrows but does not remove this)",
+                'enable "userns-remap" in /etc/docker/daemon.json, run rootless Docker, or use podman or bubblewrap',
+            )
+        )
+    if facts.backend in ("podman", "docker") and facts.container_args:
+        found.append(
+            Finding(
+                "warn",
+                "container-args",
+                f"MCP_BRIDGE_CONTAINER_ARGS adds {' '.join(facts.container_args)!r} after the hardening flags, and "
+                "can override any of them (network, capabilities, seccomp, mounts)",
+                "check that every extra argument is needed and weakens nothing",
+            )
+        )
+    if facts.backend == "podman" and facts.gvisor_installed and not _is_gvisor(facts.oci_runtime):
+        found.append(
+            Finding(
+                "info",
+                "gvisor",
+                "containers share the host kernel; gVisor (runsc) is installed and would put a user-space kernel "
+                "between code and the host",
+                "set MCP_BRIDGE_OCI_RUNTIME=runsc",
+            )
+        )
+    return found
+
+
+def _is_gvisor(runtime: str) -> bool:
+    return runtime == "runsc" or runtime.endswith("/runsc")
+
+
+def _processes(facts: SetupFacts) -> list[Finding]:
+    if facts.setpriv:
+        return []
+    return [
+        Finding(
+            "warn",
+            "no-setpriv",
+            "setpriv is missing: local MCP servers are not tied to the bridge's life, so they can outlive a bridge "
+            "that is killed",
+            "apt-get install util-linux",
+        )
+    ]
+
+
+def _http(facts: SetupFacts) -> list[Finding]:
+    found: list[Finding] = []
+    if not is_loopback(facts.http_host) and facts.http_tokens == 0:
+        found.append(
+            Finding(
+                "warn",
+                "http-exposed",
+                f"http_host is {facts.http_host}, beyond loopback, and no token is set: `serve --transport http` "
+                "will refuse to start",
+                "set MCP_BRIDGE_HTTP_TOKEN (openssl rand -hex 24), or listen on 127.0.0.1",
+            )
+        )
+    if any(origin.strip() == "*" or origin.startswith("*") for origin in facts.allowed_origins):
+        found.append(
+            Finding(
+                "warn",
+                "origins-wildcard",
+                "allowed_origins accepts any origin, so any web page open in a browser that can reach the bridge "
+                "may call it",
+                "list the exact origins of your web clients in MCP_BRIDGE_ALLOWED_ORIGINS",
+            )
+        )
+    return found
+
+
+def _secrets(facts: SetupFacts) -> list[Finding]:
+    found: list[Finding] = []
+    for path in facts.readable_secret_configs:
+        found.append(
+            Finding(
+                "warn",
+                "config-readable",
+                f"{path} holds credentials (env or headers of a server) and every user of this machine can read it",
+                f"chmod 600 {path}",
+            )
+        )
+    if facts.state_dir_problem:
+        found.append(Finding("warn", "state-dir", facts.state_dir_problem, "use a directory only you can write"))
+    return found
+
+
+def _control(facts: SetupFacts) -> list[Finding]:
+    found: list[Finding] = []
+    if not facts.audit_log_on:
+        found.append(
+            Finding(
+                "warn",
+                "audit-off",
+                "the audit log is off: tool calls made by sandboxed code are not recorded",
+                "unset MCP_BRIDGE_AUDIT_LOG (the default writes <state_dir>/audit/audit.jsonl)",
+            )
+        )
+    if facts.servers and not facts.policy_narrows:
+        found.append(
+            Finding(
+                "info",
+                "no-policy",
+                f"no [policy] narrows what code may call: every tool of the {facts.servers} configured server(s) "
+                "is callable, including tools that write or delete",
+                "add a [policy] table to the settings file (deny_tools, read_only = true; see docs/configuration.md)",
+            )
+        )
+    if facts.allow_self_server:
+        found.append(
+            Finding(
+                "info",
+                "self-server",
+                "MCP_BRIDGE_ALLOW_SELF_SERVER is on: a config entry that starts mcp-codemode itself is proxied, and "
+                "each session may start another bridge",
+                "turn it off unless you nest bridges on purpose",
+            )
+        )
+    return found
+
+
+_RULES = (_limits, _cpu, _containers, _processes, _http, _secrets, _control)
+
+
+def render(found: Sequence[Mapping[str, str]]) -> list[str]:
+    """Text lines for `doctor` from findings as its JSON report holds them: warnings first, each with its fix."""
+    if not found:
+        return ["no weak spots found in this setup"]
+    lines = []
+    for finding in sorted(found, key=lambda f: f["level"] != "warn"):
+        lines.append(f"{finding['level']:<5} {finding['message']}")
+        lines.append(f"      fix: {finding['fix']}")
+    return lines

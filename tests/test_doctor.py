@@ -1,0 +1,208 @@
+"""`doctor`'s warnings about weak setups: each rule on its own (pure logic), then the real command on this machine.
+
+The machine-level cases change one real thing (a world-readable config file holding a token, a world-writable
+state directory, extra container arguments) and read `doctor --json`, so the facts it gathers are checked too,
+not only the rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_codemode.weak_setups import SetupFacts, findings, render
+
+CLI = [sys.executable, "-m", "mcp_codemode"]
+STRONG = SetupFacts(
+    backend="bubblewrap",
+    running_as_root=True,
+    cgroup_mode="v1",
+    cgroup_memory=True,
+    cgroup_pids=True,
+    cgroup_cpu=True,
+    swap_accounting=True,
+    oci_runtime="runc",
+    gvisor_installed=False,
+    docker_userns=None,
+    setpriv=True,
+    cpus=1.0,
+    container_args=(),
+    http_host="127.0.0.1",
+    http_tokens=0,
+    allowed_origins=(),
+    audit_log_on=True,
+    policy_narrows=True,
+    servers=2,
+    readable_secret_configs=(),
+    state_dir_problem="",
+    allow_self_server=False,
+)
+
+
+def topics(facts: SetupFacts) -> dict[str, str]:
+    return {finding.topic: finding.level for finding in findings(facts)}
+
+
+def test_a_strong_setup_has_nothing_to_say():
+    assert findings(STRONG) == []
+    assert render([]) == ["no weak spots found in this setup"]
+
+
+@pytest.mark.parametrize(
+    ("change", "topic", "level"),
+    [
+        ({"cgroup_memory": False}, "no-cgroups", "warn"),
+        ({"cgroup_pids": False}, "no-cgroups", "warn"),
+        ({"swap_accounting": False}, "no-swap-accounting", "warn"),
+        ({"backend": "podman", "running_as_root": False}, "rootless-cgroup-v1", "warn"),
+        ({"cpus": None}, "cpu-quota", "info"),
+        ({"backend": "docker", "docker_userns": False}, "docker-no-userns", "warn"),
+        ({"backend": "podman", "container_args": ("--privileged",)}, "container-args", "warn"),
+        ({"backend": "podman", "gvisor_installed": True}, "gvisor", "info"),
+        ({"setpriv": False}, "no-setpriv", "warn"),
+        ({"http_host": "0.0.0.0"}, "http-exposed", "warn"),
+        ({"allowed_origins": ("*",)}, "origins-wildcard", "warn"),
+        ({"readable_secret_configs": ("/etc/mcp.json",)}, "config-readable", "warn"),
+        ({"state_dir_problem": "/x is writable by other users"}, "state-dir", "warn"),
+        ({"audit_log_on": False}, "audit-off", "warn"),
+        ({"policy_narrows": False}, "no-policy", "info"),
+        ({"allow_self_server": True}, "self-server", "info"),
+    ],
+)
+def test_each_weak_spot_is_named_with_its_level(change: dict[str, Any], topic: str, level: str):
+    found = topics(dataclasses.replace(STRONG, **change))
+    assert found == {topic: level}
+
+
+def test_weak_spots_that_do_not_apply_to_the_backend_stay_quiet():
+    # rootless cgroup v1 matters to containers only; bubblewrap as a user gets the rlimit finding instead
+    assert "rootless-cgroup-v1" not in topics(dataclasses.replace(STRONG, running_as_root=False))
+    # gVisor already in use: nothing to suggest
+    assert "gvisor" not in topics(dataclasses.replace(STRONG, backend="podman", gvisor_installed=True,
+                                                      oci_runtime="/usr/bin/runsc"))  # fmt: skip
+    # a docker engine that remaps root, or one that could not be asked, is not called unsafe
+    assert "docker-no-userns" not in topics(dataclasses.replace(STRONG, backend="docker", docker_userns=True))
+    assert "docker-no-userns" not in topics(dataclasses.replace(STRONG, backend="docker", docker_userns=None))
+    # no servers configured: nothing for a policy to narrow
+    assert "no-policy" not in topics(dataclasses.replace(STRONG, servers=0, policy_narrows=False))
+    # tokens make a non-loopback address fine
+    assert "http-exposed" not in topics(dataclasses.replace(STRONG, http_host="0.0.0.0", http_tokens=1))
+
+
+def test_the_text_puts_warnings_before_hints_and_gives_each_a_fix():
+    weak = dataclasses.replace(STRONG, cpus=None, setpriv=False)
+    lines = render([dataclasses.asdict(finding) for finding in findings(weak)])
+    assert lines[0].startswith("warn") and "setpriv" in lines[0]
+    assert lines[1].strip().startswith("fix: apt-get install util-linux")
+    assert lines[2].startswith("info") and "CPU quota" in lines[2]
+
+
+# ---------------------------------------------------------------------------------- the real command
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    base = Path(tempfile.mkdtemp(prefix="mcp-codemode-doctor-"))
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def doctor(scratch: Path, *args: str, **env: str) -> dict[str, Any]:
+    """`doctor --json` with a clean environment: only what the test sets, a private HOME and state dir."""
+    home = scratch / "home"
+    home.mkdir(exist_ok=True)
+    state = scratch / "state"
+    base_env = {"PATH": os.environ["PATH"], "HOME": str(home), "MCP_BRIDGE_STATE_DIR": str(state)}
+    done = subprocess.run(
+        [*CLI, "doctor", "--json", "--no-discover", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base_env, **env},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def found_topics(report: dict[str, Any]) -> dict[str, str]:
+    return {item["topic"]: item["message"] for item in report["warnings"]}
+
+
+def test_doctor_warns_about_a_config_file_that_every_user_can_read_with_a_literal_token(scratch: Path):
+    config = scratch / "mcp.json"
+    entry = {"command": "/bin/true", "env": {"API_TOKEN": "ghp_literal_secret_1234"}}
+    config.write_text(json.dumps({"mcpServers": {"gh": entry}}))
+    config.chmod(0o644)
+    found = found_topics(doctor(scratch, "--config", str(config)))
+    assert str(config) in found["config-readable"]
+    assert "ghp_literal_secret_1234" not in json.dumps(found), "the warning must not quote the secret"
+    config.chmod(0o600)
+    assert "config-readable" not in found_topics(doctor(scratch, "--config", str(config)))
+    # a value taken from the environment (${VAR}) is not in the file, so a readable file is fine
+    config.write_text(json.dumps({"mcpServers": {"gh": {"command": "/bin/true", "env": {"API_TOKEN": "${TOK}"}}}}))
+    config.chmod(0o644)
+    assert "config-readable" not in found_topics(doctor(scratch, "--config", str(config), TOK="from-the-env-9876"))
+
+
+def test_doctor_warns_about_a_state_directory_others_can_write(scratch: Path):
+    state = scratch / "state"
+    state.mkdir()
+    state.chmod(0o777)
+    assert "writable by other users" in found_topics(doctor(scratch))["state-dir"]
+    state.chmod(0o711)
+    assert "state-dir" not in found_topics(doctor(scratch))
+
+
+def test_doctor_warns_about_extra_container_arguments_and_wildcard_origins(scratch: Path):
+    report = doctor(scratch, MCP_BRIDGE_RUNTIME="podman", MCP_BRIDGE_CONTAINER_ARGS="--cap-add SYS_ADMIN",
+                    MCP_BRIDGE_ALLOWED_ORIGINS="*")  # fmt: skip
+    found = found_topics(report)
+    if report["selected"]["backend"] == "podman":
+        assert "--cap-add SYS_ADMIN" in found["container-args"]
+    assert "any origin" in found["origins-wildcard"]
+
+
+def test_doctor_text_lists_the_weak_spots(scratch: Path):
+    env = {"PATH": os.environ["PATH"], "HOME": str(scratch), "MCP_BRIDGE_STATE_DIR": str(scratch / "state")}
+    done = subprocess.run(
+        [*CLI, "doctor", "--no-discover"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "MCP_BRIDGE_ALLOWED_ORIGINS": "*"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "weak spots:" in done.stdout
+    assert "warn  allowed_origins accepts any origin" in done.stdout
+
+
+def test_doctor_warns_when_the_audit_log_is_off_and_hints_at_a_policy_until_one_narrows(scratch: Path):
+    config = scratch / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"tools": {"command": "/bin/true"}}}))
+    config.chmod(0o600)
+    found = found_topics(doctor(scratch, "--config", str(config), MCP_BRIDGE_AUDIT_LOG="off"))
+    assert "audit log is off" in found["audit-off"]
+    assert "1 configured server" in found["no-policy"]
+    settings = scratch / "settings.toml"
+    settings.write_text('[policy]\ndeny_tools = ["tools/delete_*"]\n')
+    found = found_topics(doctor(scratch, "--config", str(config), MCP_CODEMODE_SETTINGS=str(settings)))
+    assert "no-policy" not in found and "audit-off" not in found
+    # caps alone narrow nothing: every tool is still callable
+    settings.write_text("[policy]\nmax_calls_per_run = 10\n")
+    found = found_topics(doctor(scratch, "--config", str(config), MCP_CODEMODE_SETTINGS=str(settings)))
+    assert "no-policy" in found
