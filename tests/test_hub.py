@@ -165,7 +165,9 @@ def test_a_killed_server_fails_the_next_call_clearly_and_the_call_after_restarts
                 await hub.call_tool("everything", "echo", {"message": "are you there?"})
             message = str(caught.value)
             assert "'everything'" in message and "killed by signal 9 (SIGKILL)" in message
-            assert str(tmp_path / "everything.log") in message and "next call will try again" in message
+            assert "next call will try again" in message
+            assert str(tmp_path) not in message  # the log's path is for the bridge's user, not for sandboxed code
+            assert str(tmp_path / "everything.log") in caught.value.host_message
             assert hub.state("everything").status == "failed"
 
             result = await hub.call_tool("everything", "echo", {"message": "back"})
@@ -263,8 +265,12 @@ def test_a_command_missing_from_path_is_named_with_the_file_to_fix(tmp_path: Pat
         async with Hub([missing, nowhere], log_dir=tmp_path) as hub:
             with pytest.raises(ServerUnavailable) as caught:
                 await hub.tools("ghost")
-            assert "command 'mcp-server-that-does-not-exist' not found on PATH (/usr/bin:/bin)" in str(caught.value)
-            assert "give its full path in /root/.cursor/mcp.json" in str(caught.value)
+            # The PATH it searched comes from the server's env, whose values are hidden from everyone; the config
+            # file is named to the bridge's user only.
+            shown, host = str(caught.value), caught.value.host_message
+            assert "command 'mcp-server-that-does-not-exist' not found on PATH (<hidden>)" in shown
+            assert "give its full path in its config file" in shown and "/root/.cursor" not in shown
+            assert "not found on PATH (<hidden>)" in host and "give its full path in /root/.cursor/mcp.json" in host
             with pytest.raises(ServerUnavailable, match="working directory '/no/such/dir' does not exist"):
                 await hub.tools("nowhere")
 
@@ -358,8 +364,9 @@ def test_a_slow_call_times_out_naming_the_setting_and_the_connection_stays_usabl
 
             with pytest.raises(UpstreamTimeout, match="the timeout passed with the call"):
                 await hub.call_tool("everything", "trigger-long-running-operation", slow, timeout=0.2)
-            with pytest.raises(UpstreamTimeout, match=re.escape('"timeout" in tests/upstreams.py')):
+            with pytest.raises(UpstreamTimeout, match=re.escape('"timeout" in its config file')) as configured:
                 await hub.call_tool("configured", "trigger-long-running-operation", slow)
+            assert '"timeout" in tests/upstreams.py' in configured.value.host_message
 
             pid = hub.state("everything").pid
             assert text(await hub.call_tool("everything", "echo", {"message": "still here"})) == "Echo: still here"
@@ -523,10 +530,12 @@ def test_remote_servers_over_streamable_http_and_sse(tmp_path: Path, serve: Any)
                 server.__exit__(None, None, None)  # the server goes away under the live connection
                 with pytest.raises(ServerUnavailable) as lost:  # the connection breaks under this call
                     await hub.call_tool(config.name, "echo", {"message": "anyone?"})
-                assert config.url in str(lost.value) and "next call will try again" in str(lost.value)
+                # The URL is named to the bridge's user; sandboxed code reads "its URL".
+                assert config.url in lost.value.host_message and "next call will try again" in str(lost.value)
+                assert config.url not in str(lost.value) and "its URL" in str(lost.value)
                 with pytest.raises(ServerUnavailable) as gone:  # and connecting again says why not
                     await hub.call_tool(config.name, "echo", {"message": "anyone now?"})
-                assert config.url in str(gone.value) and "connection refused" in str(gone.value)
+                assert config.url in gone.value.host_message and "connection refused" in str(gone.value)
         finally:
             server.__exit__(None, None, None)
 

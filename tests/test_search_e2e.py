@@ -227,7 +227,10 @@ def test_with_a_search_wait_a_first_search_covers_every_configured_server(tmp_pa
                 assert failing["reason"].startswith("it exited with status 3 during startup"), failing
                 assert not_found["server"] == "missing"
                 assert "command 'no-such-mcp-server' not found on PATH (<hidden>)" in not_found["reason"], not_found
-                assert secret in bridge.hub.state("missing").error  # the hub's own report (for the log) names it
+                missing_state = bridge.hub.state("missing")
+                assert secret not in missing_state.error + missing_state.detail  # hidden from the sandbox and the CLI
+                assert missing_state.log_file is not None  # the server's log on the host keeps the whole reason
+                assert secret in missing_state.log_file.read_text()
                 assert secret not in json.dumps(first)
                 later = await search(bridge, query="current time", limit=1)
                 assert found(later) == [("time", "get_current_time")]

@@ -294,6 +294,9 @@ class Relay:
         # Measured first (without recursion) so every audit line has the arguments' hash; refused below, after
         # the names, because "this server is refused" is the more useful news.
         too_large, note.arguments = self.policy.argument_refusal(arguments)
+        if note.arguments is not None and not _is_unicode(note.arguments.decode("utf-8", "surrogatepass")):
+            raise Refusal("ArgumentError", "the arguments hold a lone surrogate, which is not valid Unicode text; "
+                          "pass text as str without surrogates, or bytes as base64", name, wanted)  # fmt: skip
         config = self._call_target(name, wanted, note)
         server = note.server = config.name
         typed = self.policy.name_refusal(server, config.alias, (wanted,))
@@ -439,4 +442,16 @@ def _checked_text(value: Any, what: str, limit: int) -> str:
         raise Refusal("ArgumentError", f"{what} is empty; give a {what}")
     if len(value) > limit:
         raise Refusal("ArgumentError", f"{what} is {len(value):,} characters long; at most {limit:,} are accepted")
+    if not _is_unicode(value):
+        raise Refusal("ArgumentError", f"{what} holds a lone surrogate, which is not valid Unicode text")
     return value
+
+
+def _is_unicode(text: str) -> bool:
+    """Whether ``text`` can be encoded as UTF-8: a lone surrogate cannot, and handing one to the SDK fails its
+    encoder mid-request, which closes the connection to a server every session shares."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -6,6 +6,10 @@ counts its tools, and shuts it down again. A server whose listing is in the cata
 (``catalog_ttl``) is not started: its count comes from the cache, and the report says so and how old it is.
 ``--refresh`` starts every server and lists its tools again (rewriting the cache); ``--no-connect`` starts
 nothing and shows what the cache knows.
+
+This is the user's own view, so unlike anything the sandbox sees it shows what the policy refuses: a
+refused server is listed as ``refused`` with the rule (and never started), and a server's tool count says
+how many of its tools the policy hides.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class ServerRow:
     listing: str = "unknown"  # where the count comes from: live (listed just now), cached, unknown
     listed_at: float | None = None  # when that listing was fetched (epoch seconds)
     stale: bool = False  # a cached listing older than catalog_ttl
+    hidden_tools: int = 0  # tools the policy refuses (not counted in ``tools``)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +70,8 @@ class ServersReport:
             table = [("NAME", "TRANSPORT", "STATE", "TOOLS", "LISTING", "SOURCE")]
             for row in used:
                 tools = "-" if row.tools is None else str(row.tools)
+                if row.hidden_tools:
+                    tools += f" (+{row.hidden_tools} refused)"
                 table.append((row.name, row.transport, row.state, tools, self.listing_text(row), row.source))
             widths = [max(len(cells[i]) for cells in table) for i in range(5)]
             for cells in table:
@@ -74,6 +81,9 @@ class ServersReport:
             for row in failed:
                 log = f" (log: {row.log_file})" if row.log_file and row.log_file not in row.detail else ""
                 lines.append(f"{row.name} failed: {row.detail}{log}")
+            for row in used:
+                if row.state == "refused":
+                    lines.append(f"{row.name} is refused by the policy, hidden from sandboxed code: {row.detail}")
             if any(row.listing == "cached" for row in used):
                 lines += ["", f"Cached counts come from {self.catalog}; --refresh starts every server and lists again."]
         else:
@@ -111,6 +121,7 @@ def _counted(listing: Listing | None, directory: ToolDirectory) -> dict[str, Any
         "listing": listing.origin,
         "listed_at": listing.fetched_at,
         "stale": directory.is_stale(listing),
+        "hidden_tools": len(listing.hidden),
     }
 
 
@@ -127,6 +138,8 @@ async def servers_report(
             wanted = []
             if connect:
                 for config in discovery.servers:
+                    if config.name in directory.refused:
+                        continue
                     known = directory.known(config.name)
                     if refresh or known is None or directory.is_stale(known):
                         wanted.append(config.name)
@@ -135,6 +148,11 @@ async def servers_report(
             )
             tried = dict(zip(wanted, outcomes, strict=True))
             for config in discovery.servers:
+                refused = directory.refused.get(config.name)
+                if refused is not None:
+                    detail = f"{refused[1].reason} ({directory.policy.where})"
+                    rows.append(_row(config, "refused", detail=detail))
+                    continue
                 log_file = directory.hub.state(config.name).log_file
                 log = str(log_file) if log_file else ""
                 known = directory.known(config.name)
@@ -144,8 +162,14 @@ async def servers_report(
                 outcome = tried[config.name]
                 if isinstance(outcome, BaseException):
                     # What the cache knew still counts, marked as cached: the server failed just now.
-                    rows.append(_row(config, "failed", detail=str(outcome), log_file=log, **_counted(known, directory)))
+                    shown = _shown(outcome)
+                    rows.append(_row(config, "failed", detail=shown, log_file=log, **_counted(known, directory)))
                 else:
                     rows.append(_row(config, "ready", log_file=log, **_counted(outcome, directory)))
     rows += [_row(skip.config, "skipped", detail=skip.reason) for skip in discovery.skipped]
     return ServersReport(tuple(rows), tuple(str(problem) for problem in discovery.problems), discovery.sources, catalog)
+
+
+def _shown(error: BaseException) -> str:
+    """An upstream error as the bridge's user may see it: paths kept, the server's env and header values hidden."""
+    return str(getattr(error, "host_message", None) or error)

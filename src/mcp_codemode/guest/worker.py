@@ -50,6 +50,10 @@ if TYPE_CHECKING:  # typing costs ~3 ms of start-up and is only needed by type c
 
 HEADER = struct.Struct(">I")
 MAX_INBOUND_FRAME = 64 * 1024 * 1024
+# The host kills a worker whose frame is nested deeper or holds more values than this (sandbox/frames.py); a
+# request built from user values is refused here first, so user code gets an error and keeps its session.
+MAX_DEPTH = 100
+MAX_VALUES = 250_000
 READ_CHUNK = 65536
 FENCE_WAIT_SECONDS = 0.05
 TEXT_LIMIT = 200_000
@@ -76,8 +80,10 @@ class Channel:
         self._write(json.dumps(message, ensure_ascii=False, default=repr))
 
     def send_strict(self, message: dict[str, Any]) -> None:
-        """For requests built from user values: a value JSON cannot carry raises TypeError instead of becoming repr."""
-        self._write(json.dumps(message, ensure_ascii=False))
+        """For requests built from user values: a value JSON cannot carry raises TypeError or ValueError (NaN, a
+        value nested too deep or too large for the host's frame checks) instead of becoming repr."""
+        check_shape(message)
+        self._write(json.dumps(message, ensure_ascii=False, allow_nan=False))
 
     def _write(self, text: str) -> None:
         payload = text.encode("utf-8", "backslashreplace")
@@ -87,6 +93,24 @@ class Channel:
             while view:
                 written = os.write(self._fd, view)
                 view = view[written:]
+
+
+def check_shape(message: Any) -> None:
+    """Raise ValueError for a value the host would refuse as a whole frame: deeper than MAX_DEPTH, or more than
+    MAX_VALUES values (containers count twice, as the host's count of commas and brackets may)."""
+    stack = [(message, 1)]
+    weight = 0
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list, tuple)):
+            if depth > MAX_DEPTH:
+                raise ValueError(f"it is nested more than {MAX_DEPTH} levels deep")
+            weight += 2
+            stack.extend((item, depth + 1) for item in (node.values() if isinstance(node, dict) else node))
+        else:
+            weight += 1
+        if weight > MAX_VALUES:
+            raise ValueError(f"it holds more than {MAX_VALUES // 2:,} values")
 
 
 class StreamSink:
@@ -401,7 +425,14 @@ def control_loop(stream: Any, requests: queue.Queue[dict[str, Any]], interrupter
             payload = read_exactly(stream, size)
             if payload is None:
                 break
-            message = json.loads(payload)
+            try:
+                message = json.loads(payload)
+            except (ValueError, RecursionError) as exc:
+                # The host checks what it sends, but an answer relayed from a server may still be too deep for
+                # this interpreter: fail that one call, not the worker.
+                message = undecodable_reply(payload, exc)
+            if not isinstance(message, dict):
+                continue
             kind = message.get("type")
             if kind == "reply":
                 deliver(message)
@@ -411,6 +442,20 @@ def control_loop(stream: Any, requests: queue.Queue[dict[str, Any]], interrupter
                 requests.put(message)
     finally:
         os._exit(0)
+
+
+def undecodable_reply(payload: bytes, exc: BaseException) -> dict[str, Any] | None:
+    """An error reply for a reply frame that could not be decoded, read off its prefix (the host writes the
+    type and id first); None when the frame is not a reply at all."""
+    head = payload[:64]
+    prefix = b'{"type":"reply","id":'
+    if not head.startswith(prefix):
+        return None
+    digits = head[len(prefix) :].split(b",", 1)[0]
+    if not digits.isdigit():
+        return None
+    message = f"the bridge's answer could not be decoded in the sandbox ({type(exc).__name__})"
+    return {"type": "reply", "id": int(digits), "ok": False, "error": {"kind": "MCPError", "message": message}}
 
 
 def load_runtime() -> Any:

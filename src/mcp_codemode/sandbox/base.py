@@ -11,11 +11,18 @@ import abc
 import asyncio
 import dataclasses
 import json
-from collections.abc import Awaitable, Callable
+import types
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 GUEST_MOUNT = "/opt/mcp-codemode"
 WORKSPACE = "/workspace"
+# The sandbox's whole environment, on every backend: an allowlist, so no variable of the bridge's own environment
+# (API keys, tokens, MCP_BRIDGE_*) and no upstream server's ``env`` or ``headers`` can reach sandboxed code. Only
+# the runtime adds to it (podman: ``container``, ``HOSTNAME``; the worker: ``MPLBACKEND``, ``MPLCONFIGDIR``).
+SANDBOX_ENV: Mapping[str, str] = types.MappingProxyType(
+    {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKSPACE, "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..settings import Settings, format_size
 from . import cgroups
-from .base import GUEST_MOUNT, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
+from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
 from .seccomp import SeccompUnavailable, bpf_pipe, denylist_bpf
 from .staging import stage_guest
 
@@ -160,8 +160,9 @@ class BubblewrapBackend(Backend):
         argv += ["--unshare-all", "--unshare-user", "--disable-userns", "--assert-userns-disabled"]
         argv += ["--uid", str(self.uid), "--gid", str(self.gid), "--hostname", "sandbox"]
         argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-        argv += ["--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin"]
-        argv += ["--setenv", "HOME", WORKSPACE, "--setenv", "TMPDIR", "/tmp", "--setenv", "LANG", "C.UTF-8"]
+        argv += ["--clearenv"]
+        for name, value in SANDBOX_ENV.items():
+            argv += ["--setenv", name, value]
         argv += ["--ro-bind", "/usr", "/usr"]
         for name in _MERGED_USR_LINKS:
             path = Path("/") / name

@@ -2,18 +2,36 @@
 
 The guest has its own copy of these few lines (it may not import host code). Everything read here comes
 from code we do not trust, so a frame is refused before it is read when its announced length is over the
-bound, and after it is read unless it is a JSON object with a string ``type``.
+bound, and after it is read unless it is strict UTF-8 JSON: an object with a string ``type``, no ``NaN`` or
+infinite number, at most ``MAX_DEPTH`` levels deep and at most ``MAX_VALUES`` values. Those bounds keep one
+frame from costing the host far more memory than its bytes (``[{},{},...]`` is 64 bytes of Python per 3 bytes
+of JSON) or recursion depth in whatever later walks the value (schema checks, the SDK's serialiser).
+
+Lone surrogates are the one thing repaired rather than refused: JSON may spell them (``"\\ud800"``), a
+well-behaved guest sends them when user code passes such a string, and Python cannot encode them as UTF-8,
+so every string in a frame leaves here with each lone surrogate replaced by U+FFFD. Whatever the host does
+with the message afterwards (re-encode it for an upstream server, log it, reply with it) cannot fail on one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
+import re
 import struct
+from collections.abc import Callable
 from typing import Any
 
 HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 8 * 1024 * 1024
+MAX_DEPTH = 100  # the frame object itself is level 1; a call's arguments start at level 2 (policy allows 64)
+MAX_VALUES = 250_000  # JSON values in one frame, counted from its commas and brackets (about 100 bytes of Python each)
+_REASON_CHARS = 200
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# The json module's own (C) scanner of one string literal: where a string ends, exactly as json.loads sees it.
+_scanstring: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
 
 class FrameError(Exception):
@@ -26,7 +44,13 @@ def encode_frame(message: dict[str, Any]) -> bytes:
 
 
 async def read_frame(reader: asyncio.StreamReader, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, Any] | None:
-    """Read one frame; ``None`` at a clean end of stream between frames."""
+    """Read one frame; ``None`` at a clean end of stream between frames. Every other outcome is a ``FrameError``."""
+    payload = await read_payload(reader, max_bytes)
+    return None if payload is None else decode_frame(payload)
+
+
+async def read_payload(reader: asyncio.StreamReader, max_bytes: int = MAX_FRAME_BYTES) -> bytes | None:
+    """The bytes of one frame, never reading past a header that announces more than ``max_bytes``."""
     try:
         header = await reader.readexactly(HEADER.size)
     except asyncio.IncompleteReadError as exc:
@@ -37,13 +61,107 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int = MAX_FRAME_BY
     if size > max_bytes:
         raise FrameError(f"the worker announced a frame of {size} bytes (limit {max_bytes})")
     try:
-        payload = await reader.readexactly(size)
+        return await reader.readexactly(size)
     except asyncio.IncompleteReadError:
         raise FrameError("the worker's output ended in the middle of a frame") from None
+
+
+def decode_frame(payload: bytes) -> dict[str, Any]:
+    """The message one frame carries, checked as described above; anything else is a ``FrameError``."""
     try:
-        message = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise FrameError(f"the worker sent a frame that is not JSON: {exc}") from None
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FrameError(f"the worker sent a frame that is not JSON (bad UTF-8: {str(exc)[:_REASON_CHARS]})") from None
+    _check_value_count(text)
+    try:
+        # ValueError covers JSONDecodeError and an integer over Python's 4,300-digit limit.
+        message = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except (ValueError, RecursionError) as exc:
+        raise FrameError(f"the worker sent a frame that is not JSON: {str(exc)[:_REASON_CHARS]}") from None
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):
         raise FrameError("the worker sent a frame that is not an object with a string 'type'")
+    _check_and_repair(message)
     return message
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _check_value_count(text: str) -> None:
+    """Refuse a frame of more than MAX_VALUES values before parsing it, so it never costs their memory.
+
+    Every value but the first follows a comma or an opening bracket, so counting those bounds the values.
+    Counted over the whole text the bound settles nearly every frame at once; only when it does not are
+    string literals skipped (with the json module's own scanner, so both agree on where strings end), one
+    string per step, and a frame with more than MAX_VALUES strings is refused on the way: the work is
+    bounded by the limit, not by the frame. (A regular expression for string literals is quadratic on
+    unterminated ones, which a hostile worker would send.)
+    """
+    if _structural(text, 0, len(text)) <= MAX_VALUES:
+        return
+    values = strings = position = 0
+    while True:
+        quote = text.find('"', position)
+        values += _structural(text, position, len(text) if quote < 0 else quote)
+        if values > MAX_VALUES or strings > MAX_VALUES:
+            raise FrameError(f"the worker sent a frame of more than {MAX_VALUES:,} JSON values")
+        if quote < 0:
+            return
+        strings += 1
+        try:
+            position = _scanstring(text, quote + 1, True)[1]
+        except ValueError as exc:
+            raise FrameError(f"the worker sent a frame that is not JSON: {str(exc)[:_REASON_CHARS]}") from None
+
+
+def _structural(text: str, start: int, end: int) -> int:
+    return text.count(",", start, end) + text.count("[", start, end) + text.count("{", start, end)
+
+
+def _check_and_repair(message: dict[str, Any]) -> None:
+    """Enforce MAX_DEPTH and replace lone surrogates in every string (keys too), without recursion."""
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(message, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise FrameError(f"the worker sent a frame nested more than {MAX_DEPTH} levels deep")
+        if isinstance(node, dict):
+            if not all(_encodable(key) for key in node):
+                items = [(_repaired(key), value) for key, value in node.items()]
+                node.clear()
+                node.update(items)
+            for key, value in node.items():
+                if isinstance(value, str):
+                    if not _encodable(value):
+                        node[key] = _repaired(value)
+                elif isinstance(value, (dict, list)):
+                    stack.append((value, depth + 1))
+        else:
+            for index, value in enumerate(node):
+                if isinstance(value, str):
+                    if not _encodable(value):
+                        node[index] = _repaired(value)
+                elif isinstance(value, (dict, list)):
+                    stack.append((value, depth + 1))
+
+
+def _encodable(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _repaired(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text)

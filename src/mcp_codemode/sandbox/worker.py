@@ -25,7 +25,7 @@ import anyio
 from ..errors import SandboxStartError
 from ..settings import Settings
 from .base import Backend, Launch
-from .frames import MAX_FRAME_BYTES, FrameError, encode_frame, read_frame
+from .frames import MAX_FRAME_BYTES, FrameError, decode_frame, encode_frame, read_payload
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,11 @@ Relay = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 MAX_CALLS_IN_FLIGHT = 1024  # per cell; more get an immediate error (asyncio.gather over thousands still works)
 CONCURRENT_CALLS = 64  # per cell, relayed at once; the rest wait their turn
 MAX_REPLY_BYTES = 48 * 1024 * 1024  # the guest refuses frames over 64 MiB
+# Request frames held by one cell at once (queued or being relayed), so 1,024 calls of a full-size frame each
+# cannot hold gigabytes of the bridge's memory; more get an immediate error until some finish.
+MAX_CALL_BYTES_IN_FLIGHT = 64 * 1024 * 1024
+_MAX_REQUEST_ID = 1 << 53  # the largest integer every JSON implementation reads exactly
+_MAX_DROPPED = 1 << 62  # a count the guest reports; beyond this it is a lie, and printing it must not fail
 _STDERR_KEEP = 8192
 _GRACEFUL_EXIT_SECONDS = 1.0
 _GUEST_TEXT_LIMITS = 3 * 200_000  # value, message and traceback, each clipped by the guest (TEXT_LIMIT)
@@ -109,7 +114,8 @@ class _Stream:
     def render(self, tail: Any, guest_dropped: Any) -> str:
         tail_text = tail if isinstance(tail, str) else ""
         tail_text = tail_text[len(tail_text) - self.tail_limit :] if self.tail_limit else ""
-        dropped = self.dropped + (guest_dropped if isinstance(guest_dropped, int) and guest_dropped > 0 else 0)
+        claimed = guest_dropped if type(guest_dropped) is int and guest_dropped > 0 else 0
+        dropped = self.dropped + min(claimed, _MAX_DROPPED)
         head = "".join(self.parts)
         if dropped:
             return f"{head}\n[... {dropped} characters of output dropped ...]\n{tail_text}"
@@ -124,6 +130,7 @@ class _Cell:
     on_output: OutputCallback | None
     relay: Relay | None = None
     calls: set[asyncio.Task[None]] = dataclasses.field(default_factory=set)
+    call_bytes: int = 0  # request frame bytes held by the calls in flight
     gate: asyncio.Semaphore = dataclasses.field(default_factory=lambda: asyncio.Semaphore(CONCURRENT_CALLS))
 
 
@@ -189,18 +196,25 @@ class Worker:
         reader = self._launch.process.stdout
         try:
             while True:
-                message = await read_frame(reader, self._max_frame)
-                if message is None:
+                payload = await read_payload(reader, self._max_frame)
+                if payload is None:
                     break
-                self._dispatch(message)
+                self._dispatch(decode_frame(payload), len(payload))
         except FrameError as exc:
             self._violation = str(exc)
             log.warning("worker %s broke the protocol: %s", self.worker_id, exc)
             await self._launch.kill()
+        except Exception as exc:
+            # A frame our checks let through and our own code then choked on: a bug of ours, but the worker
+            # that sent it is still the one that cannot be trusted, and the bridge must keep serving the rest.
+            self._violation = f"the bridge could not handle a frame it sent ({type(exc).__name__})"
+            log.exception("worker %s sent a frame the bridge could not handle", self.worker_id)
+            await self._launch.kill()
         finally:
             self._dead.set()
 
-    def _dispatch(self, message: dict[str, Any]) -> None:
+    def _dispatch(self, message: dict[str, Any], size: int = 0) -> None:
+        """Act on one checked frame (``size``: its payload bytes). Unknown types and stray frames are ignored."""
         kind = message["type"]
         cell = self._cell
         if kind == "ready":
@@ -209,31 +223,42 @@ class Worker:
             self._ready.set()
         elif kind == "output" and cell is not None:
             stream, data = message.get("stream"), message.get("data")
-            if stream in cell.streams and isinstance(data, str):
+            if isinstance(stream, str) and stream in cell.streams and isinstance(data, str):
                 kept = cell.streams[stream].add(data)
                 if kept and cell.on_output is not None:
                     cell.on_output(stream, kept)
-        elif kind == "result" and cell is not None and message.get("id") == cell.id and not cell.done.done():
+        elif kind == "result" and cell is not None and _request_id(message) == cell.id and not cell.done.done():
             cell.done.set_result(message)
         elif kind == "call":
-            self._accept_call(cell, message)
+            self._accept_call(cell, message, size)
 
-    def _accept_call(self, cell: _Cell | None, message: dict[str, Any]) -> None:
+    def _accept_call(self, cell: _Cell | None, message: dict[str, Any], size: int = 0) -> None:
         """Start relaying one request of the running cell; anything else gets an error reply, never a crash."""
-        request_id = message.get("id")
-        if not isinstance(request_id, int) or isinstance(request_id, bool) or not 0 < request_id < 1 << 53:
+        request_id = _request_id(message)
+        if request_id is None:
             return  # nothing to answer to; a well-behaved guest never sends this
         problem = ""
         if cell is None or cell.relay is None:
             problem = "calls to MCP servers work only while a run_python call is running"
         elif len(cell.calls) >= MAX_CALLS_IN_FLIGHT:
             problem = f"more than {MAX_CALLS_IN_FLIGHT} calls are in flight; await some before starting more"
+        elif cell.call_bytes + size > MAX_CALL_BYTES_IN_FLIGHT and cell.calls:
+            problem = (
+                f"the calls in flight carry more than {MAX_CALL_BYTES_IN_FLIGHT >> 20} MiB of requests; "
+                "await some before starting more"
+            )
         if problem or cell is None:
             self._reply(request_id, {"ok": False, "error": {"kind": "MCPError", "message": problem}})
             return
+        cell.call_bytes += size
         task = asyncio.create_task(self._serve_call(cell, request_id, message))
         cell.calls.add(task)
-        task.add_done_callback(cell.calls.discard)
+
+        def finished(task: asyncio.Task[None]) -> None:
+            cell.calls.discard(task)
+            cell.call_bytes -= size
+
+        task.add_done_callback(finished)
 
     async def _serve_call(self, cell: _Cell, request_id: int, message: dict[str, Any]) -> None:
         assert cell.relay is not None
@@ -247,7 +272,14 @@ class Worker:
             self._reply(request_id, body)
 
     def _reply(self, request_id: int, body: dict[str, Any]) -> None:
-        frame = encode_frame({"type": "reply", "id": request_id, **body})
+        try:
+            frame = encode_frame({"type": "reply", "id": request_id, **body})
+        except (TypeError, ValueError, RecursionError) as exc:
+            # An answer JSON cannot carry (a value nested past the recursion limit, say): the code must hear so.
+            log.warning("a reply to worker %s could not be encoded: %s", self.worker_id, exc)
+            message = f"the answer could not be sent into the sandbox ({type(exc).__name__})"
+            frame = encode_frame({"type": "reply", "id": request_id, "ok": False,
+                                  "error": {"kind": "MCPError", "message": message}})  # fmt: skip
         if len(frame) > MAX_REPLY_BYTES:
             size = len(frame) / (1 << 20)
             message = (
@@ -420,6 +452,13 @@ class Worker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
+def _request_id(message: dict[str, Any]) -> int | None:
+    """A frame's id when it is one the host could have issued or would answer: a positive JSON integer, not a
+    bool or a float (``True == 1`` and ``1.0 == 1`` in Python), below 2**53."""
+    value = message.get("id")
+    return value if type(value) is int and 0 < value < _MAX_REQUEST_ID else None
+
+
 def _guest_error(raw: Any) -> GuestError | None:
     if not isinstance(raw, dict):
         return None
@@ -437,7 +476,7 @@ def _guest_images(raw: Any, settings: Settings) -> tuple[Image, ...]:
         if not isinstance(item, dict):
             continue
         mime, encoded = item.get("mime"), item.get("data")
-        if mime not in _IMAGE_MAGIC or not isinstance(encoded, str):
+        if not isinstance(mime, str) or mime not in _IMAGE_MAGIC or not isinstance(encoded, str):
             continue
         if len(encoded) > settings.image_limit * 4 // 3 + 8:
             continue

@@ -149,6 +149,7 @@ class ToolDirectory:
             on_tools_changed=self._tools_changed,
             on_listing=self._listed,
             backoff=backoff,
+            secrets=settings.http_tokens,  # the bridge's own secrets; each server's env and headers are added
         )
         names = self.hub.names()
         self.versions: dict[str, int] = dict.fromkeys(names, 0)

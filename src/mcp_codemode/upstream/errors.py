@@ -1,18 +1,83 @@
 """The errors the hub raises when an upstream MCP server cannot be reached or answers badly.
 
-Each one says which server (and tool) it is about, what happened, and what the user can do: the layer above
-turns them into messages for the agent, and the command line prints them as they are. A tool call that the server
-answers with ``isError`` is not an error here: it is a normal result the agent should see.
+Each one says which server (and tool) it is about, what happened, and what the user can do. Each has two
+texts, because they go to two audiences. ``str(error)`` is what sandboxed code may see, and what the relay
+forwards: no value of the server's ``env`` or ``headers`` (or any other secret the hub was given), and no host
+path (its log file, the config file, the ``PATH`` searched, its URL). ``error.host_message`` is for the bridge's
+user (``mcp-codemode servers``, the bridge's log): the same secrets hidden, the paths kept. The default is the
+safe one, so an error passed on by ``str()`` anywhere leaks nothing. A tool call that the server answers with
+``isError`` is not an error here: it is a normal result the agent should see.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
 from ..errors import CodemodeError
+
+HIDDEN = "<hidden>"
+MIN_SECRET = 4  # shorter values ("1", "on") would garble every message they occur in, and guard nothing
+# Names of variables (of the bridge's environment) and flags (in a server's args) whose values are credentials.
+SECRET_NAME = re.compile(r"(?i)(token|secret|passw|pwd|api[-_]?key|apikey|access[-_]?key|private[-_]?key|"
+                         r"credential|auth|session|cookie|bearer|signature)")  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Redaction:
+    """How one server's texts are cleaned before they leave the hub.
+
+    ``secrets`` are hidden from everyone (``<hidden>``), longest first so a value that contains another is
+    hidden whole. ``host_only`` pairs (text, stand-in) are replaced only in what sandboxed code sees.
+    """
+
+    secrets: tuple[str, ...] = ()
+    host_only: tuple[tuple[str, str], ...] = ()
+
+    def for_host(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, HIDDEN)
+        return text
+
+    def for_sandbox(self, text: str) -> str:
+        text = self.for_host(text)
+        for value, stand_in in self.host_only:
+            text = text.replace(value, stand_in)
+        return text
+
+    @classmethod
+    def of(cls, secrets: Iterable[str], host_only: Iterable[tuple[str, str]] = ()) -> Redaction:
+        kept = {value for value in secrets if len(value) >= MIN_SECRET}
+        paths = [(value, stand_in) for value, stand_in in host_only if len(value) >= MIN_SECRET]
+        return cls(
+            tuple(sorted(kept, key=len, reverse=True)),
+            tuple(sorted(dict(paths).items(), key=lambda pair: len(pair[0]), reverse=True)),
+        )
+
+
+NO_REDACTION = Redaction()
+
+
+def secret_values(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The values of an environment whose names say they are credentials (``GITHUB_TOKEN``, ``DB_PASSWORD``)."""
+    return tuple(value for name, value in env.items() if SECRET_NAME.search(name) and len(value) >= MIN_SECRET)
+
+
+def secret_args(args: Sequence[str]) -> tuple[str, ...]:
+    """The arguments that are credentials: the value after ``--token`` and the like, or in ``--token=value``."""
+    found = []
+    for index, arg in enumerate(args):
+        flag, equals, value = arg.partition("=")
+        if flag.startswith("-") and SECRET_NAME.search(flag):
+            if equals:
+                found.append(value)
+            elif index + 1 < len(args):
+                found.append(args[index + 1])
+    return tuple(found)
 
 
 class UpstreamError(CodemodeError):
@@ -21,6 +86,7 @@ class UpstreamError(CodemodeError):
     def __init__(self, message: str, *, server: str) -> None:
         super().__init__(message)
         self.server = server
+        self.host_message = message  # for the bridge's user; ``str(self)`` is what sandboxed code may see
 
 
 class UnknownServer(UpstreamError):
@@ -39,23 +105,30 @@ class ServerUnavailable(UpstreamError):
     """The server could not be started or connected to, or it died; says why, where its log is, and when it retries.
 
     ``retry_in`` is the number of seconds until the hub will try again (0: on the next call), so a caller can
-    decide whether waiting is worth it.
+    decide whether waiting is worth it. Only ``host_message`` names the log file.
     """
 
     def __init__(
-        self, server: str, reason: str, *, log_file: Path | None = None, retry_in: float | None = None
+        self,
+        server: str,
+        reason: str,
+        *,
+        log_file: Path | None = None,
+        retry_in: float | None = None,
+        redaction: Redaction = NO_REDACTION,
     ) -> None:
-        parts = [f"upstream MCP server {server!r} is unavailable: {reason.rstrip('.')}."]
-        if log_file is not None:
-            parts.append(f"Its log: {log_file}.")
+        head = f"upstream MCP server {server!r} is unavailable: {reason.rstrip('.')}."
+        tail = []
         if retry_in is not None:
-            parts.append(
+            tail.append(
                 "The next call will try again."
                 if retry_in <= 0
                 else f"The hub will try again in {retry_in:.1f} s; calls until then fail at once."
             )
-        super().__init__(" ".join(parts), server=server)
-        self.reason = reason
+        log = [f"Its log: {log_file}."] if log_file is not None else []
+        super().__init__(redaction.for_sandbox(" ".join([head, *tail])), server=server)
+        self.host_message = redaction.for_host(" ".join([head, *log, *tail]))
+        self.reason = redaction.for_host(reason)
         self.log_file = log_file
         self.retry_in = retry_in
 
@@ -66,12 +139,15 @@ class UpstreamTimeout(UpstreamError):
     The connection stays usable: the hub has told the server to cancel the request.
     """
 
-    def __init__(self, server: str, tool: str, seconds: float, setting: str) -> None:
-        super().__init__(
+    def __init__(
+        self, server: str, tool: str, seconds: float, setting: str, *, redaction: Redaction = NO_REDACTION
+    ) -> None:
+        message = (
             f"upstream MCP server {server!r} did not answer {tool!r} within {seconds:g} s; "
-            f"if it needs longer, raise {setting}",
-            server=server,
+            f"if it needs longer, raise {setting}"
         )
+        super().__init__(redaction.for_sandbox(message), server=server)
+        self.host_message = redaction.for_host(message)
         self.tool = tool
         self.seconds = seconds
         self.setting = setting
@@ -84,9 +160,20 @@ class UpstreamCallError(UpstreamError):
     ``data`` are the server's own words, passed on unchanged.
     """
 
-    def __init__(self, server: str, what: str, code: int | None, message: str, data: Any = None) -> None:
+    def __init__(
+        self,
+        server: str,
+        what: str,
+        code: int | None,
+        message: str,
+        data: Any = None,
+        *,
+        redaction: Redaction = NO_REDACTION,
+    ) -> None:
         where = f" (JSON-RPC error {code})" if code is not None else ""
-        super().__init__(f"upstream MCP server {server!r} refused {what}{where}: {message}", server=server)
+        text = f"upstream MCP server {server!r} refused {what}{where}: {message}"
+        super().__init__(redaction.for_sandbox(text), server=server)
+        self.host_message = redaction.for_host(text)
         self.what = what
         self.code = code
         self.message = message

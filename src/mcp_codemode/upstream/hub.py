@@ -45,6 +45,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TextIO, TypeVar
+from urllib.parse import parse_qsl, urlsplit
 
 import anyio
 import anyio.lowlevel
@@ -61,7 +62,15 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from .. import __version__
-from .errors import ServerUnavailable, UnknownServer, UpstreamCallError, UpstreamTimeout
+from .errors import (
+    HIDDEN,
+    Redaction,
+    ServerUnavailable,
+    UnknownServer,
+    UpstreamCallError,
+    UpstreamTimeout,
+    secret_args,
+)
 from .model import ServerConfig
 
 if TYPE_CHECKING:  # the SDK's stream protocols live in a private module: use them for type checking only
@@ -104,7 +113,8 @@ class ServerState:
     ``tools`` is the number of tools in the cached listing (None until listed), ``restarts`` how often the server
     was started again after its first start, ``pid`` the server's process id while a stdio server runs, and
     ``retry_in`` the seconds until the hub will try again after a failure (0: on the next call), and ``protocol``
-    the protocol version negotiated on the last connection ("" before the first).
+    the protocol version negotiated on the last connection ("" before the first). ``error`` is why it failed as
+    sandboxed code may see it (no secret, no host path); ``detail`` is the same for the bridge's user, with paths.
     """
 
     status: Status
@@ -115,6 +125,7 @@ class ServerState:
     pid: int | None = None
     retry_in: float | None = None
     protocol: str = ""
+    detail: str = ""
 
 
 def backoff_delay(failures: int, first: float, ceiling: float) -> float:
@@ -149,7 +160,11 @@ class Hub:
         on_tools_changed: Callable[[str], None] | None = None,
         on_listing: Callable[[str, list[types.Tool]], None] | None = None,
         backoff: tuple[float, float] = (0.5, 30.0),
+        secrets: Iterable[str] = (),
     ) -> None:
+        """``secrets``: values no server's error text may show, besides each server's own ``env`` and ``headers``
+        values (the bridge's HTTP tokens, credential-looking variables of its environment: ``secret_values``)."""
+        secrets = tuple(secrets)
         self._connections: dict[str, _Connection] = {}
         self._aliases: dict[str, str] = {}
         setpriv = shutil.which("setpriv", path=get_default_environment().get("PATH", os.defpath))
@@ -177,6 +192,7 @@ class Hub:
                 on_listing=on_listing,
                 backoff=backoff,
                 setpriv=setpriv,
+                secrets=secrets,
             )
             self._aliases.setdefault(server.alias, server.name)
         self._warming: set[asyncio.Task[None]] = set()
@@ -273,9 +289,11 @@ class _Connection:
         on_listing: Callable[[str, list[types.Tool]], None] | None,
         backoff: tuple[float, float],
         setpriv: str | None,
+        secrets: Sequence[str] = (),
     ) -> None:
         self.config = config
         self.log_file = log_file
+        self.redaction = redaction_for(config, log_file, secrets)
         self._call_timeout = call_timeout
         self._connect_timeout = connect_timeout
         self._on_tools_changed = on_tools_changed
@@ -312,13 +330,14 @@ class _Connection:
     def state(self) -> ServerState:
         return ServerState(
             status=self.status,
-            error=self.error,
+            error=self.redaction.for_sandbox(self.error),
             tools=len(self._tools) if self._tools is not None else None,
             restarts=max(0, self._starts - 1),
             log_file=self.log_file,
             pid=self.pid,
             retry_in=self.retry_in() if self.status == "failed" else None,
             protocol=self.protocol,
+            detail=self.redaction.for_host(self.error),
         )
 
     def may_warm(self) -> bool:
@@ -332,12 +351,15 @@ class _Connection:
 
     def _unavailable(self) -> ServerUnavailable:
         if self.closing:
-            return ServerUnavailable(self.config.name, "the bridge is shutting down", log_file=self.log_file)
-        return ServerUnavailable(
-            self.config.name,
+            return self._error("the bridge is shutting down")
+        return self._error(
             self.error or "it is not connected",
-            log_file=self.log_file,
             retry_in=self.retry_in() if self.status == "failed" else 0.0 if self.status == "idle" else None,
+        )
+
+    def _error(self, reason: str, retry_in: float | None = None) -> ServerUnavailable:
+        return ServerUnavailable(
+            self.config.name, reason, log_file=self.log_file, retry_in=retry_in, redaction=self.redaction
         )
 
     def _fail(self, reason: str) -> None:
@@ -400,14 +422,13 @@ class _Connection:
         try:
             await self.ensure()
         except ServerUnavailable as exc:
-            logger.info("pre-loading upstream %r failed: %s", self.config.name, exc)
+            logger.info("pre-loading upstream %r failed: %s", self.config.name, exc.host_message)
 
     async def _run(self, ready: asyncio.Future[Client], end: asyncio.Event, generation: int) -> None:
         """Own one connection from start to end; record how it ended.
 
         Every outcome resolves ``ready``: the client once connected, else a ServerUnavailable saying why.
         """
-        name = self.config.name
         started = time.monotonic()
         connected_at: float | None = None
         failure = ""
@@ -449,7 +470,7 @@ class _Connection:
             self._scope = None
             if not ready.done() and (self.closing or not failure):
                 # Stopped (hub closing) or cancelled before it could connect.
-                ready.set_exception(ServerUnavailable(name, "the bridge is shutting down", log_file=self.log_file))
+                ready.set_exception(self._error("the bridge is shutting down"))
         self._finish(ready, connected_at, failure)
 
     def _finish(self, ready: asyncio.Future[Client], connected_at: float | None, failure: str) -> None:
@@ -651,26 +672,26 @@ class _Connection:
             closed = exc.code == types.CONNECTION_CLOSED and exc.message == "Connection closed"
             if closed or self._live() != (client, generation):
                 raise await self._lost(generation) from exc
-            raise UpstreamCallError(self.config.name, what, exc.code, exc.message, exc.data) from exc
+            raise UpstreamCallError(
+                self.config.name, what, exc.code, exc.message, exc.data, redaction=self.redaction
+            ) from exc
         except (RuntimeError, ValidationError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             if self._live() != (client, generation):
                 raise await self._lost(generation) from exc
             if isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError)):
                 raise
-            raise UpstreamCallError(self.config.name, what, None, f"its answer was malformed: {exc}") from exc
+            raise UpstreamCallError(
+                self.config.name, what, None, f"its answer was malformed: {exc}", redaction=self.redaction
+            ) from exc
         assert scope.cancelled_caught
-        raise UpstreamTimeout(self.config.name, subject, seconds, setting)
+        raise UpstreamTimeout(self.config.name, subject, seconds, setting, redaction=self.redaction)
 
     async def _lost(self, generation: int) -> ServerUnavailable:
         """The connection died under a request: wait for it to be wound down, then say why it died."""
         self._transport_ended(generation)
         async with self._lock:
             if generation != self._generation:
-                return ServerUnavailable(
-                    self.config.name,
-                    "its connection was lost during the request (it has been started again since)",
-                    log_file=self.log_file,
-                )
+                return self._error("its connection was lost during the request (it has been started again since)")
             await self._settle()
             self._unreported = False
             return self._unavailable()
@@ -748,6 +769,34 @@ def _resolve_command(config: ServerConfig) -> str:
             f"command {command!r} not found on PATH ({search}); install it or give its full path in {config.source}"
         )
     return found
+
+
+def redaction_for(config: ServerConfig, log_file: Path | None, secrets: Iterable[str] = ()) -> Redaction:
+    """What of one server's texts stays on the host.
+
+    Hidden from everyone: the values of its ``env`` and ``headers`` (and each word of a header value, so a
+    quoted ``Bearer`` token is caught alone), credentials in its URL (user, password, query values) and in its
+    args (``--token X``), and ``secrets``. Hidden from sandboxed code only: its log file, its config file, its
+    URL and the bridge's ``PATH``, which say where things are on the host and help nobody in the sandbox.
+    """
+    hidden = [*config.env.values(), *config.headers.values(), *secret_args(config.args), *secrets]
+    hidden += [word for value in config.headers.values() for word in value.split()]
+    if config.url:
+        parts = urlsplit(config.url)
+        hidden += [parts.username or "", parts.password or ""]
+        hidden += [value for _, value in parse_qsl(parts.query, keep_blank_values=True)]
+    secret = Redaction.of(hidden)
+    host_only: list[tuple[str, str]] = []
+    if log_file is not None:
+        host_only.append((str(log_file), "its log file"))
+    if "/" in config.source:  # a path, or "--config PATH"; a bare label (tests) would garble other words
+        host_only.append((config.source, "its config file"))
+    if config.url:
+        host_only += [(config.url, "its URL"), (secret.for_host(config.url), "its URL")]
+    path = get_default_environment().get("PATH")
+    if path:
+        host_only.append((path, HIDDEN))
+    return Redaction.of(hidden, host_only)
 
 
 def _describe_exit(status: int) -> str:
