@@ -11,6 +11,12 @@ Orphans: a killed ``podman run`` client does not stop its container, so every co
 the bridge's pid, killed by name, and swept at start-up if its bridge is gone. The worker also exits when
 its stdin closes, which is what happens when the bridge dies, so a container never outlives it by more
 than its own exit.
+
+gVisor (``oci_runtime`` ``runsc`` or a path ending in ``/runsc``, podman only): podman gets the global runtime
+flags ``network=none`` (no network stack; runsc refuses its default netstack in the host's namespace) and
+``oci-seccomp`` (our profile, applied inside gVisor), a pids limit of at least ``GVISOR_MIN_PIDS`` for the
+sentry's host threads, and ``--ulimit nproc`` set to the configured pids, which gVisor's own kernel enforces
+per sandbox (measured: a fork bomb and a thread bomb both stop at pids - 1).
 """
 
 from __future__ import annotations
@@ -19,18 +25,25 @@ import asyncio
 import contextlib
 import functools
 import itertools
+import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import SandboxUnavailable
 from ..settings import Settings, format_size
-from .base import GUEST_MOUNT, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
+from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
 from .processes import pid_alive
 from .staging import stage_guest
 
 OWNER_LABEL = "io.mcp-codemode.bridge-pid"
+# gVisor's sentry runs the guest's processes as goroutines on its own host threads, which are what a pids cgroup
+# counts: it needs a few hundred of them at idle (377 with 63 guest processes, measured) and panics when the
+# cgroup refuses one, so the container's pids limit is raised to this floor. Inside, gVisor's own kernel
+# enforces RLIMIT_NPROC per sandbox (it counts guest tasks, threads included), so --ulimit nproc is the limit.
+GVISOR_MIN_PIDS = 1024
 ContainerEngine = Literal["podman", "docker"]
 _counter = itertools.count(1)
 _BUILD_HINT = "build it with: sudo scripts/build-image.sh {image} {engine}"
@@ -53,10 +66,56 @@ class ContainerBackend(Backend):
             return "runc"
         return ""
 
+    @property
+    def gvisor(self) -> bool:
+        """True when the OCI runtime is gVisor's ``runsc`` (by name or by a path ending in ``/runsc``)."""
+        runtime = self.oci_runtime
+        return runtime == "runsc" or runtime.endswith("/runsc")
+
+    def global_flags(self) -> list[str]:
+        """podman's global options (before ``run``) that the OCI runtime needs.
+
+        Under gVisor, ``network=none`` gives the sandbox no network stack at all (runsc refuses to start with
+        its default netstack in the host's network namespace), and ``oci-seccomp`` makes runsc apply our
+        seccomp profile inside the sandbox (without it runsc ignores the profile). docker has no per-call
+        runtime flags: there they belong in the daemon's runtime definition (``runtimeArgs``).
+        """
+        if self.engine == "podman" and self.gvisor:
+            return ["--runtime-flag", "network=none", "--runtime-flag", "oci-seccomp"]
+        return []
+
+    def pids_limit(self) -> int:
+        """The container's ``--pids-limit``: the setting, or gVisor's floor (see ``GVISOR_MIN_PIDS``)."""
+        if self.gvisor:
+            return max(self.settings.pids, GVISOR_MIN_PIDS)
+        return self.settings.pids
+
     @functools.cached_property
     def _guest_dir(self) -> str:
         uid, _, gid = self.settings.container_user.partition(":")
         return str(stage_guest(self.settings.state_dir, int(uid), int(gid or uid)))
+
+    @functools.cached_property
+    def _seccomp_file(self) -> str:
+        """The OCI seccomp profile: the staged one, or under gVisor the same one without its ``clone3`` rule.
+
+        runsc 20221219 ignores a rule's ``errnoRet`` and fails every denied call with EPERM; a clone3 that fails
+        with EPERM instead of ENOSYS stops glibc from falling back to clone, so no thread could start. That
+        runsc has no clone3 at all (ENOSYS, measured), so the rule adds nothing there; the namespace flags of
+        clone are still refused, and tests/security asserts clone3 fails on every backend.
+        """
+        staged = Path(self._guest_dir) / "seccomp.json"
+        if not self.gvisor:
+            return str(staged)
+        profile = json.loads(staged.read_text())
+        profile["syscalls"] = [rule for rule in profile["syscalls"] if rule["names"] != ["clone3"]]
+        target = staged.parent.with_name(staged.parent.name + "-seccomp-gvisor.json")
+        if not target.is_file():
+            scratch = target.with_name(f".{target.name}.{os.getpid()}")
+            scratch.write_text(json.dumps(profile, indent=1))
+            scratch.chmod(0o644)
+            scratch.replace(target)
+        return str(target)
 
     def availability(self) -> Availability:
         return self._availability
@@ -81,9 +140,18 @@ class ContainerBackend(Backend):
                 _BUILD_HINT.format(image=image, engine=self.engine),
             )  # fmt: skip
         runtime = self.oci_runtime
-        if runtime and shutil.which(runtime) is None and not os.path.isabs(runtime):
-            return Availability(False, f"OCI runtime {runtime} is not installed", f"apt-get install {runtime}")
-        extra = f" with the {runtime} runtime" if runtime else ""
+        missing = runtime and (
+            not os.access(runtime, os.X_OK) if os.path.isabs(runtime) else shutil.which(runtime) is None
+        )
+        if missing:
+            what = f"OCI runtime {runtime}" + (" (gVisor)" if self.gvisor else "")
+            package = "runsc" if self.gvisor else os.path.basename(runtime)
+            where = "is not an executable file" if os.path.isabs(runtime) else "is not installed (not on PATH)"
+            fix = f"apt-get install {package}"
+            if self.gvisor:
+                fix += ", or unset MCP_BRIDGE_OCI_RUNTIME to use runc"
+            return Availability(False, f"{what} {where}", fix)
+        extra = f" with the {runtime} runtime" + (" (gVisor)" if self.gvisor else "") if runtime else ""
         return Availability(True, f"{self.engine} at {self.binary}{extra}, image {image}")
 
     @staticmethod
@@ -95,6 +163,8 @@ class ContainerBackend(Backend):
 
     def enforced_limits(self) -> list[EnforcedLimit]:
         s = self.settings
+        if self.gvisor:
+            return self._gvisor_limits()
         mechanism = f"{self.engine} --memory/--pids-limit"
         limits = [
             EnforcedLimit("memory", format_size(s.memory), mechanism),
@@ -109,25 +179,59 @@ class ContainerBackend(Backend):
             limits.append(EnforcedLimit("note", "rootless", "on cgroup v1, rootless podman ignores --memory/--pids"))
         return limits
 
+    def _gvisor_limits(self) -> list[EnforcedLimit]:
+        s = self.settings
+        limits = [
+            EnforcedLimit(
+                "kernel", "gVisor", f"{self.oci_runtime}: the guest's syscalls are served by gVisor's sentry"
+            ),
+            EnforcedLimit("memory", format_size(s.memory), f"{self.engine} --memory (cgroup of the sentry and guest)"),
+            EnforcedLimit("processes", str(s.pids), "--ulimit nproc, enforced per sandbox by gVisor's kernel"),
+            EnforcedLimit(
+                "host threads",
+                str(self.pids_limit()),
+                f"{self.engine} --pids-limit on the sentry (gVisor needs ≥ {GVISOR_MIN_PIDS})",
+            ),
+            EnforcedLimit("/tmp", format_size(s.tmp_size), "tmpfs size"),
+            EnforcedLimit(WORKSPACE, format_size(s.workspace_size), "tmpfs size"),
+        ]
+        if self.engine == "podman":
+            limits.append(
+                EnforcedLimit("network", "none", "runsc network=none + --network none + seccomp (AF_UNIX only)")
+            )
+        else:
+            limits.append(
+                EnforcedLimit("network", "none", "--network none; seccomp only if the daemon passes --oci-seccomp")
+            )
+        if s.cpus:
+            limits.append(EnforcedLimit("cpus", str(s.cpus), "--cpus"))
+        if os.geteuid() != 0:
+            limits.append(EnforcedLimit("note", "rootless", "on cgroup v1, rootless podman ignores --memory/--pids"))
+        return limits
+
     def nproc_ulimit(self) -> int:
         """RLIMIT_NPROC counts every process of the host uid, so all rootful containers share it: there
         ``--pids-limit`` (a per-container cgroup) does the real work and nproc only caps the sum. Rootless on
-        cgroup v1 ignores ``--pids-limit``, so there nproc is the limit."""
+        cgroup v1 ignores ``--pids-limit``, so there nproc is the limit. Under gVisor the guest's processes
+        are counted by gVisor's own kernel, per sandbox, so nproc is the per-sandbox limit there."""
         s = self.settings
+        if self.gvisor:
+            return s.pids
         return s.pids * s.max_sessions if os.geteuid() == 0 else s.pids
 
     def run_argv(self, container_name: str, guest_config: dict[str, Any]) -> list[str]:
         assert self.binary is not None
         s = self.settings
         tmpfs_opts = "rw,nosuid,nodev,mode=1777"
-        argv = [self.binary, "run", "-i", "--rm", "--init", "--pull", "never", "--name", container_name]
+        argv = [self.binary, *self.global_flags(), "run", "-i", "--rm", "--init", "--pull", "never"]
+        argv += ["--name", container_name]
         argv += ["--label", f"{OWNER_LABEL}={os.getpid()}", "--log-driver", "none"]
         if self.oci_runtime:
             argv += ["--runtime", self.oci_runtime]
         argv += ["--network", "none", "--read-only", "--cap-drop", "ALL"]
         argv += ["--security-opt", "no-new-privileges", "--user", s.container_user, "--hostname", "sandbox"]
-        argv += ["--security-opt", f"seccomp={self._guest_dir}/seccomp.json"]
-        argv += ["--pids-limit", str(s.pids), "--memory", str(s.memory), "--memory-swap", str(s.memory)]
+        argv += ["--security-opt", f"seccomp={self._seccomp_file}"]
+        argv += ["--pids-limit", str(self.pids_limit()), "--memory", str(s.memory), "--memory-swap", str(s.memory)]
         nproc = self.nproc_ulimit()
         argv += ["--ulimit", "nofile=1024:1024", "--ulimit", f"nproc={nproc}:{nproc}", "--ulimit", "core=0:0"]
         if s.cpus:
@@ -136,7 +240,7 @@ class ContainerBackend(Backend):
         argv += ["--tmpfs", f"/dev/shm:{tmpfs_opts},size={s.tmp_size}"]
         argv += ["--tmpfs", f"{WORKSPACE}:{tmpfs_opts},size={s.workspace_size}"]
         argv += ["--volume", f"{self._guest_dir}:{GUEST_MOUNT}:ro", "--workdir", WORKSPACE]
-        argv += ["--env", f"HOME={WORKSPACE}", "--env", "TMPDIR=/tmp", "--env", "LANG=C.UTF-8"]
+        argv += [part for name, value in SANDBOX_ENV.items() for part in ("--env", f"{name}={value}")]
         argv += list(s.container_args)
         argv += [s.image, *guest_argv("python3", dict(guest_config, workdir=WORKSPACE))]
         return argv

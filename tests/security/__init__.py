@@ -1,0 +1,1 @@
+"""The adversarial suite: hostile code against every real sandbox backend, through the real Bridge."""
