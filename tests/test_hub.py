@@ -121,6 +121,10 @@ def test_warm_starts_servers_in_the_background_and_calls_then_find_them_ready(tm
 
 def test_each_stdio_server_appends_its_stderr_to_its_own_log(tmp_path: Path) -> None:
     servers = [upstreams.filesystem(tmp_path), upstreams.memory(tmp_path / "memory.jsonl")]
+    # a log directory and file left world-readable (by an older version, or by hand) are made private again:
+    # servers may log tokens they were given
+    (tmp_path / "logs").mkdir(mode=0o755)
+    (tmp_path / "logs" / "memory.log").touch(mode=0o644)
 
     async def body() -> None:
         for _ in range(2):
@@ -135,6 +139,8 @@ def test_each_stdio_server_appends_its_stderr_to_its_own_log(tmp_path: Path) -> 
     assert "Knowledge Graph MCP Server running on stdio" in memory_log
     assert "Filesystem" not in memory_log
     assert starts(tmp_path / "logs" / "filesystem.log") == starts(tmp_path / "logs" / "memory.log") == 2
+    modes = {path.name: path.stat().st_mode & 0o777 for path in [tmp_path / "logs", *(tmp_path / "logs").iterdir()]}
+    assert modes == {"logs": 0o700, "filesystem.log": 0o600, "memory.log": 0o600}
 
 
 def test_protocol_setting_chooses_how_the_client_connects(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ main thread, or a loop thread that closes the hub before it ends).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import datetime
@@ -553,14 +554,12 @@ class _Connection:
     def _open_log(self) -> TextIO:
         """Open the server's log for appending, after a line that marks this start (and where it begins)."""
         assert self.log_file is not None
-        # Servers may log what they were given (tokens in URLs, headers): only the bridge's user reads the logs.
-        self.log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             if self.log_file.stat().st_size > LOG_ROTATE_BYTES:
                 self.log_file.replace(self.log_file.with_name(self.log_file.name + ".1"))
         except FileNotFoundError:
             pass
-        log = open(os.open(self.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a", encoding="utf-8")  # noqa: SIM115
+        log = _open_private_log(self.log_file)
         self._log_offset = log.tell()
         now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         log.write(f"{MARK} {now} starting {self.config.name!r} (start {self._starts}): {self.config.target}\n")
@@ -573,8 +572,7 @@ class _Connection:
             return
         now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         try:
-            self.log_file.parent.mkdir(parents=True, exist_ok=True)
-            with self.log_file.open("a", encoding="utf-8") as log:
+            with _open_private_log(self.log_file) as log:
                 log.write(f"{MARK} {now} {self.config.name!r} {event}\n")
         except OSError as exc:
             logger.warning("cannot write to %s: %s", self.log_file, exc)
@@ -769,6 +767,21 @@ def _resolve_command(config: ServerConfig) -> str:
             f"command {command!r} not found on PATH ({search}); install it or give its full path in {config.source}"
         )
     return found
+
+
+def _open_private_log(path: Path) -> TextIO:
+    """Open a server's log for appending, readable by the bridge's user only.
+
+    Servers may log what they were given (tokens in URLs, headers, their environment). Modes are set again on
+    every open, because a directory or file made by an older version, or by hand, may be world-readable.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(OSError):
+        path.parent.chmod(0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, 0o600)
+    return open(fd, "a", encoding="utf-8")
 
 
 def redaction_for(config: ServerConfig, log_file: Path | None, secrets: Iterable[str] = ()) -> Redaction:
