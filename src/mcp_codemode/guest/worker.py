@@ -322,8 +322,11 @@ class Executor:
             }
         self._interrupter.enter(request_id)
         try:
-            self._run(body)
-            value = self._run(last) if last is not None else None
+            try:
+                self._run(body)
+                value = self._run(last) if last is not None else None
+            finally:
+                self.runtime.rpc.close()  # the cell's code is done: what it left running may call no more
         except KeyboardInterrupt as exc:
             self._interrupter.leave()
             return {"status": "interrupted", "error": describe_exception(exc)}
@@ -509,6 +512,7 @@ def main(argv: list[str]) -> int:
             runtime._state.summary = clip(summary)
         started = time.perf_counter()
         setup_notes: list[str] = []
+        runtime.rpc.open()
         context = message.get("context")
         if isinstance(context, dict):
             try:
@@ -523,7 +527,7 @@ def main(argv: list[str]) -> int:
                 "status": "interrupted" if isinstance(exc, KeyboardInterrupt) else "error",
                 "error": describe_exception(exc),
             }
-        runtime.rpc.forget_all()
+        runtime.rpc.close()
         if setup_notes:
             outcome["notes"] = setup_notes + list(outcome.get("notes") or [])
         outcome.update(capture.fence())

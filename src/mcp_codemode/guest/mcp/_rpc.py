@@ -101,6 +101,7 @@ class Rpc:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._pending: dict[int, _Pending] = {}
+        self._open = False  # between a cell's start and the return of its code: calls are allowed only then
         self.max_depth = 0  # the policy's max_argument_depth (0: not known yet, the host alone checks)
         self.policy_where = "the bridge's policy"
 
@@ -129,36 +130,56 @@ class Rpc:
                 details={"rule": "max_argument_depth"},
             )
 
+    def open(self) -> None:
+        """A cell starts: its code (and the threads and tasks it starts) may call the bridge until ``close``."""
+        with self._lock:
+            self._open = True
+
+    def close(self) -> None:
+        """The cell's code returned: refuse new calls, and wake every caller still waiting with an error.
+
+        A thread or task the cell left running would otherwise reach MCP servers after its run ended (the host
+        relays until the result frame arrives, which the output fence delays), or wait forever for a reply the
+        host drops when it cancels the run's calls. Forged frames are refused by the host after the result.
+        """
+        with self._lock:
+            self._open = False
+            waiting = list(self._pending.values())
+            self._pending.clear()
+        ended = {"ok": False, "error": {"kind": "MCPError", "message": _ENDED}}
+        for pending in waiting:
+            _wake(pending, ended)
+
     def _post(self, op: str, params: dict[str, Any], pending: _Pending) -> int:
         if self._send is None:
             raise MCPError("calls to the bridge work only inside a run_python call of mcp-codemode")
         self._check_depth(op, params)
         request_id = next(self._ids)
+        # Checked and sent under the lock, so no call slips out after ``close`` has returned.
         with self._lock:
+            if not self._open:
+                raise MCPError(_CLOSED, server=_text(params.get("server")), tool=_text(params.get("tool")))
             self._pending[request_id] = pending
-        try:
-            self._send({"type": "call", "id": request_id, "op": op, **params})
-        except RecursionError:
-            with self._lock:
+            try:
+                self._send({"type": "call", "id": request_id, "op": op, **params})
+            except RecursionError:
                 self._pending.pop(request_id, None)
-            raise ArgumentError(
-                "a value is nested too deeply to be sent to the bridge; flatten it",
-                server=params.get("server"),
-                tool=params.get("tool"),
-            ) from None
-        except (TypeError, ValueError) as exc:
-            with self._lock:
+                raise ArgumentError(
+                    "a value is nested too deeply to be sent to the bridge; flatten it",
+                    server=params.get("server"),
+                    tool=params.get("tool"),
+                ) from None
+            except (TypeError, ValueError) as exc:
                 self._pending.pop(request_id, None)
-            raise ArgumentError(
-                f"a value cannot be sent to the bridge ({exc}); pass JSON values: str, int, float, bool, None, "
-                "and lists or dicts of them",
-                server=params.get("server"),
-                tool=params.get("tool"),
-            ) from None
-        except BaseException:
-            with self._lock:
+                raise ArgumentError(
+                    f"a value cannot be sent to the bridge ({exc}); pass JSON values: str, int, float, bool, None, "
+                    "and lists or dicts of them",
+                    server=params.get("server"),
+                    tool=params.get("tool"),
+                ) from None
+            except BaseException:
                 self._pending.pop(request_id, None)
-            raise
+                raise
         return request_id
 
     def request(self, op: str, **params: Any) -> Any:
@@ -194,19 +215,31 @@ class Rpc:
             return
         with self._lock:
             pending = self._pending.pop(request_id, None)
-        if pending is None:
-            return
-        pending.reply = message
-        if pending.event is not None:
-            pending.event.set()
-            return
-        with contextlib.suppress(RuntimeError):  # the loop was closed: nobody is waiting any more
-            pending.loop.call_soon_threadsafe(_resolve, pending.future, message)
+        if pending is not None:
+            _wake(pending, message)
 
-    def forget_all(self) -> None:
-        """Drop waiters left behind by an interrupted cell; their late replies are then ignored."""
-        with self._lock:
-            self._pending.clear()
+
+_CLOSED = (
+    "calls to MCP servers work only while a run_python call is running; this one came from code its cell left "
+    "running (a thread or task) after the cell returned"
+)
+_ENDED = (
+    "the cell returned before the bridge answered, so this call was abandoned: calls to MCP servers work only "
+    "while a run_python call is running; await them (or join their threads) before the cell ends"
+)
+
+
+def _wake(pending: _Pending, message: dict[str, Any]) -> None:
+    pending.reply = message
+    if pending.event is not None:
+        pending.event.set()
+        return
+    with contextlib.suppress(RuntimeError):  # the loop was closed: nobody is waiting any more
+        pending.loop.call_soon_threadsafe(_resolve, pending.future, message)
+
+
+def _text(value: Any) -> str | None:
+    return value[:256] if isinstance(value, str) else None
 
 
 def _depth_over(value: Any, limit: int) -> bool:
