@@ -700,6 +700,7 @@ class FakeBridge:
         self.frames: list[dict[str, Any]] = []
         self.answer = answer
         self.rpc.bind(self.send)
+        self.rpc.open()  # as the worker does when a cell starts
 
     def send(self, frame: dict[str, Any]) -> None:
         self.frames.append(frame)
@@ -791,6 +792,7 @@ def bound_rpc() -> tuple[_rpc.Rpc, Recorder]:
     rpc = _rpc.Rpc()
     recorder = Recorder()
     rpc.bind(recorder)
+    rpc.open()
     return rpc, recorder
 
 
@@ -899,6 +901,7 @@ def test_a_value_that_cannot_be_sent_becomes_an_argument_error():
 
 def test_other_send_failures_propagate_and_leave_nothing_pending():
     rpc = _rpc.Rpc()
+    rpc.open()
 
     def broken(frame: dict[str, Any]) -> None:
         raise BrokenPipeError("channel closed")
@@ -917,18 +920,34 @@ def test_calling_without_a_bound_channel_says_where_calls_work():
         asyncio.run(_rpc.Rpc().arequest("call"))
 
 
-def test_forget_all_drops_waiters_so_late_replies_are_ignored():
+def test_closing_wakes_every_waiter_with_an_error_refuses_new_calls_and_ignores_late_replies():
     rpc, recorder = bound_rpc()
+    answered: list[Any] = []
+
+    def wait_in_a_thread() -> None:
+        try:
+            answered.append(rpc.request("slow-sync"))
+        except _rpc.MCPError as exc:
+            answered.append(exc)
 
     async def main() -> None:
         task = asyncio.ensure_future(rpc.arequest("slow"))
-        await asyncio.sleep(0)
-        assert len(rpc._pending) == 1
-        rpc.forget_all()
-        rpc.deliver({"id": recorder.frames[0]["id"], "ok": True, "value": 1})
-        await asyncio.sleep(0.01)
-        assert not task.done()
-        task.cancel()
+        thread = threading.Thread(target=wait_in_a_thread)
+        thread.start()
+        while len(rpc._pending) < 2:
+            await asyncio.sleep(0.001)
+        rpc.close()
+        with pytest.raises(_rpc.MCPError, match="the cell returned before the bridge answered"):
+            await task
+        thread.join(10)
+        assert isinstance(answered[0], _rpc.MCPError) and "only while a run_python call" in str(answered[0])
+        rpc.deliver({"id": recorder.frames[0]["id"], "ok": True, "value": 1})  # too late: nobody waits
+        assert rpc._pending == {}
+        with pytest.raises(_rpc.MCPError, match="came from code its cell left running"):
+            await rpc.arequest("after")
+        assert len(recorder.frames) == 2, "a call after close must not be sent"
+        rpc.open()
+        assert len(rpc._pending) == 0
 
     asyncio.run(main())
 

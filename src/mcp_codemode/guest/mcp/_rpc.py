@@ -99,7 +99,7 @@ class Rpc:
     def __init__(self) -> None:
         self._send: Any = None  # the worker's Channel.send, bound when the worker starts
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a reply may be delivered while its request is being sent
         self._pending: dict[int, _Pending] = {}
         self._open = False  # between a cell's start and the return of its code: calls are allowed only then
         self.max_depth = 0  # the policy's max_argument_depth (0: not known yet, the host alone checks)
