@@ -511,6 +511,23 @@ def assert_no_secrets(target: Target, *texts: str | ExecutionResult) -> None:
     assert not leaked, f"{target.name}: leaked {', '.join(leaked)} into the sandbox's output"
 
 
+# Guest helpers shared by the attack files: attempt(fn) names the errno an attempt failed with, or SUCCEEDED.
+ATTEMPT = """
+import errno, os
+def attempt(fn):
+    try:
+        fn()
+        return 'SUCCEEDED'
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, type(exc).__name__)
+def write(path, data='x'):
+    def go():
+        with open(path, 'w') as handle:
+            handle.write(data)
+    return attempt(go)
+"""
+
+
 def outcome(result: ExecutionResult) -> dict[str, Any]:
     """The JSON object the guest reported on its last line (``report({...})``); the run must have succeeded."""
     assert result.status == "ok", explain(result)

@@ -13,22 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.security.conftest import Target, outcome
-
-ATTEMPT = """
-import errno, os
-def attempt(fn):
-    try:
-        fn()
-        return 'SUCCEEDED'
-    except OSError as exc:
-        return errno.errorcode.get(exc.errno, type(exc).__name__)
-def write(path, data='x'):
-    def go():
-        with open(path, 'w') as handle:
-            handle.write(data)
-    return attempt(go)
-"""
+from tests.security.conftest import ATTEMPT, Target, outcome
 
 OUTSIDE = (
     "/evil",

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import platform
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.security.conftest import BRIDGE_SECRET_ENV, UPSTREAM_SECRET_ENV, Target, outcome
+from tests.security.conftest import ATTEMPT, BRIDGE_SECRET_ENV, UPSTREAM_SECRET_ENV, Target, outcome
 
 READ_ATTEMPT = """
 import errno, os
@@ -271,14 +272,7 @@ def test_the_staged_guest_directory_is_read_only(target: Target) -> None:
     workers = sorted(state.glob("guest/*/worker.py"))
     assert workers, f"no staged worker under {state}"
     before = {path: hashlib.sha256(path.read_bytes()).hexdigest() for path in workers}
-    code = """
-    import errno, os
-    def attempt(fn):
-        try:
-            fn()
-            return 'SUCCEEDED'
-        except OSError as exc:
-            return errno.errorcode.get(exc.errno, type(exc).__name__)
+    code = ATTEMPT + textwrap.dedent("""
     worker = '/opt/mcp-codemode/worker.py'
     report({
         'append to worker.py': attempt(lambda: open(worker, 'a').write('# owned')),
@@ -292,7 +286,7 @@ def test_the_staged_guest_directory_is_read_only(target: Target) -> None:
         'symlink in': attempt(lambda: os.symlink('/tmp/x', '/opt/mcp-codemode/link')),
         'remove etc/passwd': attempt(lambda: os.unlink('/opt/mcp-codemode/etc/passwd')),
     })
-    """
+    """)
     seen = outcome(target.run(code))
     assert "SUCCEEDED" not in seen.values(), seen
     # Opening a root-owned file for writing fails on its permissions (EACCES) before the read-only mount is even
