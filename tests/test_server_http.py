@@ -53,7 +53,9 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     """A loopback server without a token, as a local user runs it."""
     require_bubblewrap()
     log = tmp_path_factory.mktemp("http-plain") / "server.log"
-    with HttpServer(log, MCP_BRIDGE_PROGRESS_INTERVAL="0.2") as server:
+    # No warm pool: the lifecycle tests below find a session's sandbox by its cgroup name, which names the session
+    # only when the session started the sandbox itself (a pooled one is named pool-<n>; tests/test_warm_pool.py).
+    with HttpServer(log, MCP_BRIDGE_PROGRESS_INTERVAL="0.2", MCP_BRIDGE_WARM_POOL="0") as server:
         yield server
     assert_no_orphans()
 

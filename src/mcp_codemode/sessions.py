@@ -5,6 +5,9 @@ at a time); different sessions run in parallel. Sessions are created on first us
 are capped in number: when the cap is reached the least recently used idle session is closed to make
 room. A session whose worker died or was killed is restarted on its next call, and that call's result
 says the state was lost, so the model never silently works with variables that no longer exist.
+
+Workers come from the warm pool (``warm_pool.py``), which also counts every worker against ``max_sessions``;
+every worker a session is done with goes back through it (``retire``) so the count stays true.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from .errors import SessionLimitError
 from .sandbox.base import Backend
 from .sandbox.worker import ExecutionResult, OutputCallback, Relay, Worker
 from .settings import Settings
+from .warm_pool import WarmPool
 
 log = logging.getLogger(__name__)
 SESSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
@@ -61,6 +65,7 @@ class SessionManager:
         self._forgotten: dict[str, str] = {}  # names closed by expiry/eviction -> why, for the next call
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
+        self.pool = WarmPool(backend, settings)
 
     async def __aenter__(self) -> SessionManager:
         with contextlib.suppress(Exception):
@@ -68,6 +73,7 @@ class SessionManager:
             if removed:
                 log.info("removed %d leftover sandbox(es) of a bridge that died", removed)
         self._reaper = asyncio.create_task(self._expire_idle_forever())
+        self.pool.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -75,6 +81,11 @@ class SessionManager:
 
     def names(self) -> list[str]:
         return sorted(self._sessions)
+
+    def worker(self, name: str) -> Worker | None:
+        """The session's current worker, if it has one (tests and diagnostics)."""
+        entry = self._sessions.get(name)
+        return entry.worker if entry is not None else None
 
     async def execute(
         self,
@@ -98,14 +109,15 @@ class SessionManager:
                 notices.append(entry.pending_notice)
                 entry.pending_notice = ""
             if reset and entry.worker is not None:
-                await entry.worker.close()
-                entry.worker = None
+                old, entry.worker = entry.worker, None
+                await self.pool.retire(old)
                 notices.append("The session was reset: it starts with a fresh namespace.")
             if entry.worker is None or not entry.worker.alive:
                 if entry.worker is not None:
-                    await entry.worker.close()
+                    old, entry.worker = entry.worker, None
+                    await self.pool.retire(old)
                     notices.append(
-                        f"The previous sandbox of this session had stopped ({entry.worker.death_reason()}); "
+                        f"The previous sandbox of this session had stopped ({old.death_reason()}); "
                         "this call runs in a fresh one with an empty namespace."
                     )
                 entry.worker = await self._start_worker(session, entry)
@@ -122,18 +134,17 @@ class SessionManager:
             )
             entry.last_used = time.monotonic()
             if result.state_lost:
-                await entry.worker.close()
-                entry.worker = None
+                old, entry.worker = entry.worker, None
+                await self.pool.retire(old)
         if notices:
             joined = " ".join([*notices, result.notice]).strip()
             result = dataclasses.replace(result, notice=joined)
         return result
 
     async def _start_worker(self, session: str, entry: Session) -> Worker:
+        """A ready worker from the pool if there is one, else a new one (named after the session)."""
         entry.generation += 1
-        worker = Worker(self.backend, self.settings, f"{_slug(session)}-{entry.generation}")
-        await worker.start()
-        return worker
+        return await self.pool.acquire(f"{_slug(session)}-{entry.generation}")
 
     async def _get(self, name: str) -> Session:
         entry = self._sessions.get(name)
@@ -165,8 +176,8 @@ class SessionManager:
         while len(self._forgotten) > 4 * self.settings.max_sessions:
             self._forgotten.pop(next(iter(self._forgotten)))
         if entry.worker is not None:
-            await entry.worker.close()
-            entry.worker = None
+            worker, entry.worker = entry.worker, None
+            await self.pool.retire(worker)
 
     async def discard(self, name: str) -> None:
         """Close a session for good, without a notice for a later call (throwaway sessions end this way)."""
@@ -205,7 +216,7 @@ class SessionManager:
                 await self._reaper
         workers = [s.worker for s in self._sessions.values() if s.worker is not None]
         self._sessions.clear()
-        await asyncio.gather(*(w.close() for w in workers), return_exceptions=True)
+        await asyncio.gather(self.pool.close(), *(self.pool.retire(w) for w in workers), return_exceptions=True)
 
 
 def _slug(name: str) -> str:

@@ -198,6 +198,13 @@ FIELDS: tuple[Field, ...] = (
     Field("workspace_size", "MCP_BRIDGE_WORKSPACE_SIZE", parse_size, "a size such as 128m", "128m"),
     Field("capture_limit", "MCP_BRIDGE_CAPTURE_LIMIT", _size_in(1 << 10, 16 << 20), "a size from 1k to 16m", "1m"),
     Field("max_sessions", "MCP_BRIDGE_MAX_SESSIONS", _int_in(1, 10_000), "a whole number, at least 1", "16"),
+    Field(
+        "warm_pool",
+        "MCP_BRIDGE_WARM_POOL",
+        _int_in(0, 64),
+        "a whole number of pre-started sandboxes from 0 to 64 (0: none)",
+        "2",
+    ),
     Field("session_idle_timeout", "MCP_BRIDGE_SESSION_IDLE_TIMEOUT", _float_in(1, 10**7), "seconds", "900"),
     Field("interrupt_grace", "MCP_BRIDGE_INTERRUPT_GRACE", _float_in(0.05, 600), "seconds", "2"),
     Field("startup_timeout", "MCP_BRIDGE_STARTUP_TIMEOUT", _float_in(1, 3600), "seconds", "60"),
@@ -291,6 +298,7 @@ class Settings:
     workspace_size: int = 128 << 20
     capture_limit: int = 1 << 20
     max_sessions: int = 16
+    warm_pool: int = 2
     session_idle_timeout: float = 900.0
     interrupt_grace: float = 2.0
     startup_timeout: float = 60.0

@@ -440,6 +440,9 @@ def target_settings(name: str, state_dir: Path, **changes: Any) -> Settings:
     """Small limits: 256m, 64 processes (gVisor's host-thread floor is the backend's business), 20 s, 64k."""
     runtime = "bubblewrap" if name == "bubblewrap" else "podman"
     extra: dict[str, Any] = {"oci_runtime": "runsc"} if name == "gvisor" else {}
+    # No warm pool: attacks check that nothing of theirs is left while the bridge still runs, by counting the
+    # bridge's sandboxes, and idle pooled ones would be counted (the pool has its own tests: test_warm_pool.py).
+    extra["warm_pool"] = 0
     extra.update(changes)
     return sandbox_settings(runtime=runtime, state_dir=state_dir, timeout=20, **extra)
 

@@ -1,0 +1,230 @@
+"""Pre-started workers, so a new session's first call costs about as much as a warm call.
+
+Starting a sandbox is most of what a new session waits for (tens of milliseconds for bubblewrap, hundreds for
+a container); a pooled worker has already paid that. A pooled worker is generic: nothing session-specific is
+in it until its first ``execute``, which carries the context (servers, saved tools) because it is ``fresh``.
+
+The pool also keeps the count of *every* worker of its session manager, pooled or not, including those being
+started and those being closed, and every start goes through that count: so pooled workers plus session
+workers never exceed ``max_sessions``, whatever the timing. The pool only fills slots no session is using,
+and a session that needs a worker takes a pooled one first, so when the cap is reached the pool shrinks (it
+is drained and not refilled) instead of blocking sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import itertools
+import logging
+import weakref
+
+import anyio
+
+from .errors import SessionLimitError
+from .sandbox.base import Backend
+from .sandbox.worker import Worker
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+_BACKOFF_FIRST = 1.0  # seconds before retrying after a failed start; doubles per failure in a row
+_BACKOFF_MAX = 60.0
+
+
+@dataclasses.dataclass
+class PoolCounters:
+    """What the pool has done since it started (for tests, benchmarks and logs)."""
+
+    started: int = 0  # workers that became ready in the pool
+    taken: int = 0  # handed to a session
+    discarded: int = 0  # found dead in the pool, closed and never handed out
+    failed: int = 0  # starts that failed
+    peak_live: int = 0  # the most workers that existed at once (pooled, in sessions, starting or closing)
+
+
+class WarmPool:
+    """Up to ``settings.warm_pool`` ready workers, and the cap on all workers of one session manager."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, backend: Backend, settings: Settings) -> None:
+        self.backend = backend
+        self.settings = settings
+        self.size = settings.warm_pool
+        self.cap = settings.max_sessions
+        self.counters = PoolCounters()
+        self._ready: collections.deque[Worker] = collections.deque()
+        self._starting: set[asyncio.Task[None]] = set()
+        self._live = 0  # every worker that exists: pooled, starting, in a session, or being closed
+        self._closing: set[asyncio.Task[None]] = set()  # dead pooled workers being closed
+        self._changed = asyncio.Event()  # replaced on every change: a slot was freed or a worker became ready
+        self._wake = asyncio.Event()
+        self._filler: asyncio.Task[None] | None = None
+        self._retired: weakref.WeakSet[Worker] = weakref.WeakSet()  # so closing one twice frees one slot
+        self._failures = 0  # failed starts in a row
+        self._closed = False
+
+    @property
+    def live(self) -> int:
+        """Workers that exist now, whoever holds them; never above ``cap``."""
+        return self._live
+
+    @property
+    def ready(self) -> int:
+        return len(self._ready)
+
+    @property
+    def starting(self) -> int:
+        return len(self._starting)
+
+    def ready_workers(self) -> tuple[Worker, ...]:
+        return tuple(self._ready)
+
+    def start(self) -> None:
+        """Begin filling in the background: the bridge must not wait for sandboxes nobody asked for yet."""
+        if self.size > 0 and self._filler is None and not self._closed:
+            self._filler = asyncio.create_task(self._fill_forever())
+
+    async def acquire(self, worker_id: str) -> Worker:
+        """A started worker for a session: a pooled one if one is ready and alive, else a new one.
+
+        Waits only when every slot under the cap is held by a worker that is starting or closing; either
+        frees up or becomes ready within ``startup_timeout`` or a close, so the wait is bounded.
+        """
+        while True:
+            if self._closed:
+                raise SessionLimitError("the bridge is shutting down; no new sandbox can start")
+            worker = await self._take()
+            if worker is not None:
+                return worker
+            if self._claim():
+                break
+            changed = self._changed  # no await between the checks above and this wait: no lost wake-up
+            await changed.wait()
+        worker = Worker(self.backend, self.settings, worker_id)
+        try:
+            await worker.start()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await worker.close()
+                self._release()
+            raise
+        if self._closed:  # the manager closed while this one started: it must not outlive the bridge
+            await self.retire(worker)
+            raise SessionLimitError("the bridge is shutting down; no new sandbox can start")
+        return worker
+
+    async def retire(self, worker: Worker) -> None:
+        """Close a worker ``acquire`` gave out; its slot is free only once it is gone. Safe to call twice."""
+        if worker in self._retired:
+            return
+        self._retired.add(worker)
+        try:
+            with anyio.CancelScope(shield=True):
+                await worker.close()
+        finally:
+            self._release()
+
+    async def _take(self) -> Worker | None:
+        while self._ready:
+            worker = self._ready.popleft()
+            self._wake.set()  # refill
+            if worker.alive:
+                self.counters.taken += 1
+                return worker
+            log.info("a pooled %s worker had died (%s); replacing it", self.backend.name, worker.death_reason())
+            self.counters.discarded += 1
+            await self.retire(worker)
+        return None
+
+    def _claim(self) -> bool:
+        """Reserve a slot for a worker about to start; no await between the check and the count."""
+        if self._live >= self.cap:
+            return False
+        self._live += 1
+        self.counters.peak_live = max(self.counters.peak_live, self._live)
+        return True
+
+    def _release(self) -> None:
+        self._live -= 1
+        self._wake.set()
+        self._notify()
+
+    def _notify(self) -> None:
+        """Wake every session waiting for a slot or a ready worker (synchronous, so safe in cleanup)."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def _fill_forever(self) -> None:
+        while not self._closed:
+            self._prune_dead()
+            while len(self._ready) + len(self._starting) < self.size and self._claim():
+                task = asyncio.create_task(self._start_one())
+                self._starting.add(task)
+                task.add_done_callback(self._starting.discard)
+            self._wake.clear()
+            await self._wake.wait()
+            if self._failures:
+                delay = min(_BACKOFF_FIRST * 2 ** (self._failures - 1), _BACKOFF_MAX)
+                await asyncio.sleep(delay)
+
+    def _prune_dead(self) -> None:
+        """Dead pooled workers are found here as well as at take time, so the pool does not sit on corpses."""
+        for worker in [w for w in self._ready if not w.alive]:
+            self._ready.remove(worker)
+            self.counters.discarded += 1
+            log.info("a pooled %s worker had died (%s); replacing it", self.backend.name, worker.death_reason())
+            task = asyncio.create_task(self.retire(worker))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    async def _start_one(self) -> None:
+        worker = Worker(self.backend, self.settings, f"pool-{next(self._ids)}")
+        try:
+            await worker.start()
+        except asyncio.CancelledError:
+            with anyio.CancelScope(shield=True):
+                await worker.close()
+                self._release()
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failed start (launch, image, timeout) means back off
+            self.counters.failed += 1
+            self._failures += 1
+            if self._failures == 1:
+                log.warning(
+                    "the warm pool could not start a %s worker (%s); retrying with back-off, and sessions "
+                    "start their own workers meanwhile",
+                    self.backend.name,
+                    exc,
+                )
+            else:
+                log.debug("warm pool start failed again (%d in a row): %s", self._failures, exc)
+            await self.retire(worker)
+            return
+        if self._closed:
+            await self.retire(worker)
+            return
+        if self._failures:
+            log.info("the warm pool starts %s workers again", self.backend.name)
+        self._failures = 0
+        self.counters.started += 1
+        self._ready.append(worker)
+        self._notify()
+
+    async def close(self) -> None:
+        """Stop filling and close every pooled worker, including those still starting."""
+        self._closed = True
+        if self._filler is not None:
+            self._filler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._filler
+        starting = list(self._starting)
+        for task in starting:
+            task.cancel()
+        await asyncio.gather(*starting, return_exceptions=True)
+        ready = list(self._ready)
+        self._ready.clear()
+        await asyncio.gather(*(self.retire(w) for w in ready), *self._closing, return_exceptions=True)
+        self._notify()

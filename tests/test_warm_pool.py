@@ -1,0 +1,224 @@
+"""The warm pool, on every real backend: pooled workers are used, refilled, capped, replaced, and closed.
+
+Nothing here measures time: a pooled worker is proven by identity and by the pool's counters, and the cap by
+sampling both the pool's own count and the sandboxes that really exist (cgroups, containers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_codemode.errors import SettingsError
+from mcp_codemode.sandbox import cgroups
+from mcp_codemode.sessions import SessionManager
+from mcp_codemode.settings import Settings
+
+from .conftest import our_containers
+
+sandboxed = pytest.mark.usefixtures("no_orphans")  # every test that starts sandboxes checks none is left
+WithSessions = Callable[..., Any]
+
+
+async def settle(condition: Callable[[], bool], seconds: float = 60.0) -> None:
+    """Wait until ``condition`` holds: a bounded wait for the background fill, not a timing test."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not condition():
+        assert loop.time() < deadline, "the warm pool did not reach the expected state"
+        await asyncio.sleep(0.02)
+
+
+@sandboxed
+def test_a_new_sessions_first_call_uses_a_pooled_worker_and_the_pool_refills(with_sessions: WithSessions) -> None:
+    fresh_flags: list[bool] = []
+
+    def context(fresh: bool) -> dict[str, Any]:
+        fresh_flags.append(fresh)
+        return {}
+
+    async def body(s: SessionManager) -> None:
+        await settle(lambda: s.pool.ready == 2)
+        pooled = s.pool.ready_workers()
+        first = await s.execute("x = 41\nx + 1", session="new", context=context)
+        assert first.status == "ok" and first.value == "42", first
+        assert s.worker("new") in pooled, "the first call did not run in a pooled worker"
+        assert s.pool.counters.taken == 1
+        assert fresh_flags == [True], "a pooled worker must get the session's context, like any fresh worker"
+        await settle(lambda: s.pool.ready == 2)
+        assert s.pool.counters.started == 3
+        assert all(w.alive and w is not s.worker("new") for w in s.pool.ready_workers())
+        second = await s.execute("x", session="new", context=context)
+        assert second.value == "41" and fresh_flags == [True, False]
+
+    with_sessions(body, warm_pool=2)
+
+
+@sandboxed
+def test_reset_and_a_crashed_sessions_restart_take_from_the_pool(with_sessions: WithSessions) -> None:
+    async def body(s: SessionManager) -> None:
+        await s.execute("x = 1", session="a")
+        await settle(lambda: s.pool.ready == 2)
+        pooled, taken = s.pool.ready_workers(), s.pool.counters.taken
+        after_reset = await s.execute("'x' in dir()", session="a", reset=True)
+        assert after_reset.value == "False" and "reset" in after_reset.notice
+        assert s.worker("a") in pooled
+        await settle(lambda: s.pool.ready == 2)
+        pooled = s.pool.ready_workers()
+        crashed = await s.execute("import os\nos._exit(3)", session="a")
+        assert crashed.status == "crashed" and crashed.state_lost
+        restarted = await s.execute("'restarted'", session="a")
+        assert restarted.value == "'restarted'"
+        assert s.worker("a") in pooled
+        assert s.pool.counters.taken == taken + 2
+
+    with_sessions(body, warm_pool=2)
+
+
+def _real_sandboxes(backend_name: str) -> Callable[[], int]:
+    """Count the sandboxes of this process as the host sees them, independent of the pool's own count."""
+    if backend_name == "podman":
+        prefix = f"mcp-codemode-{os.getpid()}-"
+        return lambda: sum(1 for name in our_containers() if name.startswith(prefix))
+    parents = list(cgroups.probe().parents.values())[:1]
+    return lambda: sum(1 for parent in parents for _ in parent.glob(f"w-{os.getpid()}-*"))
+
+
+@sandboxed
+def test_pool_plus_sessions_never_exceed_max_sessions(with_sessions: WithSessions, backend_name: str) -> None:
+    count_real = _real_sandboxes(backend_name)
+    real_samples: list[int] = []
+    stop = threading.Event()
+
+    def sample_host() -> None:
+        while not stop.is_set():
+            real_samples.append(count_real())
+            stop.wait(0.01)
+
+    async def body(s: SessionManager) -> tuple[list[int], int]:
+        counted: list[int] = []
+
+        async def sample_pool() -> None:
+            while True:
+                counted.append(s.pool.live)
+                await asyncio.sleep(0.002)
+
+        sampler = asyncio.create_task(sample_pool())
+        await settle(lambda: s.pool.ready == 2)
+        names = ["one", "two", "three"]
+        results = await asyncio.gather(*(s.execute(f"'{n}'", session=n) for n in names))
+        assert [r.value for r in results] == [f"'{n}'" for n in names]
+        results = await asyncio.gather(*(s.execute("1", session=n, reset=True) for n in names))
+        assert all(r.status == "ok" for r in results), results
+        await s.expire_idle()  # nothing is idle that long: nothing may change
+        taken = s.pool.counters.taken
+        sampler.cancel()
+        assert s.pool.live == 3 and s.pool.ready == 0, "with every slot in a session, the pool must be empty"
+        return counted, taken
+
+    watcher = threading.Thread(target=sample_host)
+    watcher.start()
+    try:
+        counted, taken = with_sessions(body, max_sessions=3, warm_pool=2)
+    finally:
+        stop.set()
+        watcher.join()
+    assert max(counted) <= 3, f"the pool's count of workers went above max_sessions: {max(counted)}"
+    assert max(real_samples) <= 3, f"more sandboxes than max_sessions existed at once: {max(real_samples)}"
+    assert taken >= 2, "the two pooled workers should have gone to the first sessions"
+
+
+@sandboxed
+def test_warm_pool_zero_starts_no_pooled_worker(with_sessions: WithSessions) -> None:
+    async def body(s: SessionManager) -> None:
+        result = await s.execute("'cold'", session="solo")
+        assert result.value == "'cold'"
+        worker = s.worker("solo")
+        assert worker is not None and worker.worker_id == "solo-1"
+        await asyncio.sleep(0.2)  # room for a (wrong) background start; the assertion is on counts, not time
+        assert (s.pool.counters.started, s.pool.ready, s.pool.starting, s.pool.live) == (0, 0, 0, 1)
+
+    with_sessions(body, warm_pool=0)
+
+
+@sandboxed
+def test_a_dead_pooled_worker_is_replaced_and_never_handed_out(with_sessions: WithSessions) -> None:
+    async def body(s: SessionManager) -> None:
+        await settle(lambda: s.pool.ready == 2)
+        dead = s.pool.ready_workers()
+        for worker in dead:
+            await worker.kill()
+        assert not any(w.alive for w in dead)
+        result = await s.execute("'alive'", session="after")
+        assert result.status == "ok" and result.value == "'alive'", result
+        assert result.notice == "", "a session must not see the pool's dead workers"
+        assert s.worker("after") not in dead
+        assert s.pool.counters.discarded == 2
+        await settle(lambda: s.pool.ready == 2)
+        assert all(w.alive and w not in dead for w in s.pool.ready_workers())
+        assert s.pool.live == 3
+
+    with_sessions(body, warm_pool=2)
+
+
+@sandboxed
+def test_closing_while_the_pool_is_still_starting_leaves_nothing(with_sessions: WithSessions) -> None:
+    async def body(s: SessionManager) -> None:
+        await asyncio.sleep(0)  # the fill has begun; close now, mid-start
+
+    with_sessions(body, warm_pool=4)
+
+
+@sandboxed
+def test_closing_a_full_pool_and_sessions_leaves_nothing(with_sessions: WithSessions) -> None:
+    async def body(s: SessionManager) -> None:
+        await s.execute("1", session="a")
+        await settle(lambda: s.pool.ready == 3)
+
+    with_sessions(body, warm_pool=3)
+
+
+@sandboxed
+def test_a_backend_that_cannot_start_workers_does_not_make_the_pool_spin(
+    with_sessions: WithSessions, backend_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Real failures: the container image does not exist, or the "interpreter" exits at once.
+    broken: dict[str, Any] = (
+        {"image": "mcp-codemode-no-such-image:latest"}
+        if backend_name == "podman"
+        else {"sandbox_python": Path("/bin/false")}
+    )
+
+    async def body(s: SessionManager) -> tuple[int, int]:
+        await settle(lambda: s.pool.counters.failed >= 1)
+        await asyncio.sleep(2.5)  # a spinning pool would fail hundreds of times meanwhile
+        return s.pool.counters.failed, s.pool.live
+
+    with caplog.at_level(logging.INFO, logger="mcp_codemode.warm_pool"):
+        failed, live = with_sessions(body, warm_pool=2, **broken)
+    assert 1 <= failed <= 8, f"the pool retried {failed} times in a few seconds: it must back off"
+    assert live == 0
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert "could not start" in warnings[0].getMessage()
+
+
+@pytest.mark.parametrize("raw", ["-1", "65", "two", "1.5", ""])
+def test_bad_warm_pool_values_are_refused_with_the_rule(raw: str) -> None:
+    with pytest.raises(SettingsError, match=r"MCP_BRIDGE_WARM_POOL='.*' is not valid: expected .*0 to 64"):
+        Settings.load(env={"MCP_BRIDGE_WARM_POOL": raw})
+
+
+def test_warm_pool_setting_is_read_from_env_and_file(tmp_path: Path) -> None:
+    assert Settings.load(env={}).warm_pool == 2
+    assert Settings.load(env={"MCP_BRIDGE_WARM_POOL": " 0 "}).warm_pool == 0
+    settings_file = tmp_path / "s.toml"
+    settings_file.write_text("warm_pool = 5\n", encoding="utf-8")
+    assert Settings.load(env={}, settings_file=settings_file).warm_pool == 5
