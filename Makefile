@@ -3,5 +3,5 @@
 setup: ; scripts/setup.sh
 demo: ; scripts/demo.sh
 test: ; scripts/test.sh
-bench: setup ; .venv/bin/python benchmarks/sandbox.py && .venv/bin/python benchmarks/mcp_face.py && .venv/bin/python benchmarks/proxy.py && .venv/bin/python benchmarks/search.py && .venv/bin/python benchmarks/tokens.py
+bench: setup ; .venv/bin/python benchmarks/run_all.py $(BENCH_ARGS)
 lint: ; .venv/bin/ruff check src tests benchmarks && .venv/bin/mypy

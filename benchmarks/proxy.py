@@ -629,7 +629,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             # The sandbox's uid must pass through its parent to the staged guest files (as staging.py allows).
             os.chmod(scratch, 0o711)  # traverse only: nothing in it can be listed
             loaded = Settings.load(overrides={"runtime": args.backend})
-            settings = loaded.replace(state_dir=Path(scratch) / "state")
+            # The default policy's per-run budget (1,000 tool calls) is smaller than the sequential loop and its
+            # warm-up in one run_python: lifted here, since what is measured is the call path, not the budget.
+            policy = dataclasses.replace(loaded.policy, max_calls_per_run=0)
+            settings = loaded.replace(state_dir=Path(scratch) / "state", policy=policy)
             choice = choose_backend(settings)
             measured = asyncio.run(measure(args, settings, upstreams, Path(scratch)))
     except (BenchmarkError, CodemodeError) as exc:

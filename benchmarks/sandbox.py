@@ -20,6 +20,10 @@ What is measured (all with ``time.perf_counter``, in milliseconds)
         counted as the cost of every session.
     backends.<name>.warm_call
         ``execute("1", timeout=30)`` on one started worker, repeated after a few warm-up calls.
+    backends.<name>.new_session_first_call.warm_pool_<k>
+        ``SessionManager.execute("1")`` in a session never used before, through a session manager with
+        ``warm_pool=k``: with 2 the call takes a pre-started worker (the pool is let refill, untimed, before
+        each sample); with 0 it starts its own, as ``cold_start`` plus the session manager. Same ``n``.
     backends.<name>.overhead_vs_floor_ms
         Cold-start median minus floor median: what the sandbox adds on top of starting Python.
 
@@ -56,6 +60,7 @@ from mcp_codemode.errors import CodemodeError
 from mcp_codemode.sandbox.base import Backend
 from mcp_codemode.sandbox.select import AUTO_ORDER, make_backend
 from mcp_codemode.sandbox.worker import ExecutionResult, Worker
+from mcp_codemode.sessions import SessionManager
 from mcp_codemode.settings import Settings
 
 FLOOR_COMMAND = ("/usr/bin/python3", "-c", "pass")
@@ -144,6 +149,29 @@ class BackendBench:
         return summarize(samples)
 
 
+async def first_calls_of_new_sessions(backend: Backend, settings: Settings, n: int, pool: int) -> Stats:
+    """Milliseconds of ``SessionManager.execute("1")`` in a session never used before, with ``pool`` warm workers.
+
+    Before each sample the pool is given time to refill (untimed), as it would between two new sessions of a
+    real client; the session is discarded afterwards, untimed. ``pool=0`` is the cold path for comparison.
+    """
+    samples: list[float] = []
+    async with SessionManager(backend, settings.replace(warm_pool=pool)) as sessions:
+        for i in range(n + 1):  # the first is an unmeasured warm-up
+            for _ in range(3000):  # at most 60 s: a pool that cannot fill is measured as it is
+                if sessions.pool.ready >= pool:
+                    break
+                await asyncio.sleep(0.02)
+            started = time.perf_counter()
+            result = await sessions.execute(CODE, session=f"new-{i}", timeout=CALL_TIMEOUT)
+            elapsed = (time.perf_counter() - started) * 1000
+            check_result(result, backend.name, "first call of a new session")
+            await sessions.discard(f"new-{i}")
+            if i:
+                samples.append(elapsed)
+    return summarize(samples)
+
+
 async def measure_backend(backend: Backend, settings: Settings, cold_n: int, warm_n: int) -> dict[str, Any]:
     bench = BackendBench(backend, settings)
     began = time.perf_counter()
@@ -155,6 +183,10 @@ async def measure_backend(backend: Backend, settings: Settings, cold_n: int, war
         "warmup_cold_start_ms": round(warmup_ms, 3),
         "cold_start": cold,
         "warm_call": warm,
+        "new_session_first_call": {
+            "warm_pool_2": await first_calls_of_new_sessions(backend, settings, cold_n, 2),
+            "warm_pool_0": await first_calls_of_new_sessions(backend, settings, cold_n, 0),
+        },
         "elapsed_s": round(time.perf_counter() - began, 2),
     }
 
