@@ -6,11 +6,13 @@ Kept in one place so that every benchmark's JSON reads the same way (median, nea
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
 import platform
 import statistics
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -80,3 +82,14 @@ def emit(document: dict[str, Any], out: Path | None) -> None:
     print(text)
     if out is not None:
         out.write_text(text + "\n", encoding="utf-8")
+
+
+async def stop_server(process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    """SIGTERM a server the benchmark started, then SIGKILL it if it has not stopped within ``timeout`` s."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            await asyncio.to_thread(process.wait, timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            await asyncio.to_thread(process.wait)

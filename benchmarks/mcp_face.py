@@ -91,7 +91,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from common import Stats, emit, machine_info, positive, settings_info, summarize
+from common import Stats, emit, machine_info, positive, settings_info, stop_server, summarize
 from mcp_codemode.bridge import Bridge, RunRequest
 from mcp_codemode.errors import CodemodeError
 from mcp_codemode.sandbox.select import AUTO_ORDER, choose_backend
@@ -263,17 +263,6 @@ async def wait_listening(process: subprocess.Popen[bytes], port: int, launch: Se
     raise BenchmarkError(f"{series}: the HTTP server did not listen on port {port} within {STARTUP_TIMEOUT_S:g} s")
 
 
-async def stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL if the server has not stopped within ``STOP_TIMEOUT_S``."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            await asyncio.to_thread(process.wait, STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            await asyncio.to_thread(process.wait)
-
-
 @contextlib.asynccontextmanager
 async def http_server(launch: ServerLaunch, series: str, token: str) -> AsyncIterator[str]:
     """Start ``serve --transport http`` on a free loopback port; yields the endpoint URL."""
@@ -285,7 +274,7 @@ async def http_server(launch: ServerLaunch, series: str, token: str) -> AsyncIte
         await wait_listening(process, port, launch, series)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        await stop(process)
+        await stop_server(process, STOP_TIMEOUT_S)
 
 
 @contextlib.asynccontextmanager

@@ -85,7 +85,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from common import emit, machine_info, positive, settings_info, summarize
+from common import emit, machine_info, positive, settings_info, stop_server, summarize
 from mcp_codemode.errors import CodemodeError
 from mcp_codemode.sandbox.select import AUTO_ORDER, choose_backend
 from mcp_codemode.sandbox.worker import ExecutionResult
@@ -319,13 +319,7 @@ async def http_server(launch: Launch, label: str) -> AsyncIterator[Served]:
             await asyncio.sleep(0.05)
         yield Served(f"http://127.0.0.1:{port}/mcp", token, process.pid)
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                await asyncio.to_thread(process.wait, STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                await asyncio.to_thread(process.wait)
+        await stop_server(process, STOP_TIMEOUT_S)
 
 
 @contextlib.asynccontextmanager

@@ -88,7 +88,28 @@ def _real_sandboxes(backend_name: str) -> Callable[[], int]:
         prefix = f"mcp-codemode-{os.getpid()}-"
         return lambda: sum(1 for name in our_containers() if name.startswith(prefix))
     parents = list(cgroups.probe().parents.values())[:1]
-    return lambda: sum(1 for parent in parents for _ in parent.glob(f"w-{os.getpid()}-*"))
+    return lambda: sum(1 for parent in parents for group in parent.glob(f"w-{os.getpid()}-*") if _running(group))
+
+
+def _running(group: Path) -> bool:
+    """Whether a worker's cgroup still holds a process that is not a zombie.
+
+    A closed worker's group can outlive it for a moment: its processes are killed, but the host's init may take
+    a second to reap bwrap's zombies, and the group cannot be removed before (it is swept later). Such a group
+    holds no running sandbox, so it does not count against max_sessions.
+    """
+    try:
+        pids = (group / "cgroup.procs").read_text().split()
+    except OSError:
+        return False
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            return True
+    return False
 
 
 @sandboxed
