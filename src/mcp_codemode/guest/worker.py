@@ -55,7 +55,10 @@ MAX_INBOUND_FRAME = 64 * 1024 * 1024
 MAX_DEPTH = 100
 MAX_VALUES = 250_000
 READ_CHUNK = 65536
-FENCE_WAIT_SECONDS = 0.05
+# How long a result waits for the capture threads to drain what the cell wrote. The pipes are usually empty at
+# once; 0.05 s lost a cell's last line under gVisor right after a thread bomb (the readers were slow to run),
+# and a writer that never stops (a background flood) delays each result by at most this.
+FENCE_WAIT_SECONDS = 0.5
 TEXT_LIMIT = 200_000
 GUEST_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep  # the worker's and runtime's own frames
 
