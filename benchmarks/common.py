@@ -13,7 +13,7 @@ import os
 import platform
 import statistics
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +93,11 @@ async def stop_server(process: subprocess.Popen[bytes], timeout: float = 20.0) -
         except subprocess.TimeoutExpired:
             process.kill()
             await asyncio.to_thread(process.wait)
+
+
+def fill_defaults(args: argparse.Namespace, quick: Mapping[str, Any], full: Mapping[str, Any]) -> argparse.Namespace:
+    """Give every option left unset (None) its ``--quick`` or full-run default; explicit flags win either way."""
+    for name, value in (quick if args.quick else full).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args

@@ -82,7 +82,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
-from common import Stats, emit, machine_info, positive, settings_info, summarize
+from common import Stats, emit, fill_defaults, machine_info, positive, settings_info, summarize
 from mcp_codemode.bridge import Bridge, RunRequest
 from mcp_codemode.errors import CodemodeError
 from mcp_codemode.sandbox.select import AUTO_ORDER, choose_backend
@@ -610,12 +610,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON document to this file")
     args = parser.parse_args(argv)
-    defaults = QUICK if args.quick else {"n": DEFAULT_N, "sequential": DEFAULT_SEQUENTIAL,
-                                         "gather_repeats": DEFAULT_GATHER_REPEATS}  # fmt: skip
-    for name, value in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    return args
+    full = {"n": DEFAULT_N, "sequential": DEFAULT_SEQUENTIAL, "gather_repeats": DEFAULT_GATHER_REPEATS}
+    return fill_defaults(args, QUICK, full)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from catalogs import Catalog, Query, load_queries, mixed_catalog, real_catalog, search_text, tokens, tool_id
-from common import Stats, emit, machine_info, positive, summarize
+from common import Stats, emit, fill_defaults, machine_info, positive, summarize
 
 try:
     from mcp_codemode.upstream.ranking import Entry, Ranker
@@ -355,11 +355,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON document to this file")
     args = parser.parse_args(argv)
-    defaults = QUICK if args.quick else {"n": DEFAULT_N, "builds": DEFAULT_BUILDS}
-    for name, value in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    return args
+    return fill_defaults(args, QUICK, {"n": DEFAULT_N, "builds": DEFAULT_BUILDS})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -85,7 +85,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from common import emit, machine_info, positive, settings_info, stop_server, summarize
+from common import emit, fill_defaults, machine_info, positive, settings_info, stop_server, summarize
 from mcp_codemode.errors import CodemodeError
 from mcp_codemode.sandbox.select import AUTO_ORDER, choose_backend
 from mcp_codemode.sandbox.worker import ExecutionResult
@@ -639,12 +639,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON document to this file")
     args = parser.parse_args(argv)
-    defaults = QUICK if args.quick else {"calls": DEFAULT_CALLS, "idle": DEFAULT_IDLE,
-                                         "growth_calls": DEFAULT_GROWTH_CALLS}  # fmt: skip
-    for name, value in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    return args
+    full = {"calls": DEFAULT_CALLS, "idle": DEFAULT_IDLE, "growth_calls": DEFAULT_GROWTH_CALLS}
+    return fill_defaults(args, QUICK, full)
 
 
 async def run(args: argparse.Namespace, settings: Settings, launch: Launch) -> dict[str, Any]:

@@ -44,6 +44,7 @@ def diagnose(settings: Settings, discovery: Discovery | None = None) -> dict[str
         chosen: dict[str, Any] = {"backend": choice.backend.name, "reason": choice.reason}
     except SandboxUnavailable as exc:
         chosen = {"backend": None, "reason": str(exc)}
+    weak_spots = findings(setup_facts(settings, discovery, chosen, cgroup))
     return {
         "platform": f"{platform.system()} {platform.release()} ({platform.machine()})",
         "bridge_python": sys.version.split()[0],
@@ -61,13 +62,14 @@ def diagnose(settings: Settings, discovery: Discovery | None = None) -> dict[str
             "detail": cgroup.reason,
         },
         "state_dir": str(settings.state_dir),
-        "warnings": [dataclasses.asdict(finding) for finding in findings(setup_facts(settings, discovery, chosen))],
+        "warnings": [dataclasses.asdict(finding) for finding in weak_spots],
     }
 
 
-def setup_facts(settings: Settings, discovery: Discovery | None, chosen: dict[str, Any]) -> SetupFacts:
-    """Read off this machine and these settings what the weak-setup rules look at."""
-    cgroup = BubblewrapBackend(settings).cgroup_support
+def setup_facts(
+    settings: Settings, discovery: Discovery | None, chosen: dict[str, Any], cgroup: CgroupSupport
+) -> SetupFacts:
+    """Read off this machine and these settings what the weak-setup rules look at (``cgroup``: as probed)."""
     podman = ContainerBackend(settings, "podman")
     backend = chosen.get("backend")
     servers = discovery.servers if discovery is not None else ()

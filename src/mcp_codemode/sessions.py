@@ -109,15 +109,13 @@ class SessionManager:
                 notices.append(entry.pending_notice)
                 entry.pending_notice = ""
             if reset and entry.worker is not None:
-                old, entry.worker = entry.worker, None
-                await self.pool.retire(old)
+                await self._retire_worker(entry)
                 notices.append("The session was reset: it starts with a fresh namespace.")
             if entry.worker is None or not entry.worker.alive:
-                if entry.worker is not None:
-                    old, entry.worker = entry.worker, None
-                    await self.pool.retire(old)
+                stopped = await self._retire_worker(entry)
+                if stopped is not None:
                     notices.append(
-                        f"The previous sandbox of this session had stopped ({old.death_reason()}); "
+                        f"The previous sandbox of this session had stopped ({stopped.death_reason()}); "
                         "this call runs in a fresh one with an empty namespace."
                     )
                 entry.worker = await self._start_worker(session, entry)
@@ -134,12 +132,18 @@ class SessionManager:
             )
             entry.last_used = time.monotonic()
             if result.state_lost:
-                old, entry.worker = entry.worker, None
-                await self.pool.retire(old)
+                await self._retire_worker(entry)
         if notices:
             joined = " ".join([*notices, result.notice]).strip()
             result = dataclasses.replace(result, notice=joined)
         return result
+
+    async def _retire_worker(self, entry: Session) -> Worker | None:
+        """Detach the session's worker first (so nothing hands it out again), then close it through the pool."""
+        worker, entry.worker = entry.worker, None
+        if worker is not None:
+            await self.pool.retire(worker)
+        return worker
 
     async def _start_worker(self, session: str, entry: Session) -> Worker:
         """A ready worker from the pool if there is one, else a new one (named after the session)."""
@@ -175,9 +179,7 @@ class SessionManager:
         self._forgotten[entry.name] = why
         while len(self._forgotten) > 4 * self.settings.max_sessions:
             self._forgotten.pop(next(iter(self._forgotten)))
-        if entry.worker is not None:
-            worker, entry.worker = entry.worker, None
-            await self.pool.retire(worker)
+        await self._retire_worker(entry)
 
     async def discard(self, name: str) -> None:
         """Close a session for good, without a notice for a later call (throwaway sessions end this way)."""

@@ -107,9 +107,7 @@ class WarmPool:
         try:
             await worker.start()
         except BaseException:
-            with anyio.CancelScope(shield=True):
-                await worker.close()
-                self._release()
+            await self.retire(worker)
             raise
         if self._closed:  # the manager closed while this one started: it must not outlive the bridge
             await self.retire(worker)
@@ -134,10 +132,13 @@ class WarmPool:
             if worker.alive:
                 self.counters.taken += 1
                 return worker
-            log.info("a pooled %s worker had died (%s); replacing it", self.backend.name, worker.death_reason())
-            self.counters.discarded += 1
+            self._note_dead(worker)
             await self.retire(worker)
         return None
+
+    def _note_dead(self, worker: Worker) -> None:
+        self.counters.discarded += 1
+        log.info("a pooled %s worker had died (%s); replacing it", self.backend.name, worker.death_reason())
 
     def _claim(self) -> bool:
         """Reserve a slot for a worker about to start; no await between the check and the count."""
@@ -174,8 +175,7 @@ class WarmPool:
         """Dead pooled workers are found here as well as at take time, so the pool does not sit on corpses."""
         for worker in [w for w in self._ready if not w.alive]:
             self._ready.remove(worker)
-            self.counters.discarded += 1
-            log.info("a pooled %s worker had died (%s); replacing it", self.backend.name, worker.death_reason())
+            self._note_dead(worker)
             task = asyncio.create_task(self.retire(worker))
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
@@ -185,9 +185,7 @@ class WarmPool:
         try:
             await worker.start()
         except asyncio.CancelledError:
-            with anyio.CancelScope(shield=True):
-                await worker.close()
-                self._release()
+            await self.retire(worker)
             raise
         except Exception as exc:  # noqa: BLE001 - any failed start (launch, image, timeout) means back off
             self.counters.failed += 1

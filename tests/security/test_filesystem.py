@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import fail_unless
 from tests.security.conftest import ATTEMPT, Target, outcome
 
 OUTSIDE = (
@@ -250,8 +251,7 @@ report({{'mknod': made, 'open': opened, 'extra': extra, 'open what mknod made': 
 
 def test_links_cannot_reach_host_files(target: Target) -> None:
     """Symlinks resolve in the sandbox's own view; hard links cannot cross mounts; file handles are refused."""
-    if platform.machine() != "x86_64":
-        pytest.skip("the handle syscall numbers below are x86-64's")
+    fail_unless(platform.machine() == "x86_64", "the handle syscall numbers below are x86-64's")
     honey = str(target.canaries.honey_files["ssh_key"])
     code = (
         ATTEMPT
@@ -352,8 +352,7 @@ report({'bit kept': bits, 'mount options': options, 'setuid root programs': setu
 
 def test_clone3_cannot_make_a_mount_namespace(target: Target) -> None:
     """clone3 hides its flags from seccomp; it must fail outright, so new namespaces only go through clone."""
-    if platform.machine() != "x86_64":
-        pytest.skip("the clone3 syscall number below is x86-64's")
+    fail_unless(platform.machine() == "x86_64", "the clone3 syscall number below is x86-64's")
     code = """
     import ctypes, errno, os, struct
     libc = ctypes.CDLL(None, use_errno=True)

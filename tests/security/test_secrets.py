@@ -14,8 +14,7 @@ import platform
 import textwrap
 from pathlib import Path
 
-import pytest
-
+from tests.conftest import fail_unless
 from tests.security.conftest import ATTEMPT, BRIDGE_SECRET_ENV, UPSTREAM_SECRET_ENV, Target, outcome
 
 READ_ATTEMPT = """
@@ -209,8 +208,7 @@ def test_only_the_workers_own_descriptors_are_open(target: Target) -> None:
 
 
 def test_the_kernel_keyring_is_out_of_reach(target: Target) -> None:
-    if platform.machine() != "x86_64":
-        pytest.skip("the keyring syscall numbers below are x86-64's")
+    fail_unless(platform.machine() == "x86_64", "the keyring syscall numbers below are x86-64's")
     code = """
     import ctypes, errno
     libc = ctypes.CDLL(None, use_errno=True)

@@ -20,7 +20,7 @@ import json
 import math
 import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 HEADER = struct.Struct(">I")
@@ -133,24 +133,17 @@ def _check_and_repair(message: dict[str, Any]) -> None:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise FrameError(f"the worker sent a frame nested more than {MAX_DEPTH} levels deep")
-        if isinstance(node, dict):
-            if not all(_encodable(key) for key in node):
-                items = [(_repaired(key), value) for key, value in node.items()]
-                node.clear()
-                node.update(items)
-            for key, value in node.items():
-                if isinstance(value, str):
-                    if not _encodable(value):
-                        node[key] = _repaired(value)
-                elif isinstance(value, (dict, list)):
-                    stack.append((value, depth + 1))
-        else:
-            for index, value in enumerate(node):
-                if isinstance(value, str):
-                    if not _encodable(value):
-                        node[index] = _repaired(value)
-                elif isinstance(value, (dict, list)):
-                    stack.append((value, depth + 1))
+        if isinstance(node, dict) and not all(_encodable(key) for key in node):
+            items = [(_repaired(key), value) for key, value in node.items()]
+            node.clear()
+            node.update(items)
+        entries: Iterable[tuple[Any, Any]] = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, value in entries:  # only values are replaced, so iterating while assigning is safe
+            if isinstance(value, str):
+                if not _encodable(value):
+                    node[key] = _repaired(value)
+            elif isinstance(value, (dict, list)):
+                stack.append((value, depth + 1))
 
 
 def _encodable(text: str) -> bool:
