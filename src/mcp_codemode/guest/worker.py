@@ -1,6 +1,6 @@
 """The worker that runs inside the sandbox.
 
-It is shipped as a file and started as ``python3 -I -B -u worker.py CONFIG_JSON``; it must run on any
+It is shipped as a file and started through ``python3 -I -B -u boot.py CONFIG_JSON``; it must run on any
 Python >= 3.10 with the standard library only, and it imports nothing of the host package.
 
 Why it is shaped this way:
@@ -466,7 +466,8 @@ def undecodable_reply(payload: bytes, exc: BaseException) -> dict[str, Any] | No
 
 def load_runtime() -> Any:
     """Make the guest's ``mcp`` package importable by user code and return its runtime module."""
-    sys.path.insert(0, GUEST_DIR.rstrip(os.sep))
+    if GUEST_DIR.rstrip(os.sep) not in sys.path:  # boot.py put it there already
+        sys.path.insert(0, GUEST_DIR.rstrip(os.sep))
     # Plots render to bytes here; there is no display, and the home directory may not be writable.
     os.environ.setdefault("MPLBACKEND", "Agg")
     os.environ.setdefault("MPLCONFIGDIR", "/tmp/.matplotlib")  # the sandbox's private tmpfs

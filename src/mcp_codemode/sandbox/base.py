@@ -76,5 +76,5 @@ class Backend(abc.ABC):
 
 
 def guest_argv(python: str, guest_config: dict[str, Any]) -> list[str]:
-    """The command that starts the worker inside any sandbox: isolated mode, no bytecode, unbuffered."""
-    return [python, "-I", "-B", "-u", f"{GUEST_MOUNT}/worker.py", json.dumps(guest_config, separators=(",", ":"))]
+    """The command that starts the worker inside any sandbox: isolated mode, no bytecode written, unbuffered."""
+    return [python, "-I", "-B", "-u", f"{GUEST_MOUNT}/boot.py", json.dumps(guest_config, separators=(",", ":"))]

@@ -3,19 +3,29 @@
 The package may live somewhere the sandbox uid cannot reach (root's home is mode 700 on our machines), so
 the guest files are copied once into the state directory, under a name derived from their content: a
 new version lands beside the old one and a running worker never sees its files change underneath it.
+
+The guest modules are compiled to bytecode as they are staged. Every sandbox starts with ``-B`` on a read-only
+mount, so without this each start compiled the whole guest again (about 9 ms of a 60 ms cold start here). The
+bytecode is for this interpreter's version; a sandbox Python of another version finds no file for its tag and
+compiles in memory as before. Because the directory never changes once staged, the files are written in
+unchecked-hash mode: no source timestamps to compare, and nothing to go stale.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
+import py_compile
 import shutil
+import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
 
 from ..state_files import make_state_dir
+from .base import GUEST_MOUNT
 from .seccomp import oci_profile
 
 PASSWD = "root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{uid}:{gid}:sandbox:/workspace:/usr/sbin/nologin\n"  # noqa: S105
@@ -39,6 +49,15 @@ def guest_sources() -> dict[str, bytes]:
     return found
 
 
+def _compile(root: Path, name: str) -> None:
+    """Write the bytecode of ``root/name`` where Python looks for it, naming the path the sandbox sees."""
+    source = str(root / name)
+    compiled = importlib.util.cache_from_source(source)
+    mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
+    py_compile.compile(source, cfile=compiled, dfile=f"{GUEST_MOUNT}/{name}", doraise=True, invalidation_mode=mode)
+    os.chmod(compiled, 0o644)
+
+
 def stage_guest(state_dir: Path, uid: int, gid: int) -> Path:
     """Return a world-readable directory holding the guest files and a minimal /etc."""
     files = guest_sources()
@@ -46,7 +65,7 @@ def stage_guest(state_dir: Path, uid: int, gid: int) -> Path:
     files["etc/group"] = GROUP.format(gid=gid).encode()
     files["etc/hosts"] = b"127.0.0.1 localhost sandbox\n"
     files["seccomp.json"] = json.dumps(oci_profile(), indent=1).encode()
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(sys.implementation.cache_tag.encode() + b"\0")  # the bytecode's version
     for name in sorted(files):
         digest.update(name.encode() + b"\0" + files[name] + b"\0")
     base = state_dir / "guest"
@@ -63,6 +82,9 @@ def stage_guest(state_dir: Path, uid: int, gid: int) -> Path:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
             path.chmod(0o644)
+        for name in files:
+            if name.endswith(".py"):
+                _compile(scratch, name)
         for directory in [scratch, *(p for p in scratch.rglob("*") if p.is_dir())]:
             directory.chmod(0o755)
         try:
