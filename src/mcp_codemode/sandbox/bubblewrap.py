@@ -34,9 +34,10 @@ from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, En
 from .seccomp import SeccompUnavailable, bpf_pipe, denylist_bpf
 from .staging import stage_guest
 
-# Writes its own pid into each cgroup given before "--", then becomes the sandbox. Runs as root, so the
-# whole tree is confined before a single line of user code exists.
-_ENTER_CGROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 111; shift; done; shift; exec "$@"'
+# Moves itself into each cgroup given before "--" (writing 0, "the writer", to the files of
+# WorkerCgroup.entry_files), then becomes the sandbox. Runs as root, and the shell has one thread, so the whole
+# tree is confined before a single line of user code exists.
+_ENTER_CGROUPS = 'while [ "$1" != -- ]; do echo 0 > "$1" || exit 111; shift; done; shift; exec "$@"'
 _MERGED_USR_LINKS = ("bin", "sbin", "lib", "lib64", "lib32", "libx32")
 # Host /etc entries that hold no secrets but that libraries need: the loader's cache, the time zone, Debian's
 # alternatives symlinks (numpy finds libblas through them), fontconfig and matplotlib's system-wide defaults.
@@ -222,7 +223,7 @@ class BubblewrapBackend(Backend):
         seccomp_fd = bpf_pipe()
         argv = self._argv(seccomp_fd, guest_argv(str(self.python), config))
         if group is not None:
-            argv = ["/bin/sh", "-c", _ENTER_CGROUPS, "sh", *map(str, group.procs_files), "--", *argv]
+            argv = ["/bin/sh", "-c", _ENTER_CGROUPS, "sh", *map(str, group.entry_files), "--", *argv]
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,

@@ -118,6 +118,19 @@ class WorkerCgroup:
     def procs_files(self) -> list[Path]:
         return [d / "cgroup.procs" for d in self.directories.values()]
 
+    @property
+    def entry_files(self) -> list[Path]:
+        """Where a single-threaded process writes ``0`` to move itself in, before it starts anything else.
+
+        On v1 that is ``tasks``, not ``cgroup.procs``: moving a whole process takes the kernel's global
+        threadgroup lock, which waits for an RCU grace period, while moving the writing thread itself skips it
+        (Linux 5.17+). Measured here: 6-24 ms per start for ``echo $$ > cgroup.procs``, 0.03-0.07 ms for
+        ``echo 0 > tasks``. For a process with one thread, the two mean the same. v2 has no such file for a
+        domain group, so it keeps ``cgroup.procs``, where ``0`` also means the writer.
+        """
+        name = "tasks" if self.mode == "v1" else "cgroup.procs"
+        return [d / name for d in self.directories.values()]
+
     def oom_killed(self) -> bool:
         if self.mode == "v2":
             events = self._read(self.directories.get("unified"), "memory.events")

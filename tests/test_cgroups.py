@@ -1,0 +1,71 @@
+"""The bubblewrap backend's cgroups hold every process of a sandbox from its first instruction."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
+from mcp_codemode.sandbox.worker import Worker
+
+from .conftest import fail_unless, require_usable, sandbox_settings
+
+
+def _descendants(root: int) -> list[int]:
+    """``root`` and every process below it, from the host's /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry.name))
+    found, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        pending += children.get(pid, [])
+    return found
+
+
+def test_every_bubblewrap_process_starts_inside_the_workers_own_cgroups() -> None:
+    """The launcher moves itself in by writing 0 to v1's ``tasks`` (see cgroups.entry_files): check the result.
+
+    Every process of the sandbox, from bwrap to a child that user code started, must sit in the worker's own
+    group of each controller, or limits would silently apply to nothing.
+    """
+    settings = sandbox_settings(runtime="bubblewrap")
+    backend = BubblewrapBackend(settings)
+    require_usable(backend)
+    support = backend.cgroup_support
+    fail_unless(bool(support.parents), f"this host gives the bubblewrap backend no cgroups: {support.reason}")
+
+    async def tree() -> dict[int, str]:
+        worker = Worker(backend, settings, "entry-check")
+        await worker.start()
+        try:
+            result = await worker.execute("import subprocess\nchild = subprocess.Popen(['sleep', '60'])\n1", 30)
+            assert result.status == "ok", result
+            assert worker._launch is not None
+            pids = _descendants(worker._launch.process.pid)
+            return {pid: Path(f"/proc/{pid}/cgroup").read_text() for pid in pids}
+        finally:
+            await worker.close()
+
+    memberships = asyncio.run(tree())
+    # sh (exec'd into setpriv, then bwrap), bwrap's child, the worker, its capture threads are not processes, sleep
+    assert len(memberships) >= 4, memberships
+    for pid, text in memberships.items():
+        for controller in support.parents:
+            lines = [line for line in text.splitlines() if _names_controller(line, controller)]
+            assert len(lines) == 1 and lines[0].endswith("-entry-check"), (pid, controller, text)
+
+
+def _names_controller(line: str, controller: str) -> bool:
+    """Whether a /proc/PID/cgroup line is the one of ``controller`` ("unified" is v2's single line)."""
+    number, controllers, _ = line.split(":", 2)
+    if controller == "unified":
+        return number == "0" and controllers == ""
+    return controller in controllers.split(",")
