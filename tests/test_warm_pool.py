@@ -62,6 +62,26 @@ def test_a_new_sessions_first_call_uses_a_pooled_worker_and_the_pool_refills(wit
 
 
 @sandboxed
+def test_a_taken_worker_is_replaced_after_the_call_not_during_it(with_sessions: WithSessions) -> None:
+    """The replacement starts ``REFILL_DELAY_S`` later: a start forks on the event loop and takes a core, which
+    slowed the very call that took the pooled worker. Checked by state after a few turns of the event loop."""
+
+    async def body(s: SessionManager) -> None:
+        await settle(lambda: s.pool.ready == 2)
+        worker = await s.pool.acquire("taken")
+        try:
+            for _ in range(5):  # let the loop run: an immediate refill would have begun by now
+                await asyncio.sleep(0)
+            assert (s.pool.ready, s.pool.starting) == (1, 0), "a replacement started while the taker still ran"
+            await settle(lambda: s.pool.ready == 2)
+            assert s.pool.counters.started == 3
+        finally:
+            await s.pool.retire(worker)
+
+    with_sessions(body, warm_pool=2)
+
+
+@sandboxed
 def test_reset_and_a_crashed_sessions_restart_take_from_the_pool(with_sessions: WithSessions) -> None:
     async def body(s: SessionManager) -> None:
         await s.execute("x = 1", session="a")
