@@ -20,8 +20,12 @@ What is measured (all with ``time.perf_counter``, in milliseconds)
         client and server and our face, without a transport or a process boundary (``legacy`` passes
         JSON-RPC messages over memory streams; ``auto`` uses the SDK's direct dispatcher, without JSON).
     baseline.sandbox_cold
-        ``SessionManager.execute("1")`` on a session name never used before: starting a sandbox and
-        running its first cell.
+        ``SessionManager.execute("1")`` on a session name never used before, one every ``COLD_PACE_S``
+        seconds: the first call of a new session when the warm pool has had time to refill, so it takes a
+        pooled worker (or, with ``MCP_BRIDGE_WARM_POOL=0``, starts one).
+    baseline.sandbox_cold_burst
+        The same with the new sessions back to back: a burst of sessions drains a pool of 2 and most of
+        them wait for a start. No target applies; it shows what a burst costs.
     series.<transport>/<mode>
         One ``mcp-codemode serve`` process per series, driven by ``mcp.Client(..., mode=mode)``.
         ``transport`` is ``stdio`` (the client starts the server as its subprocess) or ``http`` (the
@@ -36,8 +40,10 @@ What is measured (all with ``time.perf_counter``, in milliseconds)
         call would get a throwaway sandbox (see server.py).
         ``ping``: an MCP ``ping`` round trip (handshake era only; the stateless protocol has none): the
         transport and SDK floor with no tool behind it.
-        ``cold_call``: ``{"code": "1", "session": "cold-<i>"}`` with a name never used before: what the
-        first call of a new session waits for through MCP. One unmeasured cold call runs first.
+        ``cold_call``: ``{"code": "1", "session": "cold-<i>"}`` with a name never used before, one every
+        ``COLD_PACE_S`` seconds: what the first call of a new session waits for through MCP, with a warm
+        pool (the issue's target). ``cold_burst``: the same back to back (``burst-<i>``), the drained pool.
+        One unmeasured cold call runs first.
         ``connect_ms``: one sample of entering ``Client`` (for stdio this includes starting the server).
         ``overhead_ms``: this series' median minus a baseline median. ``warm_vs_sandbox`` is the
         headline, what the MCP layer adds to a warm call; ``warm_vs_bridge`` leaves the bridge out;
@@ -58,7 +64,8 @@ Usage
                                   [--backend NAME] [--profile-server DIR] [--out FILE]
 
     ``--n`` sets the timed warm calls (and pings) per series and for the baselines (default 200);
-    ``--cold-n`` the first calls of new sessions (default 15, at most 100: each stays a warm sandbox
+    ``--cold-n`` the first calls of new sessions, paced and in a burst (default 15 each, at most 100: each
+    stays a warm sandbox
     until the series ends, and the server's ``MCP_BRIDGE_MAX_SESSIONS`` is raised to fit them, so no
     eviction lands in a timed call). ``--backend`` picks the sandbox (default: what ``auto`` chooses).
     ``--profile-server DIR`` runs each server under ``cProfile`` and writes ``DIR/<transport>-<mode>.prof``
@@ -82,7 +89,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +136,10 @@ finally:
     profile.dump_stats(sys.argv[1])
 """
 
+# Seconds between two paced new sessions: several times a pool refill here (a bubblewrap start is about 40 ms, a
+# podman one about 160 ms, and the pool starts its workers in parallel), so each paced call finds a warm pool.
+COLD_PACE_S = 0.3
+
 # The goal, as a limit on median(e2e warm call) - median(sandbox warm call), checked for every stdio series.
 STDIO_OVERHEAD_TARGET_MS = 2.0
 
@@ -156,6 +167,12 @@ def check_reply(reply: Any, what: str) -> None:
 # -- baseline: the same backend, in this process, without MCP ------------------------------------------------
 
 
+async def paced(measure: Callable[..., Awaitable[float]], *args: Any) -> float:
+    """One measurement after ``COLD_PACE_S`` of rest (untimed), so the warm pool has refilled."""
+    await asyncio.sleep(COLD_PACE_S)
+    return await measure(*args)
+
+
 async def measure_baseline(settings: Settings, n: int, cold_n: int, modes: Sequence[str]) -> dict[str, Any]:
     choice = choose_backend(settings)
     result: dict[str, Any] = {"backend": choice.backend.name, "reason": choice.reason}
@@ -172,7 +189,8 @@ async def measure_baseline(settings: Settings, n: int, cold_n: int, modes: Seque
             await execute("bench")
         result["sandbox_warm"] = summarize([await execute("bench") for _ in range(n)])
         await execute("cold-warmup")
-        result["sandbox_cold"] = summarize([await execute(f"cold-{index}") for index in range(cold_n)])
+        result["sandbox_cold"] = summarize([await paced(execute, f"cold-{index}") for index in range(cold_n)])
+        result["sandbox_cold_burst"] = summarize([await execute(f"burst-{index}") for index in range(cold_n)])
     async with Bridge(settings) as bridge:
         request = RunRequest(code=CODE)
 
@@ -321,8 +339,12 @@ async def measure_series(launch: ServerLaunch, transport: str, mode: str, n: int
             result["warm_call"] = summarize([await call(warm_arguments, "warm call") for _ in range(n)])
             result["ping"] = await measure_ping(client, n)
             await call({"code": CODE, "session": "cold-warmup"}, "cold warm-up call")
-            cold = [await call({"code": CODE, "session": f"cold-{index}"}, "cold call") for index in range(cold_n)]
+            cold = [
+                await paced(call, {"code": CODE, "session": f"cold-{index}"}, "cold call") for index in range(cold_n)
+            ]
             result["cold_call"] = summarize(cold)
+            burst = [await call({"code": CODE, "session": f"burst-{index}"}, "burst call") for index in range(cold_n)]
+            result["cold_burst"] = summarize(burst)
     except MCPError as exc:
         raise BenchmarkError(f"{series}: the MCP server answered an error: {exc}") from None
     result["elapsed_s"] = round(time.perf_counter() - began, 2)
@@ -445,7 +467,7 @@ async def run(args: argparse.Namespace, settings: Settings, log_dir: Path) -> di
     for transport in args.transports:  # one after another: on 2 cores, parallel runs would measure each other
         for mode in args.modes:
             series[f"{transport}/{mode}"] = await measure_series(launch, transport, mode, args.n, args.cold_n)
-    return {"baseline": baseline, "series": series}
+    return {"baseline": baseline, "series": series, "cold_pace_s": COLD_PACE_S, "warm_pool": settings.warm_pool}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -454,7 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         loaded = Settings.load(overrides={"runtime": args.backend})
         # Every cold call opens a session that stays warm; room for all of them keeps eviction out of the timings.
-        settings = dataclasses.replace(loaded, max_sessions=max(loaded.max_sessions, args.cold_n + 4))
+        settings = dataclasses.replace(loaded, max_sessions=max(loaded.max_sessions, 2 * args.cold_n + 4))
         if args.profile_server is not None:
             args.profile_server.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="mcp-face-bench-") as log_dir:
