@@ -27,7 +27,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_codemode.guest import worker as guest
-from mcp_codemode.sandbox.frames import HEADER, MAX_DEPTH, FrameError, encode_frame, read_frame
+from mcp_codemode.sandbox.frames import (
+    HEADER,
+    MAX_DEPTH,
+    EncodedReply,
+    FrameError,
+    encode_frame,
+    encode_reply,
+    encode_value,
+    read_frame,
+)
 from mcp_codemode.sandbox.select import make_backend
 from mcp_codemode.sandbox.worker import ExecutionResult, Worker, _Cell, _Stream
 from tests.conftest import require_usable, sandbox_settings
@@ -180,6 +189,32 @@ def hostile_payloads(draw: st.DrawFn) -> bytes:
     elif mutation == "duplicate-type":
         payload = payload.replace(b'{"type"', b'{"type": 1, "type"', 1)
     return payload
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@FUZZ
+@given(
+    JSON_VALUES, st.integers(min_value=0, max_value=2**31), st.dictionaries(st.sampled_from(["notes", "x"]), st.text())
+)
+def test_a_reply_with_a_pre_encoded_value_is_the_same_frame(value: Any, request_id: int, extra: dict[str, str]) -> None:
+    """The relay encodes a result once (for the audit's byte count) and the worker splices those bytes in."""
+    body = {"ok": True, "value": value, **extra}
+    try:
+        plain = encode_frame({"type": "reply", "id": request_id, **body})
+    except UnicodeEncodeError:  # a lone surrogate: neither path may send it
+        with pytest.raises(UnicodeEncodeError):
+            encode_value(value)
+        return
+    spliced = encode_reply(request_id, EncodedReply(body, encode_value(value)))
+    assert len(spliced) == len(plain) and HEADER.unpack(spliced[:4]) == HEADER.unpack(plain[:4])
+    assert json.loads(spliced[4:]) == json.loads(plain[4:]) == {"type": "reply", "id": request_id, **body}
+    assert encode_reply(request_id, body) == plain
 
 
 @FUZZ

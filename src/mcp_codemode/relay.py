@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import difflib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -29,6 +28,7 @@ from mcp import types
 
 from .audit import AuditLog
 from .policy import RateLimiter, Refused
+from .sandbox.frames import EncodedReply, encode_value
 from .saved_tools import SavedToolProblem, SavedToolStore
 from .settings import Settings
 from .upstream import catalog
@@ -173,9 +173,13 @@ class Relay:
             raise
         if reply.get("ok"):
             value = reply.get("value")
-            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "replace"))
             outcome = "tool_error" if isinstance(value, dict) and value.get("isError") else "ok"
-            self._audit(run, note, started, outcome, result_bytes=size)
+            try:  # encoded once: the audit counts these bytes and the reply frame reuses them
+                reply = EncodedReply(reply, encode_value(value))
+            except (TypeError, ValueError, RecursionError):  # the worker tells the code it could not be sent
+                self._audit(run, note, started, outcome)
+            else:
+                self._audit(run, note, started, outcome, result_bytes=len(reply.value_json))
         else:
             kind = str(reply.get("error", {}).get("kind"))
             if kind == "PolicyError":

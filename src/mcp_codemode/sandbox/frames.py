@@ -43,6 +43,32 @@ def encode_frame(message: dict[str, Any]) -> bytes:
     return HEADER.pack(len(payload)) + payload
 
 
+class EncodedReply(dict[str, Any]):
+    """A successful reply whose ``value`` was already encoded (``value_json``), to be sent without encoding it again.
+
+    The relay encodes a tool's result once, to count its bytes for the audit log; the frame reuses those bytes.
+    A large result (a megabyte of JSON costs milliseconds to encode) used to be encoded twice.
+    """
+
+    def __init__(self, reply: dict[str, Any], value_json: bytes) -> None:
+        super().__init__(reply)
+        self.value_json = value_json
+
+
+def encode_value(value: Any) -> bytes:
+    """``value`` as the frame spells it: compact UTF-8 JSON; raises like ``encode_frame`` on what JSON cannot carry."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def encode_reply(request_id: int, body: dict[str, Any]) -> bytes:
+    """The reply frame to request ``request_id``: ``body`` spliced in, its value pre-encoded when it is one."""
+    if not isinstance(body, EncodedReply):
+        return encode_frame({"type": "reply", "id": request_id, **body})
+    head = encode_value({"type": "reply", "id": request_id, **{k: v for k, v in body.items() if k != "value"}})
+    payload = head[:-1] + b',"value":' + body.value_json + b"}"
+    return HEADER.pack(len(payload)) + payload
+
+
 async def read_frame(reader: asyncio.StreamReader, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, Any] | None:
     """Read one frame; ``None`` at a clean end of stream between frames. Every other outcome is a ``FrameError``."""
     payload = await read_payload(reader, max_bytes)

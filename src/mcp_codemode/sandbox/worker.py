@@ -25,7 +25,7 @@ import anyio
 from ..errors import SandboxStartError
 from ..settings import Settings
 from .base import Backend, Launch
-from .frames import MAX_FRAME_BYTES, FrameError, decode_frame, encode_frame, read_payload
+from .frames import MAX_FRAME_BYTES, FrameError, decode_frame, encode_frame, encode_reply, read_payload
 
 log = logging.getLogger(__name__)
 
@@ -273,7 +273,7 @@ class Worker:
 
     def _reply(self, request_id: int, body: dict[str, Any]) -> None:
         try:
-            frame = encode_frame({"type": "reply", "id": request_id, **body})
+            frame = encode_reply(request_id, body)
         except (TypeError, ValueError, RecursionError) as exc:
             # An answer JSON cannot carry (a value nested past the recursion limit, say): the code must hear so.
             log.warning("a reply to worker %s could not be encoded: %s", self.worker_id, exc)
