@@ -104,7 +104,7 @@ class Relay:
         self.policy = directory.policy
         self.audit = audit if audit is not None else AuditLog(None)
         self.rate = RateLimiter(self.policy.max_calls_per_second)
-        self._entries = self._server_entries()  # sent with every call: the configured servers never change
+        self._entries = self._server_entries()  # the configured servers never change; a worker sends them once
         self._ops: dict[str, Callable[[str, dict[str, Any]], Awaitable[Any]]] = {
             "servers": self._servers,
             "describe": self._describe,

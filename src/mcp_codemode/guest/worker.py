@@ -518,11 +518,13 @@ def main(argv: list[str]) -> int:
         setup_notes: list[str] = []
         runtime.rpc.open()
         context = message.get("context")
-        if isinstance(context, dict):
-            try:
+        try:
+            if isinstance(context, dict):
                 setup_notes = runtime._configure(context, executor.namespace)
-            except Exception as exc:  # noqa: BLE001 - the cell still runs; the model hears what went wrong
-                setup_notes = [f"the MCP server proxies could not be set up: {type(exc).__name__}: {exc}"]
+            else:  # nothing changed since the last cell: the bridge sends only changes
+                runtime._bind_names(executor.namespace)
+        except Exception as exc:  # noqa: BLE001 - the cell still runs; the model hears what went wrong
+            setup_notes = [f"the MCP server proxies could not be set up: {type(exc).__name__}: {exc}"]
         try:
             outcome = executor.execute(request_id, code)
         except BaseException as exc:  # noqa: BLE001 - e.g. a second interrupt landing in our except block

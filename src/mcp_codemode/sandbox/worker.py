@@ -12,6 +12,7 @@ import base64
 import binascii
 import collections
 import contextlib
+import copy
 import dataclasses
 import itertools
 import logging
@@ -44,6 +45,9 @@ _MAX_REQUEST_ID = 1 << 53  # the largest integer every JSON implementation reads
 _MAX_DROPPED = 1 << 62  # a count the guest reports; beyond this it is a lie, and printing it must not fail
 _STDERR_KEEP = 8192
 _GRACEFUL_EXIT_SECONDS = 1.0
+# What the guest keeps from one cell to the next (guest/mcp/runtime.py _configure), so it is sent only on change.
+_STICKY_CONTEXT = ("servers", "versions", "policy")
+_UNSENT = object()
 _GUEST_TEXT_LIMITS = 3 * 200_000  # value, message and traceback, each clipped by the guest (TEXT_LIMIT)
 
 
@@ -152,10 +156,28 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self.python_version = ""
         self.started_at = 0.0
+        self._guest_summary: str | None = None  # what the guest was last sent, not sent again while unchanged
+        self._guest_context: dict[str, Any] = {}
         # JSON may escape a character into 6 bytes; the guest bounds output, values and tracebacks in characters.
         text_bytes = 6 * (settings.capture_limit + _GUEST_TEXT_LIMITS) + 65536
         image_bytes = settings.max_images * (settings.image_limit * 4 // 3 + 256)
         self._max_frame = max(MAX_FRAME_BYTES, text_bytes + image_bytes)
+
+    def _context_changes(self, context: dict[str, Any]) -> dict[str, Any]:
+        """What of ``context`` this worker's guest does not hold yet; it keeps the rest from earlier cells.
+
+        The servers, their catalog versions and the policy went with every cell, encoded here and decoded
+        there each time, although they change only when the user's configuration does. Saved tools are sent
+        whenever given (only a fresh sandbox is given them). New servers go with their versions, because the
+        guest reads a server list without versions as "no version known".
+        """
+        changes = {key: value for key, value in context.items() if self._guest_context.get(key, _UNSENT) != value}
+        if "servers" in changes and "versions" in context:
+            changes["versions"] = context["versions"]
+        for key in _STICKY_CONTEXT:
+            if key in changes:  # a copy: the caller may change its own objects in place later
+                self._guest_context[key] = copy.deepcopy(changes[key])
+        return changes
 
     @property
     def alive(self) -> bool:
@@ -334,10 +356,11 @@ class Worker:
         started = time.monotonic()
         try:
             request: dict[str, Any] = {"type": "execute", "id": cell.id, "code": code}
-            if summary is not None:
-                request["summary"] = summary
-            if context:
-                request["context"] = context
+            if summary is not None and summary != self._guest_summary:
+                request["summary"] = self._guest_summary = summary
+            changes = self._context_changes(context or {})
+            if changes:
+                request["context"] = changes
             self._send(request)
             if await self._wait(cell, timeout):
                 return self._finish(cell, started)

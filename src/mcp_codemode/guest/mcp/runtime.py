@@ -240,6 +240,7 @@ class Display:
 class _State:
     display: Display | None = None
     summary: str = ""
+    bound = False  # the bridge has sent the server list: the namespace gets the proxies before every cell
 
 
 _state = _State()
@@ -657,6 +658,25 @@ def _load_saved(namespace: dict[str, Any], saved: list[Any]) -> list[str]:
     return notes
 
 
+def _bind_names(namespace: dict[str, Any]) -> None:
+    """Put ``runtime``, ``mcp_servers`` and each ``mcp_<alias>`` back into the namespace, before every cell.
+
+    The bridge sends the servers only when they change, so this runs on its own too: a name the code deleted
+    or that a reset never had comes back, and a name the code rebound to something else is left alone.
+    """
+    if not _state.bound:
+        return
+    from . import _proxies
+
+    namespace.setdefault("runtime", sys.modules[__name__])
+    if "mcp_servers" not in namespace:
+        namespace["mcp_servers"] = _proxies.ServerMap(catalog)
+    for entry in catalog.servers:
+        key = f"mcp_{entry.get('alias')}"
+        if key not in namespace or isinstance(namespace[key], ServerProxy):
+            namespace[key] = catalog.proxy(entry["name"])
+
+
 def _configure(context: dict[str, Any], namespace: dict[str, Any]) -> list[str]:
     """Apply what the bridge sent with a call: the servers, their catalog versions, saved tools to define."""
     from . import _proxies
@@ -667,15 +687,10 @@ def _configure(context: dict[str, Any], namespace: dict[str, Any]) -> list[str]:
         versions = context.get("versions")
         catalog.configure(servers, versions if isinstance(versions, dict) else {})
         _proxies.install_finder()
-        namespace.setdefault("runtime", sys.modules[__name__])
-        if "mcp_servers" not in namespace:
-            namespace["mcp_servers"] = _proxies.ServerMap(catalog)
-        for entry in catalog.servers:
-            key = f"mcp_{entry.get('alias')}"
-            if key not in namespace or isinstance(namespace[key], ServerProxy):
-                namespace[key] = catalog.proxy(entry["name"])
+        _state.bound = True
     elif isinstance(context.get("versions"), dict):
         catalog.configure(catalog.servers, context["versions"])
+    _bind_names(namespace)
     saved = context.get("saved")
     notes = [str(problem)[:500] for problem in context.get("saved_problems") or [] if isinstance(problem, str)]
     return notes + (_load_saved(namespace, saved) if isinstance(saved, list) else [])
