@@ -390,18 +390,25 @@ def sessions_section(doc: dict[str, Any], heads: list[Headline]) -> Section:
         )
     if levels:
         lines = [
-            "| sessions | calls/s over HTTP | calls/s in-process (baseline) | calls | bridge RSS "
-            "| sandboxes RSS (workers) |",
-            "|---|---|---|---|---|---|",
+            "| sessions | calls/s over HTTP | calls/s in-process (baseline) | calls | CPU ms per call: bridge "
+            "/ sandboxes / clients | bridge RSS | sandboxes RSS (workers) |",
+            "|---|---|---|---|---|---|---|",
         ]
         for key, level in levels.items():
             memory = level.get("memory") or {}
+            cpu = level.get("cpu_ms_per_call") or {}
             lines.append(
                 f"| {key} | {level.get('throughput_per_s')} | {get(level, 'baseline', 'throughput_per_s')} | "
-                f"{level.get('calls')} | {get(memory, 'bridge', 'rss_mb')} MB | "
+                f"{level.get('calls')} | {cpu.get('bridge')} / {cpu.get('sandboxes')} / {cpu.get('clients')} | "
+                f"{get(memory, 'bridge', 'rss_mb')} MB | "
                 f"{get(memory, 'sandboxes', 'rss_mb')} MB ({get(memory, 'sandboxes', 'trees')}) |"
             )
         section.tables.append("\n".join(lines))
+        section.tables.append(
+            "The clients run in the benchmark's own process on the same 2 cores: the CPU per call of the bridge, "
+            "the sandboxes and the clients, summed, is what one call costs the machine, and the throughput levels "
+            "off where that sum fills both cores."
+        )
     memory = doc.get("memory")
     if memory:
         per = memory["per_idle_session"]

@@ -19,7 +19,10 @@ What is measured
         the parsed result (``latency``, ``cdf_ms``: every 5th percentile, nearest rank). ``throughput_per_s``:
         completed calls divided by the window from the common start to the last client's last answer. A level
         stops early at ``--level-seconds`` (``stopped_early``). ``memory`` is a snapshot (see below) after the
-        warm-up, with the K sessions idle and the K clients connected.
+        warm-up, with the K sessions idle and the K clients connected. ``cpu_ms_per_call``: CPU time (user plus
+        system, from /proc and ``os.times``) spent during the timed window, divided by its calls, by the bridge
+        process, by its sandbox processes, and by this process (the K clients): where a core's time goes when
+        throughput stops growing.
     levels.<K>.baseline
         The same K sessions and the same calls through ``SessionManager.execute`` in this process: the sandboxes
         alone, without MCP, HTTP or a second process; the same settings and backend.
@@ -184,6 +187,40 @@ def read_kib(path: str, key: str) -> int:
     except (OSError, ValueError, IndexError):
         return 0
     return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of one process so far (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            fields = handle.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
+
+
+def cpu_split(bridge: int) -> dict[str, float]:
+    """CPU seconds so far of the bridge, of its live descendants (the sandboxes), and of this process."""
+    table = process_table()
+    children: dict[int, list[int]] = {}
+    for proc in table.values():
+        children.setdefault(proc.ppid, []).append(proc.pid)
+    below, pending = [], list(children.get(bridge, []))
+    while pending:
+        pid = pending.pop()
+        below.append(pid)
+        pending += children.get(pid, [])
+    own = os.times()
+    return {
+        "bridge": cpu_seconds(bridge),
+        "sandboxes": sum(cpu_seconds(pid) for pid in below),
+        "clients": own.user + own.system,
+    }
+
+
+def cpu_per_call(before: dict[str, float], after: dict[str, float], calls: int) -> dict[str, float]:
+    """Milliseconds of CPU per call, by part (a sandbox that ended in the window loses its share: none should)."""
+    return {part: round((after[part] - before[part]) * 1000 / max(calls, 1), 3) for part in before}
 
 
 def memory_of(pid: int) -> tuple[int, int]:
@@ -430,7 +467,9 @@ async def measure_level(
                 for _ in range(WARMUP_CALLS):
                     await one()
             result["memory"] = await settled_snapshot(served.pid)
+            cpu_before = cpu_split(served.pid)
             result.update(level_result(*await timed_loops(callers, per_session, seconds)))
+            result["cpu_ms_per_call"] = cpu_per_call(cpu_before, cpu_split(served.pid), result["calls"])
     except MCPError as exc:
         raise BenchmarkError(f"{label}: the MCP server answered an error: {exc}") from None
     result["elapsed_s"] = round(time.perf_counter() - began, 2)
