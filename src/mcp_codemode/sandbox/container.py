@@ -273,6 +273,10 @@ class ContainerBackend(Backend):
                 await kill()
             with contextlib.suppress(asyncio.TimeoutError, ProcessLookupError):
                 await asyncio.wait_for(process.wait(), 10)
+            if killed:
+                # An `rm` that raced a `run` still creating the container can leave it stuck in "Removing" (seen
+                # when a pool closed mid-start); once the run client has exited, a second `rm` settles it.
+                await self._remove(name)
 
         def death_cause() -> str | None:
             if process.returncode == 137 and not killed:

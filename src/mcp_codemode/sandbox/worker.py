@@ -190,7 +190,7 @@ class Worker:
             "image_limit": self.settings.image_limit,
             "max_images": self.settings.max_images,
         }
-        launch = await self.backend.launch(self.worker_id, config)
+        launch = await self._launch_uncancelled(config)
         self._launch = launch
         self._tasks = [asyncio.create_task(self._pump()), asyncio.create_task(self._drain_stderr())]
         ready = asyncio.create_task(self._ready.wait())
@@ -208,6 +208,25 @@ class Worker:
                     f"(raise MCP_BRIDGE_STARTUP_TIMEOUT if the machine is slow){self._stderr_hint()}"
                 )
             raise SandboxStartError(f"the {self.backend.name} worker exited while starting{self._stderr_hint()}")
+
+    async def _launch_uncancelled(self, config: dict[str, Any]) -> Launch:
+        """The backend's launch, run to its end even when this start is cancelled, then torn down before re-raising.
+
+        A launch cancelled half way left sandboxes behind and could hang. Cancelling asyncio's process spawn
+        while it connects the pipes makes it kill the launcher and wait for every pipe to close (Python 3.11),
+        but bubblewrap's inner process had already forked, may survive its parent (the die-with-parent signal
+        is set after the fork), and holds the pipes: only our cgroup cleanup would kill it, and that ran after
+        the spawn returned, which it never did. A cancelled ``cgroups.create`` likewise left groups behind.
+        Both were found by closing a pool mid-start in a loop (the sandbox start had got fast enough to hit it).
+        """
+        launching = asyncio.ensure_future(self.backend.launch(self.worker_id, config))
+        try:
+            return await asyncio.shield(launching)
+        except asyncio.CancelledError:
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                launched = await launching
+                await launched.cleanup()
+            raise
 
     def _stderr_hint(self) -> str:
         text = b"".join(self._stderr_tail).decode(errors="replace").strip()
