@@ -201,15 +201,7 @@ def cpu_seconds(pid: int) -> float:
 
 def cpu_split(bridge: int) -> dict[str, float]:
     """CPU seconds so far of the bridge, of its live descendants (the sandboxes), and of this process."""
-    table = process_table()
-    children: dict[int, list[int]] = {}
-    for proc in table.values():
-        children.setdefault(proc.ppid, []).append(proc.pid)
-    below, pending = [], list(children.get(bridge, []))
-    while pending:
-        pid = pending.pop()
-        below.append(pid)
-        pending += children.get(pid, [])
+    below = [pid for tree in sandbox_trees(bridge, process_table()) for pid in tree]
     own = os.times()
     return {
         "bridge": cpu_seconds(bridge),

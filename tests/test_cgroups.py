@@ -9,25 +9,7 @@ from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from mcp_codemode.sandbox.worker import Worker
 
 from .conftest import fail_unless, require_usable, sandbox_settings
-
-
-def _descendants(root: int) -> list[int]:
-    """``root`` and every process below it, from the host's /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(parent, []).append(int(entry.name))
-    found, pending = [], [root]
-    while pending:
-        pid = pending.pop()
-        found.append(pid)
-        pending += children.get(pid, [])
-    return found
+from .test_upstream_e2e import descendants
 
 
 def test_every_bubblewrap_process_starts_inside_the_workers_own_cgroups() -> None:
@@ -49,7 +31,8 @@ def test_every_bubblewrap_process_starts_inside_the_workers_own_cgroups() -> Non
             result = await worker.execute("import subprocess\nchild = subprocess.Popen(['sleep', '60'])\n1", 30)
             assert result.status == "ok", result
             assert worker._launch is not None
-            pids = _descendants(worker._launch.process.pid)
+            root = worker._launch.process.pid
+            pids = [root, *(proc.pid for proc in descendants(root))]
             return {pid: Path(f"/proc/{pid}/cgroup").read_text() for pid in pids}
         finally:
             await worker.close()

@@ -134,7 +134,10 @@ class WarmPool:
     async def _take(self) -> Worker | None:
         while self._ready:
             worker = self._ready.popleft()
-            self._refill_soon() if self._ready else self._refill_now()  # a drained pool means a burst: refill now
+            if self._ready:
+                self._refill_soon()
+            else:  # a drained pool means a burst: refill now
+                self._refill_now()
             if worker.alive:
                 self.counters.taken += 1
                 return worker
@@ -144,7 +147,7 @@ class WarmPool:
 
     def _refill_soon(self) -> None:
         """Wake the filler after ``REFILL_DELAY_S``, once however many workers were taken meanwhile."""
-        if self._refill is None or self._refill.cancelled():
+        if self._refill is None:
             self._refill = asyncio.get_running_loop().call_later(REFILL_DELAY_S, self._refill_now)
 
     def _refill_now(self) -> None:

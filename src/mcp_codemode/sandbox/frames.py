@@ -39,7 +39,10 @@ class FrameError(Exception):
 
 
 def encode_frame(message: dict[str, Any]) -> bytes:
-    payload = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return _framed(encode_value(message))
+
+
+def _framed(payload: bytes) -> bytes:
     return HEADER.pack(len(payload)) + payload
 
 
@@ -65,8 +68,7 @@ def encode_reply(request_id: int, body: dict[str, Any]) -> bytes:
     if not isinstance(body, EncodedReply):
         return encode_frame({"type": "reply", "id": request_id, **body})
     head = encode_value({"type": "reply", "id": request_id, **{k: v for k, v in body.items() if k != "value"}})
-    payload = head[:-1] + b',"value":' + body.value_json + b"}"
-    return HEADER.pack(len(payload)) + payload
+    return _framed(head[:-1] + b',"value":' + body.value_json + b"}")
 
 
 async def read_frame(reader: asyncio.StreamReader, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, Any] | None:

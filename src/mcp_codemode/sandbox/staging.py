@@ -5,7 +5,7 @@ the guest files are copied once into the state directory, under a name derived f
 new version lands beside the old one and a running worker never sees its files change underneath it.
 
 The guest modules are compiled to bytecode as they are staged. Every sandbox starts with ``-B`` on a read-only
-mount, so without this each start compiled the whole guest again (about 9 ms of a 60 ms cold start here). The
+mount, so without this each start compiled the whole guest again (about 12 ms of a 63 ms cold start here). The
 bytecode is for this interpreter's version; a sandbox Python of another version finds no file for its tag and
 compiles in memory as before. Because the directory never changes once staged, the files are written in
 unchecked-hash mode: no source timestamps to compare, and nothing to go stale.
