@@ -106,6 +106,31 @@ def test_a_file_grown_past_its_size_is_rotated_keeping_the_number_of_backups(tmp
     assert sorted(p.name for p in (tmp_path / "none").iterdir()) == ["audit.jsonl"]
 
 
+@pytest.mark.anyio
+async def test_on_an_event_loop_lines_wait_for_the_next_turn_and_keep_order_and_the_size_bound(tmp_path: Path) -> None:
+    """The relay sends its reply before the line is written: a line queued in one turn of the loop reaches the
+    file on the next. Lines queued together are written in order, in chunks that keep rotation's bound."""
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path, max_bytes=1000, backups=2)
+    record(log, session="first")
+    assert not path.exists()  # not during the turn that queued it
+    await asyncio.sleep(0)
+    assert [line["session"] for line in lines(path)] == ["first"]
+    for number in range(40):  # one turn: a burst of gathered calls ending together
+        record(log, session=f"s{number:02d}")
+    assert len(lines(path)) == 1
+    await asyncio.sleep(0)
+    kept = [line["session"] for name in ("audit.jsonl.2", "audit.jsonl.1", "audit.jsonl") for line in
+            lines(tmp_path / name)]  # fmt: skip
+    assert kept == [f"s{n:02d}" for n in range(40 - len(kept), 40)]
+    assert all(file.stat().st_size <= 1000 for file in tmp_path.iterdir())
+    record(log, session="last")
+    log.flush()  # what the bridge does when it closes: nothing queued is left behind
+    assert lines(path)[-1]["session"] == "last"
+    await asyncio.sleep(0)
+    assert [line["session"] for line in lines(path)].count("last") == 1
+
+
 def test_a_log_that_cannot_be_written_warns_once_and_never_raises(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

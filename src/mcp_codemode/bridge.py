@@ -89,10 +89,13 @@ class Bridge:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        with anyio.CancelScope(shield=True):
-            if self.sessions is not None:
-                await self.sessions.close()
-            await self.directory.__aexit__(exc_type, exc, tb)
+        try:
+            with anyio.CancelScope(shield=True):
+                if self.sessions is not None:
+                    await self.sessions.close()
+                await self.directory.__aexit__(exc_type, exc, tb)
+        finally:
+            self.audit.flush()  # the lines of calls that ended while closing
 
     async def run(
         self, request: RunRequest, key: str | None, on_output: OutputCallback | None = None, owner: str = "local"
