@@ -73,7 +73,10 @@ def git_state() -> dict[str, Any]:
         return done.stdout.strip() if done.returncode == 0 else ""
 
     commit = git("rev-parse", "--short=12", "HEAD")
-    return {"commit": commit or None, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    # The results this run writes are not changes to the code measured: a run over committed results would
+    # otherwise always call itself dirty.
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results")
+    return {"commit": commit or None, "dirty": bool(changed)}
 
 
 def names(text: str) -> list[str]:
