@@ -6,11 +6,11 @@ arguments or results themselves: those may hold secrets, and a log that needs pr
 database is a log nobody keeps. ``args_sha256`` (of the canonical compact JSON) still lets two calls be
 told apart or matched against arguments someone already has.
 
-Lines are appended with ``O_APPEND`` (one ``write`` per line, so concurrent writers never interleave
+Lines are appended with ``O_APPEND`` (whole lines per ``write``, so concurrent writers never interleave
 inside a line), to a file that is 0600 in a directory made 0700. When the file would grow past
 ``max_bytes`` it is renamed ``.1`` (older backups shift up to ``.N``; the oldest is dropped). Opening,
-appending and closing costs tens of microseconds (about 50 per line here, half the relay's own work on a
-call), so on an event loop the lines of one turn are written together on the next turn (``call_soon``):
+appending and closing costs tens of microseconds (about 50 per line here, more than the rest of the relay's
+work on a call), so on an event loop the lines of one turn are written together on the next turn (``call_soon``):
 the reply that triggered a line is sent first, and the sandbox is not kept waiting on the disk. Lines of
 concurrent calls share one ``write``; ``flush`` writes what is still pending (the bridge calls it when it
 closes). The file is reopened for every write, so an external rotation (logrotate) is simply followed. A
