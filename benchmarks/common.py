@@ -7,19 +7,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
 import platform
+import socket
 import statistics
 import subprocess
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from mcp_codemode.settings import Settings, format_size
 
 Stats = dict[str, float | int]
+
+
+class BenchmarkError(Exception):
+    """The benchmark cannot run or produced a wrong result; the message says which and why."""
 
 
 def summarize(samples_ms: Sequence[float]) -> Stats:
@@ -82,6 +89,30 @@ def emit(document: dict[str, Any], out: Path | None) -> None:
     print(text)
     if out is not None:
         out.write_text(text + "\n", encoding="utf-8")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def wait_listening(
+    process: subprocess.Popen[bytes], port: int, label: str, log_tail: Callable[[], str], timeout: float
+) -> None:
+    """Return once a server the benchmark started accepts connections on ``port``; its log's tail if it died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise BenchmarkError(
+                f"{label}: the HTTP server exited with status {process.returncode} before listening on port {port}"
+                f"\n{log_tail()}"
+            )
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        await asyncio.sleep(0.05)
+    raise BenchmarkError(f"{label}: the HTTP server did not listen on port {port} within {timeout:g} s")
 
 
 async def stop_server(process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:

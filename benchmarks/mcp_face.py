@@ -84,7 +84,6 @@ import contextlib
 import dataclasses
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import tempfile
@@ -98,7 +97,18 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from common import Stats, emit, machine_info, positive, settings_info, stop_server, summarize
+from common import (
+    BenchmarkError,
+    Stats,
+    emit,
+    free_port,
+    machine_info,
+    positive,
+    settings_info,
+    stop_server,
+    summarize,
+    wait_listening,
+)
 from mcp_codemode.bridge import Bridge, RunRequest
 from mcp_codemode.errors import CodemodeError
 from mcp_codemode.sandbox.select import AUTO_ORDER, choose_backend
@@ -142,10 +152,6 @@ COLD_PACE_S = 0.3
 
 # The goal, as a limit on median(e2e warm call) - median(sandbox warm call), checked for every stdio series.
 STDIO_OVERHEAD_TARGET_MS = 2.0
-
-
-class BenchmarkError(Exception):
-    """The benchmark cannot run or produced a wrong result; the message says which and why."""
 
 
 def check_execution(result: ExecutionResult, what: str) -> None:
@@ -260,27 +266,6 @@ def passed_environment() -> dict[str, str]:
     }
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-async def wait_listening(process: subprocess.Popen[bytes], port: int, launch: ServerLaunch, series: str) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise BenchmarkError(
-                f"{series}: the HTTP server exited with status {process.returncode} before listening on port {port}"
-                f"\n{launch.log_tail(series)}"
-            )
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return
-        await asyncio.sleep(0.05)
-    raise BenchmarkError(f"{series}: the HTTP server did not listen on port {port} within {STARTUP_TIMEOUT_S:g} s")
-
-
 @contextlib.asynccontextmanager
 async def http_server(launch: ServerLaunch, series: str, token: str) -> AsyncIterator[str]:
     """Start ``serve --transport http`` on a free loopback port; yields the endpoint URL."""
@@ -289,7 +274,7 @@ async def http_server(launch: ServerLaunch, series: str, token: str) -> AsyncIte
     env = {**os.environ, **launch.env, "MCP_BRIDGE_HTTP_TOKEN": token}  # the token stays out of the argv
     process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)
     try:
-        await wait_listening(process, port, launch, series)
+        await wait_listening(process, port, series, lambda: launch.log_tail(series), STARTUP_TIMEOUT_S)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         await stop_server(process, STOP_TIMEOUT_S)

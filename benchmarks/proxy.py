@@ -82,7 +82,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
-from common import Stats, emit, fill_defaults, machine_info, positive, settings_info, summarize
+from common import BenchmarkError, Stats, emit, fill_defaults, machine_info, positive, settings_info, summarize
 from mcp_codemode.bridge import Bridge, RunRequest
 from mcp_codemode.errors import CodemodeError
 from mcp_codemode.sandbox.select import AUTO_ORDER, choose_backend
@@ -115,10 +115,6 @@ UPSTREAMS = ("everything", "time")
 
 # The goal, as a limit on median(proxied call inside the sandbox) - median(direct SDK call), per upstream and form.
 OVERHEAD_TARGET_MS = 1.0
-
-
-class BenchmarkError(Exception):
-    """The benchmark cannot run or produced a wrong result; the message says which and why."""
 
 
 # -- the upstream servers -------------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from common import Stats, emit, machine_info, positive, settings_info, summarize
+from common import BenchmarkError, Stats, emit, machine_info, positive, settings_info, summarize
 from mcp_codemode.errors import CodemodeError
 from mcp_codemode.sandbox.base import Backend
 from mcp_codemode.sandbox.select import AUTO_ORDER, make_backend
@@ -74,10 +74,6 @@ DEFAULT_WARM_N = 500
 # The issue's targets, as limits on the median in ms: every backend's warm call, two backends' cold start.
 WARM_TARGET_MS = 1.0
 COLD_TARGETS_MS = {"bubblewrap": 60.0, "podman": 400.0}
-
-
-class BenchmarkError(Exception):
-    """The benchmark cannot run or produced a wrong result; the message says which and why."""
 
 
 def measure_floor(n: int) -> Stats:

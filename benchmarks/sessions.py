@@ -73,7 +73,6 @@ import dataclasses
 import math
 import os
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
@@ -88,7 +87,18 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from common import emit, fill_defaults, machine_info, positive, settings_info, stop_server, summarize
+from common import (
+    BenchmarkError,
+    emit,
+    fill_defaults,
+    free_port,
+    machine_info,
+    positive,
+    settings_info,
+    stop_server,
+    summarize,
+    wait_listening,
+)
 from mcp_codemode.errors import CodemodeError
 from mcp_codemode.sandbox.select import AUTO_ORDER, choose_backend
 from mcp_codemode.sandbox.worker import ExecutionResult
@@ -120,10 +130,6 @@ PASSED_ENV_NAMES = ("MCP_CODEMODE_SETTINGS",)
 
 # The issue's target: an idle session costs at most this much RSS (bridge and sandbox together, per session).
 IDLE_SESSION_TARGET_MB = 30.0
-
-
-class BenchmarkError(Exception):
-    """The benchmark cannot run or produced a wrong result; the message says which and why."""
 
 
 def check_reply(reply: Any, what: str) -> None:
@@ -315,13 +321,6 @@ class Served:
     pid: int
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @contextlib.asynccontextmanager
 async def http_server(launch: Launch, label: str) -> AsyncIterator[Served]:
     """``mcp-codemode serve --transport http`` on a free loopback port, stopped (SIGTERM, then SIGKILL) afterwards."""
@@ -334,18 +333,7 @@ async def http_server(launch: Launch, label: str) -> AsyncIterator[Served]:
     env = {**os.environ, **launch.env, "MCP_BRIDGE_HTTP_TOKEN": token}  # the token stays out of the argv
     process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                raise BenchmarkError(
-                    f"{label}: the HTTP server exited with status {process.returncode} before listening"
-                    f"\n{launch.log_tail(label)}"
-                )
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                break
-            if time.monotonic() > deadline:
-                raise BenchmarkError(f"{label}: the HTTP server did not listen within {STARTUP_TIMEOUT_S:g} s")
-            await asyncio.sleep(0.05)
+        await wait_listening(process, port, label, lambda: launch.log_tail(label), STARTUP_TIMEOUT_S)
         yield Served(f"http://127.0.0.1:{port}/mcp", token, process.pid)
     finally:
         await stop_server(process, STOP_TIMEOUT_S)

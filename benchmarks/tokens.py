@@ -71,7 +71,7 @@ from mcp import Client, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
 from catalogs import Catalog, mixed_catalog, real_catalog
-from common import emit, machine_info
+from common import BenchmarkError, emit, machine_info
 from mcp_codemode.upstream.catalog import DETAILS, identifier, server_stub, tool_aliases, tool_doc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,10 +89,6 @@ COUNT_TIMEOUT = 300.0
 LEGACY, MODERN = "legacy", "auto"
 
 SERIALIZATION = 'json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)'
-
-
-class BenchmarkError(Exception):
-    """The benchmark cannot run or measured something wrong; the message says which and how to fix it."""
 
 
 # -- counting -------------------------------------------------------------------------------------------------

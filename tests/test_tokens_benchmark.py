@@ -24,6 +24,7 @@ if str(BENCHMARKS) not in sys.path:  # benchmarks/ is not a package: its scripts
     sys.path.insert(0, str(BENCHMARKS))
 
 import tokens  # noqa: E402
+from common import BenchmarkError  # noqa: E402
 
 PINNED = json.loads((ROOT / "tests" / "node" / "package.json").read_text())["devDependencies"]["gpt-tokenizer"]
 SETUP = "run scripts/setup-node.sh"
@@ -63,12 +64,12 @@ def test_counter_gives_exact_o200k_counts() -> None:
 
 def test_counter_without_the_tokenizer_fails_naming_the_setup(tmp_path: Path) -> None:
     require_tokenizer()
-    with pytest.raises(tokens.BenchmarkError, match=r"scripts/setup-node\.sh"):
+    with pytest.raises(BenchmarkError, match=r"scripts/setup-node\.sh"):
         tokens.TokenCounter(modules=tmp_path / "node_modules")
     (tmp_path / "node_modules" / "gpt-tokenizer").mkdir(parents=True)
     (tmp_path / "node_modules" / "gpt-tokenizer" / "package.json").write_text("{}")
     broken = tokens.TokenCounter(modules=tmp_path / "node_modules")  # present but unloadable: fails, no estimate
-    with pytest.raises(tokens.BenchmarkError, match=r"scripts/setup-node\.sh"):
+    with pytest.raises(BenchmarkError, match=r"scripts/setup-node\.sh"):
         broken.count(["hello world"])
 
 
