@@ -368,9 +368,23 @@ def test_the_guest_refuses_to_send_what_the_host_would_kill_it_for() -> None:
         deep: Any = []
         for _ in range(MAX_DEPTH):
             deep = [deep]
-        for bad in ({"x": float("nan")}, {"x": float("inf")}, {"x": deep}, {"x": [0] * guest.MAX_VALUES}):
+        very_deep: Any = []
+        for _ in range(5000):  # past Python's recursion limit: json.dumps fails before any shape check
+            very_deep = [very_deep]
+        for bad in (
+            {"x": float("nan")},
+            {"x": float("inf")},
+            {"x": deep},
+            {"x": very_deep},
+            {"x": [0] * guest.MAX_VALUES},
+        ):
             with pytest.raises(ValueError, match=r"not JSON compliant|nested more than|more than .* values"):
                 channel.send_strict({"type": "call", "id": 1, "arguments": bad})
+        at_limit: Any = []
+        for _ in range(MAX_DEPTH - 3):  # the frame and its arguments are two levels: exactly MAX_DEPTH in all
+            at_limit = [at_limit]
+        channel.send_strict({"type": "call", "id": 1, "arguments": {"x": at_limit}})
+        assert len(os.read(read_fd, 1 << 16)) > MAX_DEPTH
         channel.send_strict({"type": "call", "id": 1, "arguments": {"x": "\ud800", "y": [[[1]]]}})
         sent.append(os.read(read_fd, 1 << 16))
     finally:

@@ -251,7 +251,7 @@ def forged(**frame):
     with runtime.rpc._lock:
         runtime.rpc._pending[request_id] = pending
     runtime.rpc._send({"type": "call", "id": request_id, **frame})
-    pending.event.wait(60)
+    pending.lock.acquire(timeout=60)
     return _r._unwrap(pending.reply)
 """
 

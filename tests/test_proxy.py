@@ -882,3 +882,18 @@ async def test_a_call_past_its_timeout_raises_tool_timeout_and_the_session_goes_
     assert after == "Echo: after"
     later = await run(shared.bridge, "report(survivor)", "timeout")
     assert reported(later) == "kept"
+
+
+@pytest.mark.anyio
+async def test_a_blocking_call_is_interrupted_by_the_run_timeout_and_the_session_goes_on(shared: Shared) -> None:
+    """A ``.sync`` call waits on a lock in the sandbox; the run's timeout must still interrupt that wait."""
+    await run(shared.bridge, "blocked_state = 'kept'", "blocking")
+    result = await run(
+        shared.bridge,
+        "mcp_everything.trigger_long_running_operation.sync(duration=60, steps=2)",
+        "blocking",
+        timeout=2,
+    )
+    assert (result.status, result.state_lost) == ("timeout", False), explain(result)
+    later = await run(shared.bridge, "report([blocked_state, mcp_everything.echo.sync(message='after')])", "blocking")
+    assert reported(later) == ["kept", "Echo: after"]

@@ -10,8 +10,9 @@ Lines are appended with ``O_APPEND`` (whole lines per ``write``, so concurrent w
 inside a line), to a file that is 0600 in a directory made 0700. When the file would grow past
 ``max_bytes`` it is renamed ``.1`` (older backups shift up to ``.N``; the oldest is dropped). Opening,
 appending and closing costs tens of microseconds (about 50 per line here, more than the rest of the relay's
-work on a call), so on an event loop the lines of one turn are written together on the next turn (``call_soon``):
-the reply that triggered a line is sent first, and the sandbox is not kept waiting on the disk. Lines of
+work on a call), and building a line (hash, timestamp, JSON) about 30 more, so a call only queues its fields;
+on an event loop the lines of one turn are built and written together on the next turn (``call_soon``): the
+reply that triggered a line is sent first, and the sandbox is not kept waiting on the disk. Lines of
 concurrent calls share one ``write``; ``flush`` writes what is still pending (the bridge calls it when it
 closes). The file is reopened for every write, so an external rotation (logrotate) is simply followed. A
 failing disk never fails a call: the first failure is logged as a warning, later ones only at debug level
@@ -27,12 +28,16 @@ import hashlib
 import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from .state_files import make_state_dir
 
 log = logging.getLogger(__name__)
+# A queued call: time.time(), session, owner, server, tool, arguments' JSON, outcome, duration, result bytes,
+# rule, error (what ``record`` was given; ``_encoded`` turns it into the line).
+_Fields = tuple[float, str, str, str | None, str | None, bytes | None, str, float, int | None, str | None, str | None]
 OUTCOMES = ("ok", "tool_error", "refused", "error", "timeout", "cancelled")
 
 
@@ -45,7 +50,7 @@ class AuditLog:
         self.backups = backups
         self._ready = False
         self._failing = False
-        self._pending: list[bytes] = []
+        self._pending: list[dict[str, Any] | _Fields] = []
         self._flush_soon: asyncio.Handle | None = None
         self._flush_loop: asyncio.AbstractEventLoop | None = None
 
@@ -67,34 +72,24 @@ class AuditLog:
         rule: str | None = None,
         error: str | None = None,
     ) -> None:
-        """Write one call's line; ``arguments`` is their canonical JSON (None when it could not be made)."""
+        """Queue one call's line; ``arguments`` is their canonical JSON (None when it could not be made).
+
+        Only the fields are kept here: hashing, formatting the time and encoding the line happen when the
+        queue is written, after the reply, because this runs between a tool's answer and the sandbox.
+        """
         if self.path is None:
             return
-        line: dict[str, Any] = {
-            "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds"),
-            "session": session,
-            "owner": owner,
-            "server": server,
-            "tool": tool,
-            "args_sha256": hashlib.sha256(arguments).hexdigest() if arguments is not None else None,
-            "args_bytes": len(arguments) if arguments is not None else None,
-            "outcome": outcome,
-        }
-        if rule is not None:
-            line["rule"] = rule
-        if error is not None:
-            line["error"] = error
-        line["duration_ms"] = round(duration * 1000, 1)
-        line["result_bytes"] = result_bytes
-        self.write(line)
+        fields = (time.time(), session, owner, server, tool, arguments, outcome, duration, result_bytes, rule, error)
+        self._queue(fields)
 
     def write(self, record: dict[str, Any]) -> None:
-        """Queue one line; it reaches the file on the event loop's next turn, or at once without a loop."""
+        """Queue one line given as a whole; it reaches the file on the event loop's next turn, or at once."""
         if self.path is None:
             return
-        self._pending.append(
-            (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")
-        )
+        self._queue(record)
+
+    def _queue(self, entry: dict[str, Any] | _Fields) -> None:
+        self._pending.append(entry)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -111,7 +106,7 @@ class AuditLog:
             self._flush_soon = None
         if self.path is None or not self._pending:
             return
-        lines, self._pending = self._pending, []
+        lines, self._pending = [_encoded(entry) for entry in self._pending], []
         while lines:  # in chunks no larger than max_bytes (one line at least), so rotation keeps its bound
             size, count = len(lines[0]), 1
             while count < len(lines) and size + len(lines[count]) <= self.max_bytes:
@@ -166,6 +161,31 @@ class AuditLog:
             with contextlib.suppress(FileNotFoundError):
                 os.replace(path.with_name(f"{path.name}.{number}"), path.with_name(f"{path.name}.{number + 1}"))
         os.replace(path, path.with_name(f"{path.name}.1"))
+
+
+def _encoded(entry: dict[str, Any] | _Fields) -> bytes:
+    """One queued entry as its line: a record's fields in their documented order, or a whole line as given."""
+    if isinstance(entry, dict):
+        line = entry
+    else:
+        stamp, session, owner, server, tool, arguments, outcome, duration, result_bytes, rule, error = entry
+        line = {
+            "time": datetime.datetime.fromtimestamp(stamp, datetime.UTC).isoformat(timespec="milliseconds"),
+            "session": session,
+            "owner": owner,
+            "server": server,
+            "tool": tool,
+            "args_sha256": hashlib.sha256(arguments).hexdigest() if arguments is not None else None,
+            "args_bytes": len(arguments) if arguments is not None else None,
+            "outcome": outcome,
+        }
+        if rule is not None:
+            line["rule"] = rule
+        if error is not None:
+            line["error"] = error
+        line["duration_ms"] = round(duration * 1000, 1)
+        line["result_bytes"] = result_bytes
+    return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")
 
 
 def _make_private_dir(directory: Path) -> None:

@@ -84,9 +84,19 @@ class Channel:
 
     def send_strict(self, message: dict[str, Any]) -> None:
         """For requests built from user values: a value JSON cannot carry raises TypeError or ValueError (NaN, a
-        value nested too deep or too large for the host's frame checks) instead of becoming repr."""
-        check_shape(message)
-        self._write(json.dumps(message, ensure_ascii=False, allow_nan=False))
+        value nested too deep or too large for the host's frame checks) instead of becoming repr.
+
+        The shape is walked only when the text leaves room for a problem: a text of n characters holds at most
+        n values, and a value nested d deep needs d opening brackets. A typical call's text settles it at once.
+        """
+        try:
+            text = json.dumps(message, ensure_ascii=False, allow_nan=False)
+        except RecursionError:
+            check_shape(message)  # names the limit the host enforces when it lies below Python's own
+            raise
+        if len(text) > MAX_VALUES or text.count("[") + text.count("{") > MAX_DEPTH:
+            check_shape(message)
+        self._write(text)
 
     def _write(self, text: str) -> None:
         payload = text.encode("utf-8", "backslashreplace")

@@ -69,19 +69,18 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
     assert isinstance(properties, dict)
     extra_allowed = schema.get("additionalProperties") not in (None, False) or "patternProperties" in schema
-    takes = f"It takes: {describe_parameters(schema)}."
     if properties and not extra_allowed:
         for name in arguments:
             if name not in properties:
                 close = difflib.get_close_matches(name, list(properties), n=1, cutoff=0.5)
                 hint = f"; did you mean {close[0]!r}?" if close else "."
-                raise ArgumentProblem(f"{tool}() got an unknown argument {name!r}{hint} {takes}")
+                raise ArgumentProblem(f"{tool}() got an unknown argument {name!r}{hint} {_takes(schema)}")
     for name in schema.get("required") or []:
         if name not in arguments:
             prop = properties.get(name) if isinstance(properties.get(name), dict) else {}
             text = str(prop.get("description") or "").strip() if isinstance(prop, dict) else ""
             about = f": {text[:200].rstrip('.')}" if text else ""
-            raise ArgumentProblem(f"{tool}() is missing the required argument {name!r}{about}. {takes}")
+            raise ArgumentProblem(f"{tool}() is missing the required argument {name!r}{about}. {_takes(schema)}")
     validator = _validator_for(schema)
     if validator is None or validator.is_valid(arguments):
         return
@@ -97,7 +96,12 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
         got = _PYTHON_NAMES.get(type(error.instance), type(error.instance).__name__)
         raise ArgumentProblem(f"{tool}(): {subject} must be {wanted}, not {got} ({_short(error.instance)}).")
     verb = "is" if where else "are"
-    raise ArgumentProblem(f"{tool}(): {subject} {verb} not valid: {_short(error.message, 300)}. {takes}")
+    raise ArgumentProblem(f"{tool}(): {subject} {verb} not valid: {_short(error.message, 300)}. {_takes(schema)}")
+
+
+def _takes(schema: dict[str, Any]) -> str:
+    """Built only when an error message needs it, not on every call."""
+    return f"It takes: {describe_parameters(schema)}."
 
 
 def _short(value: Any, limit: int = 60) -> str:
