@@ -10,7 +10,7 @@ Lines are appended with ``O_APPEND`` (whole lines per ``write``, so concurrent w
 inside a line), to a file that is 0600 in a directory made 0700. When the file would grow past
 ``max_bytes`` it is renamed ``.1`` (older backups shift up to ``.N``; the oldest is dropped). Opening,
 appending and closing costs tens of microseconds (about 50 per line here, more than the rest of the relay's
-work on a call), and building a line (hash, timestamp, JSON) about 30 more, so a call only queues its fields;
+work on a call), and building a line (hash, timestamp, JSON) about 9 more, so a call only queues its fields;
 on an event loop the lines of one turn are built and written together on the next turn (``call_soon``): the
 reply that triggered a line is sent first, and the sandbox is not kept waiting on the disk. Lines of
 concurrent calls share one ``write``; ``flush`` writes what is still pending (the bridge calls it when it
