@@ -24,6 +24,15 @@ What is measured (all with ``time.perf_counter``, in milliseconds)
         answers (the relay reads the hub's state), i.e. the sandbox's frame channel plus the relay's dispatch.
     per_call.<upstream>.overhead_ms.<mode>
         Proxied minus direct: ``median`` (the headline), ``p95`` and ``min`` (least disturbed by other load).
+    cpu_per_call.<upstream>
+        CPU time per ``await`` call, in ``ROUNDS`` samples of ``calls_per_sample`` calls each (``--n`` / 5, at
+        least 20), interleaved: ``direct_client``, this thread's CPU time around the direct client's loop (the
+        SDK client's own work); ``bridge``, this thread's CPU time around a ``run_python`` that makes the same
+        calls from the sandbox, less that of the same ``run_python`` making none (about 2 ms), divided by every
+        call in it (warm-up included); ``sandbox``, the sandbox's CPU time (all its threads) around its loop.
+        ``bridge_beyond_direct_client_ms`` is the difference of the medians: what relaying costs the bridge on
+        top of the hub's SDK client. CPU time moves less with other load than wall time does, though on a
+        busy VM a thread that waits for its CPU's caches also burns more of it.
     sequential
         ``--sequential`` calls (default 1,000) of the first upstream's tool one after another in one
         ``run_python`` (timed inside the sandbox around the whole loop; ``run_python_wall`` is the whole call as
@@ -104,6 +113,7 @@ WARMUP_CALLS = 20
 ROUNDS = 5
 SEQUENTIAL_REPEATS = 3
 GATHER_WARMUP = 2
+CPU_MIN_CALLS = 20
 DEFAULT_N = 500
 DEFAULT_SEQUENTIAL = 1000
 DEFAULT_CONCURRENCY = 100
@@ -272,6 +282,15 @@ class Direct:
             await self.call()
         return (time.perf_counter() - started) * 1000
 
+    async def cpu_per_call(self, count: int) -> float:
+        """This thread's CPU time per call (ms): the SDK client's own work; the server runs in its own process."""
+        for _ in range(WARMUP_CALLS):
+            await self.call()
+        started = time.thread_time()
+        for _ in range(count):
+            await self.call()
+        return (time.thread_time() - started) * 1000 / count
+
     async def gather(self, concurrency: int, repeats: int) -> list[float]:
         walls: list[float] = []
         for index in range(GATHER_WARMUP + repeats):
@@ -311,6 +330,20 @@ for _i in range({calls}):
         _bad += 1
 _samples.append((_time.perf_counter() - _t) * 1000)
 print(_json.dumps({{"samples": _samples, "bad": _bad, "last": repr(_v)[:200]}}))
+"""
+
+CPU_CELL = """
+import json as _json, time as _time
+_bad, _v = 0, None
+for _i in range({warmup}):
+    _v = {call}
+_c = _time.process_time()
+for _i in range({count}):
+    _v = {call}
+    if not ({check}):
+        _bad += 1
+_cpu = (_time.process_time() - _c) * 1000 / max({count}, 1)
+print(_json.dumps({{"samples": [_cpu], "bad": _bad, "last": repr(_v)[:200]}}))
 """
 
 GATHER_CELL = """
@@ -382,6 +415,21 @@ class Proxied:
         )
         (total,), wall = await self.cell(code, f"{upstream.label} sequential")
         return total, wall
+
+    async def cpu_per_call(self, upstream: Upstream, count: int) -> tuple[float, float]:
+        """CPU time per ``await`` call (ms): the bridge's (this thread, over the whole ``run_python``, less the
+        same ``run_python`` without calls, divided by every call, warm-up included) and the sandbox's (all its
+        threads, around the timed loop)."""
+        spent = []
+        for warmup, calls in ((0, 0), (WARMUP_CALLS, count)):
+            code = CPU_CELL.format(
+                warmup=warmup, count=calls, call=f"await {upstream.guest_call('async')}", check=upstream.guest_check
+            )
+            started = time.thread_time()
+            (sandbox,), _ = await self.cell(code, f"{upstream.label} CPU")
+            spent.append(time.thread_time() - started)
+        bridge = (spent[1] - spent[0]) * 1000 / (WARMUP_CALLS + count)
+        return bridge, sandbox
 
     async def gather(self, upstream: Upstream, concurrency: int, repeats: int) -> tuple[list[float], float]:
         code = GATHER_CELL.format(
@@ -456,6 +504,23 @@ async def measure(
         per_call["channel_floor"] = {"call": FLOOR_CALL, **summarize(floor_samples)}
         per_call_s = round(time.perf_counter() - began, 2)
 
+        began = time.perf_counter()
+        cpu_per_call: dict[str, Any] = {}
+        for upstream, direct in zip(upstreams, directs, strict=True):
+            cpu: dict[str, list[float]] = {"direct_client": [], "bridge": [], "sandbox": []}
+            count = max(args.n // ROUNDS, CPU_MIN_CALLS)
+            for _ in range(ROUNDS):  # interleaved, like the per-call rounds
+                cpu["direct_client"].append(await direct.cpu_per_call(count))
+                bridge_cpu, sandbox_cpu = await proxied.cpu_per_call(upstream, count)
+                cpu["bridge"].append(bridge_cpu)
+                cpu["sandbox"].append(sandbox_cpu)
+            entry = {"calls_per_sample": count, **{side: summarize(samples) for side, samples in cpu.items()}}
+            entry["bridge_beyond_direct_client_ms"] = round(
+                float(entry["bridge"]["median_ms"]) - float(entry["direct_client"]["median_ms"]), 4
+            )
+            cpu_per_call[upstream.label] = entry
+        cpu_s = round(time.perf_counter() - began, 2)
+
         first, first_direct = upstreams[0], directs[0]
         began = time.perf_counter()
         direct_totals: list[float] = []
@@ -497,9 +562,10 @@ async def measure(
     return {
         "protocols": protocols,
         "per_call": per_call,
+        "cpu_per_call": cpu_per_call,
         "sequential": sequential,
         "gather": gather,
-        "phase_seconds": {"per_call": per_call_s, "sequential": sequential_s, "gather": gather_s},
+        "phase_seconds": {"per_call": per_call_s, "cpu": cpu_s, "sequential": sequential_s, "gather": gather_s},
     }
 
 
@@ -640,6 +706,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "upstreams": {up.key: {"target": up.config.target, "version": up.version} for up in upstreams},
         "protocols": measured["protocols"],
         "per_call": measured["per_call"],
+        "cpu_per_call": measured["cpu_per_call"],
         "sequential": measured["sequential"],
         "gather": measured["gather"],
         "targets": targets,

@@ -254,7 +254,7 @@ def proxy_section(doc: dict[str, Any], heads: list[Headline]) -> Section:
         "Proxy: an upstream tool called from sandboxed code (`benchmarks/proxy.py`)",
         "Timed inside the sandbox around each call; the baseline is the same call made directly with the SDK "
         "client to a second copy of the same server, interleaved in the same run.",
-        covered=["per_call", "sequential", "gather"],
+        covered=["per_call", "cpu_per_call", "sequential", "gather"],
     )
     for label, entry in (doc.get("per_call") or {}).items():
         if label == "channel_floor":
@@ -278,6 +278,12 @@ def proxy_section(doc: dict[str, Any], heads: list[Headline]) -> Section:
     floor = get(doc, "per_call", "channel_floor")
     if floor:
         section.rows.append(Row("bridge round trip, no upstream (`runtime.list_servers()`)", floor))
+    for label, entry in (doc.get("cpu_per_call") or {}).items():
+        section.rows.append(
+            Row(f"{label}: the bridge's CPU time per call (`await`)", entry.get("bridge"), "direct client",
+                entry.get("direct_client"))
+        )  # fmt: skip
+        section.rows.append(Row(f"{label}: the sandbox's CPU time per call (`await`)", entry.get("sandbox")))
     sequential = doc.get("sequential")
     if sequential:
         section.rows.append(
