@@ -274,22 +274,21 @@ class Direct:
             self.check(reply)
         return samples
 
-    async def sequential(self, calls: int) -> float:
+    async def _loop(self, calls: int, clock: Callable[[], float]) -> float:
+        """``calls`` calls one after another after the warm-up: how far ``clock`` moved over them (ms)."""
         for _ in range(WARMUP_CALLS):
             await self.call()
-        started = time.perf_counter()
+        started = clock()
         for _ in range(calls):
             await self.call()
-        return (time.perf_counter() - started) * 1000
+        return (clock() - started) * 1000
+
+    async def sequential(self, calls: int) -> float:
+        return await self._loop(calls, time.perf_counter)
 
     async def cpu_per_call(self, count: int) -> float:
         """This thread's CPU time per call (ms): the SDK client's own work; the server runs in its own process."""
-        for _ in range(WARMUP_CALLS):
-            await self.call()
-        started = time.thread_time()
-        for _ in range(count):
-            await self.call()
-        return (time.thread_time() - started) * 1000 / count
+        return await self._loop(count, time.thread_time) / count
 
     async def gather(self, concurrency: int, repeats: int) -> list[float]:
         walls: list[float] = []
@@ -318,32 +317,19 @@ for _i in range({warmup} + {count}):
 print(_json.dumps({{"samples": _samples, "bad": _bad, "last": repr(_v)[:200]}}))
 """
 
-SEQUENTIAL_CELL = """
-import json as _json, time as _time
-_samples, _bad, _v = [], 0, None
-for _i in range({warmup}):
-    _v = {call}
-_t = _time.perf_counter()
-for _i in range({calls}):
-    _v = {call}
-    if not ({check}):
-        _bad += 1
-_samples.append((_time.perf_counter() - _t) * 1000)
-print(_json.dumps({{"samples": _samples, "bad": _bad, "last": repr(_v)[:200]}}))
-"""
-
-CPU_CELL = """
+# One loop of calls after a warm-up; the one sample is how far ``clock`` moved over the loop (ms): perf_counter for
+# the sequential total, process_time for the sandbox's CPU time.
+LOOP_CELL = """
 import json as _json, time as _time
 _bad, _v = 0, None
 for _i in range({warmup}):
     _v = {call}
-_c = _time.process_time()
-for _i in range({count}):
+_t = _time.{clock}()
+for _i in range({calls}):
     _v = {call}
     if not ({check}):
         _bad += 1
-_cpu = (_time.process_time() - _c) * 1000 / max({count}, 1)
-print(_json.dumps({{"samples": [_cpu], "bad": _bad, "last": repr(_v)[:200]}}))
+print(_json.dumps({{"samples": [(_time.{clock}() - _t) * 1000], "bad": _bad, "last": repr(_v)[:200]}}))
 """
 
 GATHER_CELL = """
@@ -405,31 +391,34 @@ class Proxied:
         samples, _ = await self.cell(code, "channel floor")
         return samples
 
-    async def sequential(self, upstream: Upstream, calls: int) -> tuple[float, float]:
-        """One loop of ``calls`` calls in one ``run_python``: its total inside the sandbox, and the host's wall time."""
-        code = SEQUENTIAL_CELL.format(
-            warmup=WARMUP_CALLS,
+    async def loop(self, upstream: Upstream, warmup: int, calls: int, clock: str) -> tuple[float, float]:
+        """One ``run_python`` making ``calls`` ``await`` calls after ``warmup`` more: how far the sandbox's
+        ``time.<clock>`` moved over the calls (ms), and the host's wall time of the whole run."""
+        code = LOOP_CELL.format(
+            warmup=warmup,
             calls=calls,
             call=f"await {upstream.guest_call('async')}",
             check=upstream.guest_check,
+            clock=clock,
         )
-        (total,), wall = await self.cell(code, f"{upstream.label} sequential")
-        return total, wall
+        (moved,), wall = await self.cell(code, f"{upstream.label}, {calls} calls timed with {clock}")
+        return moved, wall
+
+    async def sequential(self, upstream: Upstream, calls: int) -> tuple[float, float]:
+        """One loop of ``calls`` calls in one ``run_python``: its total inside the sandbox, and the host's wall time."""
+        return await self.loop(upstream, WARMUP_CALLS, calls, "perf_counter")
 
     async def cpu_per_call(self, upstream: Upstream, count: int) -> tuple[float, float]:
         """CPU time per ``await`` call (ms): the bridge's (this thread, over the whole ``run_python``, less the
         same ``run_python`` without calls, divided by every call, warm-up included) and the sandbox's (all its
         threads, around the timed loop)."""
-        spent = []
-        for warmup, calls in ((0, 0), (WARMUP_CALLS, count)):
-            code = CPU_CELL.format(
-                warmup=warmup, count=calls, call=f"await {upstream.guest_call('async')}", check=upstream.guest_check
-            )
-            started = time.thread_time()
-            (sandbox,), _ = await self.cell(code, f"{upstream.label} CPU")
-            spent.append(time.thread_time() - started)
-        bridge = (spent[1] - spent[0]) * 1000 / (WARMUP_CALLS + count)
-        return bridge, sandbox
+        started = time.thread_time()
+        await self.loop(upstream, 0, 0, "process_time")
+        empty = time.thread_time() - started
+        started = time.thread_time()
+        sandbox, _ = await self.loop(upstream, WARMUP_CALLS, count, "process_time")
+        bridge = (time.thread_time() - started - empty) * 1000 / (WARMUP_CALLS + count)
+        return bridge, sandbox / count
 
     async def gather(self, upstream: Upstream, concurrency: int, repeats: int) -> tuple[list[float], float]:
         code = GATHER_CELL.format(
