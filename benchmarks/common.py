@@ -132,3 +132,14 @@ def fill_defaults(args: argparse.Namespace, quick: Mapping[str, Any], full: Mapp
         if getattr(args, name) is None:
             setattr(args, name, value)
     return args
+
+
+def later_growth(points: Sequence[dict[str, Any]], key: str) -> float:
+    """How much ``key`` grew from the snapshot nearest half the calls to the last one.
+
+    Memory that a process takes once (allocator arenas, caches filled by the first calls) shows in the whole
+    run's growth; a leak keeps growing in the second half too, so this separates the two.
+    """
+    middle = points[-1]["calls"] / 2
+    half = min(points, key=lambda point: abs(point["calls"] - middle))
+    return round(float(points[-1][key]) - float(half[key]), 2)

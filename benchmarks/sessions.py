@@ -36,7 +36,9 @@ What is measured
         One client, one named session, ``--growth-calls`` (default 10,000) sequential calls on a fresh server
         after ``WARMUP_CALLS``; memory snapshots every ``--growth-calls / GROWTH_SNAPSHOTS`` calls. Reported:
         the bridge's RSS and PSS at the start and end, the difference, the peak, and the same for the session's
-        sandbox. No threshold: growth is reported, not judged. Bounded by ``--growth-seconds``.
+        sandbox; ``growth_second_half`` is the growth from the snapshot nearest half the calls to the end, which
+        tells memory taken once by the first calls (flat afterwards) from a leak (still growing). No threshold:
+        growth is reported, not judged. Bounded by ``--growth-seconds``.
 
 What memory is counted (Linux /proc; the script runs as a user that may read the server's /proc entries)
     bridge     the ``serve`` process itself (Python, uvicorn, the SDK, the session manager): ``VmRSS`` of
@@ -92,6 +94,7 @@ from common import (
     emit,
     fill_defaults,
     free_port,
+    later_growth,
     machine_info,
     positive,
     settings_info,
@@ -546,17 +549,20 @@ async def measure_growth(launch: Launch, calls: int, seconds: float) -> dict[str
             "start": first["bridge_rss_mb"],
             "end": last["bridge_rss_mb"],
             "growth": round(last["bridge_rss_mb"] - first["bridge_rss_mb"], 2),
+            "growth_second_half": later_growth(points, "bridge_rss_mb"),
             "peak": max(point["bridge_rss_mb"] for point in points),
         },
         "bridge_pss_mb": {
             "start": first["bridge_pss_mb"],
             "end": last["bridge_pss_mb"],
             "growth": round(last["bridge_pss_mb"] - first["bridge_pss_mb"], 2),
+            "growth_second_half": later_growth(points, "bridge_pss_mb"),
         },
         "sandbox_rss_mb": {
             "start": first["sandbox_rss_mb"],
             "end": last["sandbox_rss_mb"],
             "growth": round(last["sandbox_rss_mb"] - first["sandbox_rss_mb"], 2),
+            "growth_second_half": later_growth(points, "sandbox_rss_mb"),
         },
         "points": points,
         "elapsed_s": round(time.perf_counter() - began, 2),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 
@@ -63,6 +64,26 @@ def test_exception_reports_only_the_users_frames(with_sessions):
     assert "<cell 2>" in result.error.traceback and "<cell 1>" in result.error.traceback
     assert "worker.py" not in result.error.traceback
     assert "asyncio" not in result.error.traceback
+
+
+def test_old_cells_sources_are_dropped_unless_they_defined_code(with_sessions):
+    """A long session must not keep every cell's source: only cells that left code behind keep theirs."""
+
+    async def body(s: SessionManager):
+        await s.execute("def inner():\n    raise ValueError('from the first cell')")
+        for _ in range(150):
+            await s.execute("1")
+        raised = await s.execute("inner()")
+        kept = await s.execute(
+            "import linecache; sorted(int(k[6:-1]) for k in linecache.cache if k.startswith('<cell '))"
+        )
+        return raised, kept
+
+    raised, kept = with_sessions(body)
+    assert raised.error is not None and "raise ValueError('from the first cell')" in raised.error.traceback
+    cells = ast.literal_eval(kept.value or "")
+    assert cells[0] == 1  # it defined a function: kept
+    assert 2 not in cells and len(cells) <= 101  # old cells without code are gone; the last 100 stay
 
 
 def test_syntax_error_points_at_the_line(with_sessions):

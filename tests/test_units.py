@@ -176,3 +176,24 @@ def test_encoded_frames_are_compact_json_with_a_length_prefix():
     (size,) = struct.unpack(">I", frame[:4])
     assert size == len(frame) - 4
     assert json.loads(frame[4:]) == {"type": "execute", "id": 1, "code": "x"}
+
+
+def test_cell_sources_keep_the_recent_cells_and_those_with_code_within_the_budget() -> None:
+    import linecache
+
+    sources = guest.CellSources(keep_recent=2, budget=12)
+    names = [f"<cell t{number}>" for number in range(6)]
+    for number, name in enumerate(names):
+        sources.add(name, "f = 1\n" if number in (0, 1) else "1\n")
+        if number in (0, 1):
+            sources.defines_code()
+    # t0 and t1 defined code (6 characters each, 12 in all); t2 and t3 did not and are older than the last two.
+    assert [name in linecache.cache for name in names] == [True, True, False, False, True, True]
+    sources.add("<cell t6>", "g = 22\n")
+    sources.defines_code()
+    sources.add("<cell t7>", "1\n")
+    sources.add("<cell t8>", "1\n")  # t6 (7 characters) joins t0 and t1: 19, over the budget of 12
+    # the oldest go first until it fits: t0 (13 left), then t1 (7)
+    assert [name in linecache.cache for name in (*names, "<cell t6>")] == [False] * 6 + [True]
+    for name in (*names, "<cell t6>", "<cell t7>", "<cell t8>"):
+        linecache.cache.pop(name, None)

@@ -270,6 +270,45 @@ class Interrupter:
                 signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
 
 
+class CellSources:
+    """Cells' source lines in ``linecache``, so tracebacks show them, without growing for ever.
+
+    A session that runs 10,000 cells would otherwise keep 10,000 sources (about 250 bytes each for ``1``).
+    A cell that defines no function, class, lambda or comprehension leaves no code behind that could raise
+    later, so its source is dropped once ``keep_recent`` newer cells have run (the recent ones stay, for an
+    exception object kept in a variable). Cells that did define code keep their source, up to ``budget``
+    characters in all; past that the oldest go first, and their tracebacks show no source line.
+    """
+
+    def __init__(self, keep_recent: int = 100, budget: int = 4_000_000) -> None:
+        self.keep_recent = keep_recent
+        self.budget = budget
+        self._recent: collections.deque[list[Any]] = collections.deque()  # [filename, characters, defines code]
+        self._kept: collections.deque[tuple[str, int]] = collections.deque()
+        self._kept_chars = 0
+
+    def add(self, filename: str, source: str) -> None:
+        """Before the cell is compiled, so a SyntaxError can show its line too."""
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        self._recent.append([filename, len(source), False])
+        while len(self._recent) > self.keep_recent:
+            old, chars, kept = self._recent.popleft()
+            if kept:
+                self._kept.append((old, chars))
+                self._kept_chars += chars
+            else:
+                linecache.cache.pop(old, None)
+        while self._kept_chars > self.budget and self._kept:
+            old, chars = self._kept.popleft()
+            self._kept_chars -= chars
+            linecache.cache.pop(old, None)
+
+    def defines_code(self) -> None:
+        """The cell added last compiled to code with functions, classes, lambdas or comprehensions in it."""
+        if self._recent:
+            self._recent[-1][2] = True
+
+
 class Executor:
     """Runs cells in one persistent namespace, notebook style."""
 
@@ -280,12 +319,13 @@ class Executor:
         self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
         self.loop: Any = None  # created on the first top-level await: importing asyncio costs ~40 ms of start-up
         self.cell = 0
+        self.sources = CellSources()
         self._interrupter = interrupter
 
     def _compile(self, source: str) -> tuple[types.CodeType, types.CodeType | None, str]:
         self.cell += 1
         filename = f"<cell {self.cell}>"
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        self.sources.add(filename, source)
         # _ast rather than ast: the same classes and flags without ast.py's import cost at start-up.
         flags = _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         tree = compile(source, filename, "exec", flags | _ast.PyCF_ONLY_AST, dont_inherit=True)
@@ -297,6 +337,8 @@ class Executor:
             expr = _ast.Expression(tail.value)
             last = compile(expr, filename, "eval", flags, dont_inherit=True)
         body = compile(tree, filename, "exec", flags, dont_inherit=True)
+        if any(isinstance(const, types.CodeType) for code in (body, last) if code for const in code.co_consts):
+            self.sources.defines_code()
         return body, last, filename
 
     def _run(self, code: types.CodeType) -> Any:
