@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from mcp import types
 
 from mcp_codemode import saved_tools
@@ -501,6 +503,49 @@ def test_bind_maps_positional_and_keyword_arguments_to_properties():
     spec = _proxies.ToolSpec("fs", "fs", READ_INFO)
     assert spec.bind((3, "a.txt"), {"limit": 9}) == {"offset": 3, "path": "a.txt", "limit": 9}
     assert spec.bind((), {"path": "a.txt", "offset": 0}) == {"offset": 0, "path": "a.txt"}
+
+
+_BIND_INFO: dict[str, Any] = {
+    "name": "mixed",
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "maybe": {"type": ["string", "null"]},
+            "limit": {"type": "integer"},
+            "class": {"type": "string"},  # a keyword: it travels through **arguments
+            "two words": {"type": "string"},
+            "arguments": {"type": "object"},
+        },
+        "required": ["path", "maybe"],
+    },
+}
+
+
+_BIND_VALUES = st.none() | st.integers() | st.text(max_size=3)
+
+
+@given(
+    named=st.fixed_dictionaries({}, optional=dict.fromkeys(["path", "maybe", "limit", "arguments"], _BIND_VALUES)),
+    odd=st.sampled_from([None, "class", "two words", "more_arguments", "pathh"]),
+    positional=st.just([]) | st.lists(st.none() | st.integers(), max_size=3),
+)
+def test_binds_fast_path_agrees_with_the_signature(
+    named: dict[str, Any], odd: str | None, positional: list[Any]
+) -> None:
+    """The usual keyword call skips Signature.bind; whatever the call, both ways give the same arguments or
+    the same error (None for an optional, non-nullable parameter still means "not given")."""
+    spec = _proxies.ToolSpec("s", "s", _BIND_INFO)
+    kwargs = {**named, odd: "x"} if odd is not None else named
+    outcomes = []
+    for bind in (spec.bind, spec.bind_by_signature):
+        try:
+            outcomes.append(("ok", bind(tuple(positional), dict(kwargs))))
+        except _rpc.ArgumentError as exc:
+            outcomes.append(("error", str(exc)))
+    assert outcomes[0] == outcomes[1]
+    if outcomes[0][0] == "ok":
+        assert list(outcomes[0][1]) == list(outcomes[1][1])  # the same order, so the same JSON
 
 
 def test_bind_names_a_misspelt_argument_with_a_suggestion():

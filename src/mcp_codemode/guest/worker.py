@@ -72,6 +72,10 @@ _RLIMIT_NAMES = {
 }
 
 
+# One encoder for every request: json.dumps with options builds a new one per call.
+_STRICT_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
 class Channel:
     """Writes frames to the host; several threads share it, so writes are serialised."""
 
@@ -90,7 +94,7 @@ class Channel:
         n values, and a value nested d deep needs d opening brackets. A typical call's text settles it at once.
         """
         try:
-            text = json.dumps(message, ensure_ascii=False, allow_nan=False)
+            text = _STRICT_JSON.encode(message)
         except RecursionError:
             check_shape(message)  # names the limit the host enforces when it lies below Python's own
             raise

@@ -108,8 +108,19 @@ def decode_frame(payload: bytes) -> dict[str, Any]:
         raise FrameError(f"the worker sent a frame that is not JSON: {str(exc)[:_REASON_CHARS]}") from None
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):
         raise FrameError("the worker sent a frame that is not an object with a string 'type'")
-    _check_and_repair(message)
+    if _may_break_bounds(text):
+        _check_and_repair(message)
     return message
+
+
+def _may_break_bounds(text: str) -> bool:
+    """Whether walking the decoded frame could find anything: most frames are settled by two scans of the text.
+
+    A lone surrogate can only come from a ``\\u`` escape (strict UTF-8 decoding refused any other spelling), and a
+    value nested d deep needs d opening brackets. Brackets and escapes inside strings only make this say yes
+    more often, never wrongly no.
+    """
+    return "\\u" in text or text.count("[") + text.count("{") > MAX_DEPTH
 
 
 def _refuse_constant(name: str) -> Any:

@@ -155,7 +155,7 @@ class ToolDirectory:
         self.versions: dict[str, int] = dict.fromkeys(names, 0)
         self._descriptions = {name: self.hub.config(name).description for name in names}
         self._listings: dict[str, Listing] = {}
-        self._seen: dict[str, list[types.Tool]] = {}  # the hub's last listing object per server, for a fast path
+        self._seen: dict[str, tuple[types.Tool, ...]] = {}  # the hub's last listing object per server, for a fast path
         self._changed: set[str] = set()  # said its tools changed; the new listing has not arrived yet
         self._failed: dict[str, str] = {}  # why the last background listing failed
         self._tasks: dict[str, asyncio.Task[bool]] = {}
@@ -361,16 +361,15 @@ class ToolDirectory:
             with contextlib.suppress(RuntimeError):  # no running loop: the next use lists it
                 self._fetch_in_background(name)
 
-    def _listed(self, name: str, tools: list[types.Tool]) -> None:
+    def _listed(self, name: str, tools: tuple[types.Tool, ...]) -> None:
         """Hub callback: a server gave a fresh listing (first connection, restart, or after a change)."""
         self._record(name, tools)
 
-    def _record(self, name: str, tools: list[types.Tool]) -> Listing:
+    def _record(self, name: str, tools: tuple[types.Tool, ...]) -> Listing:
         """Make ``tools`` (just listed by the running server) the listing served for ``name``."""
         seen = self._seen.get(name)
         current = self._listings.get(name)
-        if (current is not None and current.origin == "live" and name not in self._changed and seen is not None
-                and len(seen) == len(tools) and all(a is b for a, b in zip(seen, tools, strict=True))):  # fmt: skip
+        if seen is tools and current is not None and current.origin == "live" and name not in self._changed:
             return current
         self._seen[name] = tools
         self._changed.discard(name)

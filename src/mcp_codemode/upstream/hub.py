@@ -159,7 +159,7 @@ class Hub:
         call_timeout: float = 60.0,
         connect_timeout: float = 30.0,
         on_tools_changed: Callable[[str], None] | None = None,
-        on_listing: Callable[[str, list[types.Tool]], None] | None = None,
+        on_listing: Callable[[str, tuple[types.Tool, ...]], None] | None = None,
         backoff: tuple[float, float] = (0.5, 30.0),
         secrets: Iterable[str] = (),
     ) -> None:
@@ -227,8 +227,12 @@ class Hub:
     def state(self, name: str) -> ServerState:
         return self._connection(name).state()
 
-    async def tools(self, name: str) -> list[types.Tool]:
-        """The server's tools: listed once, then served from the cache until the server says they changed."""
+    async def tools(self, name: str) -> tuple[types.Tool, ...]:
+        """The server's tools: listed once, then served from the cache until the server says they changed.
+
+        The cached tuple itself is returned (nothing can change it), so a caller can tell by identity that a
+        listing is the one it saw before: the directory does, on every tool call.
+        """
         return await self._connection(name).tools()
 
     def may_start(self, name: str) -> bool:
@@ -287,7 +291,7 @@ class _Connection:
         call_timeout: float,
         connect_timeout: float,
         on_tools_changed: Callable[[str], None] | None,
-        on_listing: Callable[[str, list[types.Tool]], None] | None,
+        on_listing: Callable[[str, tuple[types.Tool, ...]], None] | None,
         backoff: tuple[float, float],
         setpriv: str | None,
         secrets: Sequence[str] = (),
@@ -322,7 +326,7 @@ class _Connection:
         self._unreported = False  # a crash no caller has been told about yet
         self._log_offset = 0
 
-        self._tools: list[types.Tool] | None = None
+        self._tools: tuple[types.Tool, ...] | None = None
         self._tools_generation = 0
         self._tools_lock = asyncio.Lock()
 
@@ -694,30 +698,30 @@ class _Connection:
             self._unreported = False
             return self._unavailable()
 
-    async def tools(self) -> list[types.Tool]:
+    async def tools(self) -> tuple[types.Tool, ...]:
         if self._tools is not None:
-            return list(self._tools)
+            return self._tools
         # Connect before queueing for the listing, so concurrent first callers share one start and its outcome.
         await self.ensure()
         async with self._tools_lock:
-            listed: list[types.Tool] = []
+            listed: tuple[types.Tool, ...] = ()
             for _ in range(3):
                 if self._tools is not None:
-                    return list(self._tools)
+                    return self._tools
                 generation = self._tools_generation
-                listed = await self.request("tools/list", "tools/list", _list_tools, None)
+                listed = tuple(await self.request("tools/list", "tools/list", _list_tools, None))
                 # A list_changed that arrived while we listed makes this listing stale: list again.
                 if generation == self._tools_generation:
                     self._tools = listed
                     self._listed(listed)
-                    return list(listed)
+                    return listed
             return listed  # it keeps changing: serve the latest, cache nothing
 
-    def _listed(self, tools: list[types.Tool]) -> None:
+    def _listed(self, tools: tuple[types.Tool, ...]) -> None:
         if self._on_listing is None:
             return
         try:
-            self._on_listing(self.config.name, list(tools))
+            self._on_listing(self.config.name, tools)
         except Exception:
             logger.exception("on_listing(%r) failed", self.config.name)
 

