@@ -537,7 +537,7 @@ def test_binds_fast_path_agrees_with_the_signature(
     the same error (None for an optional, non-nullable parameter still means "not given")."""
     spec = _proxies.ToolSpec("s", "s", _BIND_INFO)
     kwargs = {**named, odd: "x"} if odd is not None else named
-    outcomes = []
+    outcomes: list[tuple[str, Any]] = []
     for bind in (spec.bind, spec.bind_by_signature):
         try:
             outcomes.append(("ok", bind(tuple(positional), dict(kwargs))))
