@@ -114,7 +114,7 @@ def decode_frame(payload: bytes) -> dict[str, Any]:
 
 
 def _may_break_bounds(text: str) -> bool:
-    """Whether walking the decoded frame could find anything: most frames are settled by two scans of the text.
+    """Whether walking the decoded frame could find anything; three scans of the text settle most frames.
 
     A lone surrogate can only come from a ``\\u`` escape (strict UTF-8 decoding refused any other spelling), and a
     value nested d deep needs d opening brackets. Brackets and escapes inside strings only make this say yes
