@@ -100,7 +100,8 @@ def decode_frame(payload: bytes) -> dict[str, Any]:
         text = payload.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FrameError(f"the worker sent a frame that is not JSON (bad UTF-8: {str(exc)[:_REASON_CHARS]})") from None
-    _check_value_count(text)
+    brackets = text.count("[") + text.count("{")  # opening brackets anywhere, strings included
+    _check_value_count(text, brackets + text.count(","))
     try:
         # ValueError covers JSONDecodeError and an integer over Python's 4,300-digit limit.
         message = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
@@ -108,19 +109,12 @@ def decode_frame(payload: bytes) -> dict[str, Any]:
         raise FrameError(f"the worker sent a frame that is not JSON: {str(exc)[:_REASON_CHARS]}") from None
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):
         raise FrameError("the worker sent a frame that is not an object with a string 'type'")
-    if _may_break_bounds(text):
+    # Walked only when the walk could find something: a lone surrogate can only come from a \u escape (strict
+    # UTF-8 decoding refused any other spelling), and a value nested d deep needs d opening brackets. Brackets
+    # and escapes inside strings only make the walk run more often, never wrongly not.
+    if brackets > MAX_DEPTH or "\\u" in text:
         _check_and_repair(message)
     return message
-
-
-def _may_break_bounds(text: str) -> bool:
-    """Whether walking the decoded frame could find anything; three scans of the text settle most frames.
-
-    A lone surrogate can only come from a ``\\u`` escape (strict UTF-8 decoding refused any other spelling), and a
-    value nested d deep needs d opening brackets. Brackets and escapes inside strings only make this say yes
-    more often, never wrongly no.
-    """
-    return "\\u" in text or text.count("[") + text.count("{") > MAX_DEPTH
 
 
 def _refuse_constant(name: str) -> Any:
@@ -134,7 +128,7 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _check_value_count(text: str) -> None:
+def _check_value_count(text: str, structural: int) -> None:
     """Refuse a frame of more than MAX_VALUES values before parsing it, so it never costs their memory.
 
     Every value but the first follows a comma or an opening bracket, so counting those bounds the values.
@@ -142,9 +136,9 @@ def _check_value_count(text: str) -> None:
     string literals skipped (with the json module's own scanner, so both agree on where strings end), one
     string per step, and a frame with more than MAX_VALUES strings is refused on the way: the work is
     bounded by the limit, not by the frame. (A regular expression for string literals is quadratic on
-    unterminated ones, which a hostile worker would send.)
+    unterminated ones, which a hostile worker would send.) ``structural`` is that count over the whole text.
     """
-    if _structural(text, 0, len(text)) <= MAX_VALUES:
+    if structural <= MAX_VALUES:
         return
     values = strings = position = 0
     while True:

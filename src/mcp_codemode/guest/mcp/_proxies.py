@@ -243,11 +243,14 @@ class ToolSpec:
             parameters.append(inspect.Parameter(self.extra_name, inspect.Parameter.VAR_KEYWORD))
         returns = annotation(output) if isinstance(output, dict) and not self.wrapped else inspect.Signature.empty
         self.signature = inspect.Signature(parameters, return_annotation=returns)
-        # For bind's fast path: the named parameters in signature order, those it must be given, and whether
-        # None passed for one is sent (a nullable or required one) or means "not given".
-        self._named = [parameter.name for parameter in parameters if parameter.name in self.param_to_property]
+        # For bind's fast path: the named parameters in signature order, each with whether None passed for it
+        # is sent (a nullable or required one) or means "not given", and those it must be given.
+        self._sends_none = {
+            parameter.name: parameter.name in required or _allows_null(properties.get(parameter.name))
+            for parameter in parameters
+            if parameter.name in self.param_to_property
+        }
         self._must_give = [name for name in required if name in self.param_to_property]
-        self._sends_none = {name: name in required or _allows_null(properties.get(name)) for name in self._named}
         self.qualname = f"mcp_{server_alias}.{self.alias}"
 
     def doc(self) -> str:
@@ -274,7 +277,7 @@ class ToolSpec:
         if not args and all(name in sends_none for name in kwargs) and all(name in kwargs for name in self._must_give):
             return {
                 name: kwargs[name]
-                for name in self._named
+                for name in sends_none
                 if name in kwargs and (kwargs[name] is not None or sends_none[name])
             }
         return self.bind_by_signature(args, kwargs)
