@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 
 from mcp_codemode.bridge import Bridge, RunRequest
+from mcp_codemode.sandbox import worker as worker_module
 from mcp_codemode.sandbox.worker import ExecutionResult
 
 from .conftest import Target, assert_no_secrets, explain
@@ -47,7 +48,7 @@ import fcntl, json, os, struct
 def frame(message):
     payload = json.dumps(message).encode() if isinstance(message, dict) else message
     return struct.pack(">I", len(payload)) + payload
-def channel_fd():
+def pipe_fd(access):   # the lowest pipe among fds >= 3 open for access (os.O_WRONLY or os.O_RDONLY)
     for fd in sorted(int(name) for name in os.listdir("/proc/self/fd")):
         if fd < 3:
             continue
@@ -56,10 +57,10 @@ def channel_fd():
             mode = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
         except OSError:
             continue
-        if mode == os.O_WRONLY and target.startswith(("pipe:", "socket:", "host:")):  # gVisor: host:[N]
+        if mode == access and target.startswith(("pipe:", "socket:", "host:")):  # gVisor: host:[N]
             return fd
     raise SystemExit("no channel fd found")
-CHANNEL = channel_fd()
+CHANNEL = pipe_fd(os.O_WRONLY)
 """
 
 
@@ -368,6 +369,91 @@ def test_a_flood_of_calls_is_bounded_and_every_call_is_answered(target: Target) 
     refused = {kind: count for kind, count in kinds.items() if kind != "ok"}
     assert all(kind.startswith(("PolicyError", "MCPError")) for kind in refused), refused
     assert len(sent) == ok, (len(sent), kinds)
+    assert_still_serving(target)
+
+
+# Stops the worker's control thread from ever reading again (after FIND_CHANNEL): the lowest read-only pipe among
+# fds >= 3 is its copy of the bridge's channel in (the worker dups stdin first), and a pipe nobody writes takes its
+# place. The read in progress keeps the old pipe and takes one more frame; every later read waits for good.
+DEAFEN = """
+_silent, _ = os.pipe()
+os.dup2(_silent, pipe_fd(os.O_RDONLY))
+"""
+UNREAD_CALLS = 1000
+UNREAD_BYTES = 100_000
+
+
+def test_a_guest_that_stops_reading_cannot_make_the_bridge_buffer_its_answers(target: Target, bystander: str) -> None:
+    """The guest stops reading its channel and sends 1,000 calls whose answers are 100 kB each (100 MB in all). The
+    bridge writes answers until 8 MiB wait unread (REPLY_BACKLOG_BYTES), then holds the rest, and the relay slots
+    they hold keep later calls from reaching the server: about 80 written, 64 held, where an unbounded writer
+    would have relayed them all while the cell waited. The session dies of its own deafness; others serve on."""
+    session = f"deaf-{uuid.uuid4().hex[:8]}"
+    try:
+        with upstream_calls(target) as sent:
+            attack = target.run(
+                FIND_CHANNEL
+                + DEAFEN
+                + f"""
+import time
+message = "x" * {UNREAD_BYTES}
+for i in range(1, {UNREAD_CALLS} + 1):
+    call = {{"type": "call", "id": i, "op": "call", "server": "everything", "tool": "echo",
+            "arguments": {{"message": message}}}}
+    data = memoryview(frame(call))
+    while data:   # a pipe may take part of a 100 kB write (gVisor's does)
+        data = data[os.write(CHANNEL, data):]
+time.sleep(8)   # time enough for the bridge to relay every call, had it no bound
+print("sent")
+""",
+                session=session,
+                timeout=60,
+            )
+        assert attack.status == "ok" and "sent" in attack.stdout, explain(attack)
+        relayed = len(sent)
+        assert 0 < relayed <= 200, f"{relayed} of {UNREAD_CALLS} calls reached the server while the guest read none"
+    finally:
+        target.call(lambda: target.bridge.discard(session))
+    assert_still_serving(target)
+
+
+def test_a_guest_that_stops_reading_and_keeps_calling_is_killed(target: Target, bystander: str) -> None:
+    """Refusals cannot wait as relayed answers do (they are written as the call is read), so a deaf guest that
+    keeps the relay slots and the 1,024 in-flight places full and then sends call after call would make the bridge
+    buffer one refusal per frame. Past a bound of unread bytes the worker is killed as a protocol violation.
+
+    The bound is lowered for this test to 1 MiB over the backlog: at the real one (72 MiB over) it would take
+    300,000 refused frames to reach, and the mechanism under test is the same."""
+    session = f"deaf-flood-{uuid.uuid4().hex[:8]}"
+    real_bound = worker_module._UNREAD_KILL_BYTES
+    worker_module._UNREAD_KILL_BYTES = worker_module.REPLY_BACKLOG_BYTES + (1 << 20)
+    try:
+        attack = target.run(
+            FIND_CHANNEL
+            + DEAFEN
+            + f"""
+import time
+def send_all(data):
+    data = memoryview(data)
+    while data:
+        data = data[os.write(CHANNEL, data):]
+def call(i, size):
+    return frame({{"type": "call", "id": i, "op": "call", "server": "everything", "tool": "echo",
+                  "arguments": {{"message": "x" * size}}}})
+send_all(b"".join(call(i, {UNREAD_BYTES}) for i in range(1, 201)))   # fills the backlog and the relay slots
+time.sleep(3)
+send_all(b"".join(call(i, 1) for i in range(201, 20_001)))   # 1,024 in flight, then one refusal per frame
+time.sleep(20)
+print("not killed")
+""",
+            session=session,
+            timeout=60,
+        )
+    finally:
+        worker_module._UNREAD_KILL_BYTES = real_bound
+        target.call(lambda: target.bridge.discard(session))
+    assert attack.status == "crashed" and attack.state_lost, explain(attack)
+    assert VIOLATION in attack.notice and "stopped reading the bridge's answers" in attack.notice, explain(attack)
     assert_still_serving(target)
 
 

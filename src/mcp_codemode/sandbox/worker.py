@@ -41,6 +41,12 @@ MAX_REPLY_BYTES = 48 * 1024 * 1024  # the guest refuses frames over 64 MiB
 # Request frames held by one cell at once (queued or being relayed), so 1,024 calls of a full-size frame each
 # cannot hold gigabytes of the bridge's memory; more get an immediate error until some finish.
 MAX_CALL_BYTES_IN_FLIGHT = 64 * 1024 * 1024
+# Replies written to the guest and not yet read by it. Past this, a relayed call's reply waits until the guest has
+# read the backlog (and the relay slot it holds keeps the next calls from going upstream), so a guest that stops
+# reading cannot make the bridge buffer its answers without end. A guest that also keeps sending calls that are
+# refused at once (whose short answers cannot wait) is killed once the backlog passes _UNREAD_KILL_BYTES.
+REPLY_BACKLOG_BYTES = 8 * 1024 * 1024
+_UNREAD_KILL_BYTES = REPLY_BACKLOG_BYTES + MAX_REPLY_BYTES + 16 * 1024 * 1024
 _MAX_REQUEST_ID = 1 << 53  # the largest integer every JSON implementation reads exactly
 _MAX_DROPPED = 1 << 62  # a count the guest reports; beyond this it is a lie, and printing it must not fail
 _STDERR_KEEP = 8192
@@ -154,6 +160,7 @@ class Worker:
         self._violation: str | None = None
         self._stderr_tail: collections.deque[bytes] = collections.deque()
         self._tasks: list[asyncio.Task[None]] = []
+        self._reply_turn = asyncio.Lock()  # relayed replies wait their turn while the guest has a backlog to read
         self.python_version = ""
         self.started_at = 0.0
         self._guest_summary: str | None = None  # what the guest was last sent, not sent again while unchanged
@@ -242,13 +249,14 @@ class Worker:
                     break
                 self._dispatch(decode_frame(payload), len(payload))
         except FrameError as exc:
-            self._violation = str(exc)
+            # The first violation is the cause: a worker killed for another one ends its output mid-frame.
+            self._violation = self._violation or str(exc)
             log.warning("worker %s broke the protocol: %s", self.worker_id, exc)
             await self._launch.kill()
         except Exception as exc:
             # A frame our checks let through and our own code then choked on: a bug of ours, but the worker
             # that sent it is still the one that cannot be trusted, and the bridge must keep serving the rest.
-            self._violation = f"the bridge could not handle a frame it sent ({type(exc).__name__})"
+            self._violation = self._violation or f"the bridge could not handle a frame it sent ({type(exc).__name__})"
             log.exception("worker %s sent a frame the bridge could not handle", self.worker_id)
             await self._launch.kill()
         finally:
@@ -309,8 +317,20 @@ class Worker:
             except Exception as exc:  # a bug of ours must reach the code as an error, not hang it
                 log.exception("relaying a call of worker %s failed", self.worker_id)
                 body = {"ok": False, "error": {"kind": "MCPError", "message": f"the bridge failed: {exc}"}}
-        if self._cell is cell and self.alive:
-            self._reply(request_id, body)
+            async with self._reply_turn:  # uncontended unless replies are waiting for the guest to read
+                await self._wait_for_reader()
+                if self._cell is cell and self.alive:
+                    self._reply(request_id, body)
+
+    async def _wait_for_reader(self) -> None:
+        """Return once the guest has read all but ``REPLY_BACKLOG_BYTES`` of what was written to it."""
+        assert self._launch is not None and self._launch.process.stdin is not None
+        stdin = self._launch.process.stdin
+        while self.alive and stdin.transport.get_write_buffer_size() > REPLY_BACKLOG_BYTES:
+            try:
+                await stdin.drain()  # wakes once the backlog falls under the transport's low-water mark
+            except (ConnectionError, RuntimeError):
+                return
 
     def _reply(self, request_id: int, body: dict[str, Any]) -> None:
         try:
@@ -346,8 +366,16 @@ class Worker:
 
     def _write(self, frame: bytes) -> None:
         assert self._launch is not None and self._launch.process.stdin is not None
+        stdin = self._launch.process.stdin
         with contextlib.suppress(ConnectionError, RuntimeError):
-            self._launch.process.stdin.write(frame)
+            stdin.write(frame)
+        if stdin.transport.get_write_buffer_size() > _UNREAD_KILL_BYTES and self._violation is None:
+            self._violation = (
+                f"it stopped reading the bridge's answers ({_UNREAD_KILL_BYTES >> 20} MiB unread) while sending more "
+                "calls"
+            )
+            log.warning("worker %s broke the protocol: %s", self.worker_id, self._violation)
+            self._tasks.append(asyncio.ensure_future(self._launch.kill()))
 
     def interrupt(self) -> None:
         """Ask the running cell to stop (KeyboardInterrupt in the guest); the namespace survives."""
