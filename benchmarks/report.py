@@ -35,8 +35,6 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.ticker import NullFormatter
 
-from common import later_growth
-
 BENCHMARKS = ("sandbox", "mcp_face", "proxy", "search", "tokens", "sessions")
 RESULTS = Path(__file__).resolve().parent / "results"
 MEASURED_COLOR = "#1f6fb4"
@@ -250,12 +248,6 @@ def mcp_face_section(doc: dict[str, Any], heads: list[Headline]) -> Section:
     return section
 
 
-def later(growth: dict[str, Any], key: str) -> float:
-    """The growth over the second half of the calls; runs from before the field existed have their snapshots."""
-    found = growth[key].get("growth_second_half")
-    return float(found) if found is not None else later_growth(growth["points"], key)
-
-
 def proxy_section(doc: dict[str, Any], heads: list[Headline]) -> Section:
     section = Section(
         "proxy",
@@ -448,13 +440,13 @@ def sessions_section(doc: dict[str, Any], heads: list[Headline]) -> Section:
             rss, pss, sandbox = growth["bridge_rss_mb"], growth["bridge_pss_mb"], growth["sandbox_rss_mb"]
             lines.append(
                 f"| bridge over {growth['calls']:,} calls: start → end (growth; in the second half) | {rss['start']} "
-                f"→ {rss['end']} MB ({rss['growth']:+} MB; {later(growth, 'bridge_rss_mb'):+} MB) | {pss['start']} "
-                f"→ {pss['end']} MB ({pss['growth']:+} MB; {later(growth, 'bridge_pss_mb'):+} MB) "
+                f"→ {rss['end']} MB ({rss['growth']:+} MB; {rss['growth_second_half']:+} MB) | {pss['start']} "
+                f"→ {pss['end']} MB ({pss['growth']:+} MB; {pss['growth_second_half']:+} MB) "
                 "| reported, no limit |"
             )
             lines.append(
                 f"| its sandboxes (the session's and the warm pool's) | {sandbox['start']} → {sandbox['end']} MB "
-                f"({sandbox['growth']:+} MB; {later(growth, 'sandbox_rss_mb'):+} MB) | | |"
+                f"({sandbox['growth']:+} MB; {sandbox['growth_second_half']:+} MB) | | |"
             )
         section.tables.append("\n".join(lines))
         section.tables.append(
