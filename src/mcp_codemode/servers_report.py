@@ -21,6 +21,7 @@ from typing import Any
 
 from .settings import Settings
 from .upstream.directory import Listing, ToolDirectory
+from .upstream.hub import SelfServerSkipped
 from .upstream.model import Discovery, ServerConfig
 
 
@@ -160,7 +161,10 @@ async def servers_report(
                     rows.append(_row(config, "not started", log_file=log, **_counted(known, directory)))
                     continue
                 outcome = tried[config.name]
-                if isinstance(outcome, BaseException):
+                if isinstance(outcome, SelfServerSkipped):
+                    # Found out on connecting (a wrapper script, an HTTP URL): skipped, like one found in the file.
+                    rows.append(_row(config, "skipped", detail=outcome.reason))
+                elif isinstance(outcome, BaseException):
                     # What the cache knew still counts, marked as cached: the server failed just now.
                     shown = _shown(outcome)
                     rows.append(_row(config, "failed", detail=shown, log_file=log, **_counted(known, directory)))
