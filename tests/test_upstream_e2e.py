@@ -26,6 +26,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
+from mcp_codemode.servers_report import ServerRow, ServersReport
 from mcp_codemode.upstream.model import ServerConfig
 from tests import upstreams
 from tests.mcp_clients import (
@@ -571,6 +572,19 @@ def test_the_bridge_listed_by_its_http_url_or_behind_a_wrapper_is_skipped_on_con
     opened, closed = outer_log.count("Created new transport"), outer_log.count("Terminating session")
     assert (opened, closed) == (2, 2), outer_log
     assert_no_orphans()
+
+
+def test_a_report_whose_every_server_is_skipped_says_so_instead_of_that_none_is_configured() -> None:
+    skipped = ServerRow("assistant", "assistant", "stdio", "/h/.cursor/mcp.json", "team-assistant serve", "skipped",
+                        detail="it is mcp-codemode itself (its serverInfo says mcp-codemode 0.1.0), ...")  # fmt: skip
+    text = ServersReport((skipped,), (), ("/h/.cursor/mcp.json",)).as_text().splitlines()
+    assert text[:4] == [
+        "No MCP server is used: every one found is skipped (see below).",
+        "",
+        "Skipped:",
+        f"  assistant (/h/.cursor/mcp.json): {skipped.detail}",
+    ]
+    assert ServersReport((), (), ()).as_text().startswith("No MCP servers are configured.")
 
 
 # ------------------------------------------------------------------------------------ 16. mcp-codemode run

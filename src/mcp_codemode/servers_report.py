@@ -9,7 +9,9 @@ nothing and shows what the cache knows.
 
 This is the user's own view, so unlike anything the sandbox sees it shows what the policy refuses: a
 refused server is listed as ``refused`` with the rule (and never started), and a server's tool count says
-how many of its tools the policy hides.
+how many of its tools the policy hides. A server that turns out, once connected, to be a code-mode bridge
+(this one behind a wrapper script or its HTTP URL) is listed as skipped with the reason, like one that
+config discovery recognised by its command line.
 """
 
 from __future__ import annotations
@@ -87,6 +89,8 @@ class ServersReport:
                     lines.append(f"{row.name} is refused by the policy, hidden from sandboxed code: {row.detail}")
             if any(row.listing == "cached" for row in used):
                 lines += ["", f"Cached counts come from {self.catalog}; --refresh starts every server and lists again."]
+        elif skipped:
+            lines.append("No MCP server is used: every one found is skipped (see below).")
         else:
             lines.append("No MCP servers are configured. Add some to a client's config (see docs/configuration.md) or")
             lines.append("pass --config FILE.")
