@@ -534,7 +534,7 @@ def bridge_behind_a_wrapper(tmp_path: Path, protocol: str = "legacy") -> ServerC
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+@pytest.mark.parametrize("protocol", ["legacy", "auto", "2026-07-28"])
 def test_a_server_that_says_it_is_the_bridge_is_closed_at_once_and_never_started_again(
     tmp_path: Path, protocol: str
 ) -> None:

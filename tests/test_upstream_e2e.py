@@ -493,6 +493,7 @@ def ask_the_bridge(
             {
                 "mcpServers": {
                     "mcp-codemode": {"url": url},
+                    "mcp-codemode-2026": {"url": url, "protocol": "2026-07-28"},  # serverInfo from server/discover
                     "assistant": {
                         "command": str(wrapped_bridge(where)),
                         "args": ["serve"],
@@ -517,7 +518,7 @@ def ask_the_bridge(
         """
         from mcp import runtime
         print((await mcp_time.get_current_time(timezone="UTC"))["timezone"])
-        for name in ("mcp-codemode", "assistant"):
+        for name in ("mcp-codemode", "mcp-codemode-2026", "assistant"):
             try:
                 await runtime.call_tool(name, "run_python", {"code": "1"})
             except runtime.ServerUnavailable as exc:
@@ -558,14 +559,14 @@ def test_the_bridge_listed_by_its_http_url_or_behind_a_wrapper_is_skipped_on_con
     assert listed.returncode == 0, listed.stderr
     rows = Clients.rows(json.loads(listed.stdout))
     assert (rows["time"]["state"], rows["time"]["tools"]) == ("ready", 2), rows["time"]
-    for name in ("mcp-codemode", "assistant"):
+    for name in ("mcp-codemode", "mcp-codemode-2026", "assistant"):
         assert rows[name]["state"] == "skipped", rows[name]
         assert rows[name]["detail"].startswith("it is mcp-codemode itself (its serverInfo says mcp-codemode "), rows
         assert rows[name]["detail"].endswith("set MCP_BRIDGE_ALLOW_SELF_SERVER=1 to use it anyway"), rows[name]
     assert ran.returncode == 0, ran.stderr
     lines = ran.stdout.splitlines()
     assert lines[0] == "UTC", ran.stdout
-    for name, line in zip(("mcp-codemode", "assistant"), lines[1:], strict=True):
+    for name, line in zip(("mcp-codemode", "mcp-codemode-2026", "assistant"), lines[1:], strict=True):
         assert line.startswith(f"{name} -> upstream MCP server {name!r} is unavailable: it is mcp-codemode itself")
         assert "nest code mode inside code mode" in line, line
     # Every MCP session the HTTP bridge had (the servers report's, run's) was closed again.

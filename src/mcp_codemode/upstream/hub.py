@@ -100,6 +100,8 @@ LOG_ROTATE_BYTES = 8 << 20
 LOG_TAIL_BYTES = 64 << 10
 # A server that paginates forever cannot hang a listing.
 PAGE_CAP = 100
+# How long a server connected at a named 2026-era version may take to say who it is (see _server_info).
+IDENTITY_WAIT = 5.0
 
 # Lines the launcher and the hub write into a server's log; the prefix tells them from the server's own stderr.
 MARK = "[mcp-codemode]"
@@ -469,7 +471,7 @@ class _Connection:
                     except ValueError as exc:
                         raise _LaunchError(f'{exc}; fix its "protocol" in {self.config.source}') from exc
                     await stack.enter_async_context(client)
-                    refusal = self._refusal(client)
+                    refusal = await self._refusal(client)
                     if refusal:
                         # Leaving the stack closes the connection: a bridge it started ends with it.
                         self.refused = failure = refusal
@@ -499,7 +501,7 @@ class _Connection:
                 ready.set_exception(self._error("the bridge is shutting down"))
         self._finish(ready, connected_at, failure)
 
-    def _refusal(self, client: Client) -> str:
+    async def _refusal(self, client: Client) -> str:
         """Why this connection must not be used: the server says it is a code-mode bridge ("" if it is not).
 
         The bridge is usually in the very files it reads, and not always recognisably (a wrapper script, its
@@ -507,8 +509,10 @@ class _Connection:
         same files and start another. The name in ``serverInfo`` is checked in either protocol era (a
         2026-era server may not give one; then nothing can be told).
         """
-        info = client.server_info
-        if info is None or self._allow_self:
+        if self._allow_self:
+            return ""
+        info = await self._server_info(client)
+        if info is None:
             return ""
         bridge = bridge_identity(info.name)
         if bridge is None:
@@ -517,6 +521,29 @@ class _Connection:
             f"it is {bridge} (its serverInfo says {info.name} {info.version}), which would nest code mode inside "
             f"code mode: skipped, and not started again; set {SELF_SERVER_SETTING} to use it anyway"
         )
+
+    async def _server_info(self, client: Client) -> types.Implementation | None:
+        """The name and version the server gave itself, asking it once if connecting did not.
+
+        ``initialize`` and the ``server/discover`` of ``protocol: auto`` carry it. A 2026-era version named
+        in the config is adopted without a word to the server, so the hub sends the ``server/discover`` the
+        client skipped, bounded by ``IDENTITY_WAIT``: a server that does not answer it is not recognised,
+        and is otherwise used as it would have been.
+        """
+        info = client.server_info
+        if info is not None or self.config.protocol in ("legacy", "auto"):
+            return info
+        raw: dict[str, Any] | None = None
+        with anyio.move_on_after(IDENTITY_WAIT), contextlib.suppress(MCPError):
+            raw = await client.session.send_discover(client.protocol_version)
+        meta = raw.get("_meta") if raw is not None else None
+        stamp = meta.get(types.SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
+        if stamp is None:
+            return None
+        try:
+            return types.Implementation.model_validate(stamp)
+        except ValidationError:
+            return None
 
     def _finish(self, ready: asyncio.Future[Client], connected_at: float | None, failure: str) -> None:
         name = self.config.name
