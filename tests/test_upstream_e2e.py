@@ -480,8 +480,9 @@ def wrapped_bridge(where: Path) -> Path:
 
 def ask_the_bridge(
     home: Path, project: Path, state: Path, url: str, time_server: ServerConfig, where: Path
-) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str], str]:
-    """``servers --json --refresh`` and ``run`` with a Cursor file that lists the bridge twice and a time server.
+) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str], dict[str, Any], str]:
+    """``servers --json --refresh`` and ``run`` with a Cursor file that lists the bridge thrice and a time server,
+    then ``servers`` with ``MCP_BRIDGE_ALLOW_SELF_SERVER=1``.
 
     The entries are the ones docs/clients.md used to give: Cursor's HTTP entry (the bridge's own URL) in a file
     the bridge reads, and the bridge started by a wrapper script.
@@ -534,8 +535,18 @@ def ask_the_bridge(
         env=environment,
         check=False,
     )
+    allowed = subprocess.run(
+        [str(BRIDGE), "servers", "--json", "--refresh"],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        cwd=project,
+        env={**environment, "MCP_BRIDGE_ALLOW_SELF_SERVER": "1"},
+        check=False,
+    )
+    assert allowed.returncode == 0, allowed.stderr
     outer_log = (where / "http-bridge.log").read_text()
-    return listed, ran, outer_log
+    return listed, ran, Clients.rows(json.loads(allowed.stdout)), outer_log
 
 
 def test_the_bridge_listed_by_its_http_url_or_behind_a_wrapper_is_skipped_on_connecting(
@@ -553,7 +564,7 @@ def test_the_bridge_listed_by_its_http_url_or_behind_a_wrapper_is_skipped_on_con
         )
         outer.start()
         try:
-            listed, ran, outer_log = ask_the_bridge(home, project, state, outer.url, time_server, tmp_path)
+            listed, ran, allowed, outer_log = ask_the_bridge(home, project, state, outer.url, time_server, tmp_path)
         finally:
             outer.stop()
     assert listed.returncode == 0, listed.stderr
@@ -569,9 +580,12 @@ def test_the_bridge_listed_by_its_http_url_or_behind_a_wrapper_is_skipped_on_con
     for name, line in zip(("mcp-codemode", "mcp-codemode-2026", "assistant"), lines[1:], strict=True):
         assert line.startswith(f"{name} -> upstream MCP server {name!r} is unavailable: it is mcp-codemode itself")
         assert "nest code mode inside code mode" in line, line
-    # Every MCP session the HTTP bridge had (the servers report's, run's) was closed again.
+    # MCP_BRIDGE_ALLOW_SELF_SERVER=1 keeps them: each copy is proxied, with its one tool.
+    for name in ("mcp-codemode", "mcp-codemode-2026", "assistant"):
+        assert (allowed[name]["state"], allowed[name]["tools"]) == ("ready", 1), allowed[name]
+    # Every MCP session the HTTP bridge had (one per run for the legacy entry) was closed again.
     opened, closed = outer_log.count("Created new transport"), outer_log.count("Terminating session")
-    assert (opened, closed) == (2, 2), outer_log
+    assert (opened, closed) == (3, 3), outer_log
     assert_no_orphans()
 
 
