@@ -26,7 +26,7 @@ import mcp_types as types
 import pytest
 
 from mcp_codemode.upstream.errors import ServerUnavailable, UnknownServer, UpstreamCallError, UpstreamTimeout
-from mcp_codemode.upstream.hub import MARK, Hub, backoff_delay
+from mcp_codemode.upstream.hub import MARK, Hub, SelfServerSkipped, backoff_delay
 from mcp_codemode.upstream.model import ServerConfig
 from tests import upstreams
 from tests.conftest import wait_until_gone
@@ -513,6 +513,71 @@ def test_stdio_servers_get_only_the_default_environment_and_their_own_env(
     assert environment["CODEMODE_TEST_SETTING"] == "configured"
     assert set(environment) <= {"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "CODEMODE_TEST_SETTING"}
     assert "secret-token-that-must-not-leak" not in json.dumps(environment)
+
+
+# -- the bridge itself ------------------------------------------------------------------------------------------
+
+
+def bridge_behind_a_wrapper(tmp_path: Path, protocol: str = "legacy") -> ServerConfig:
+    """This bridge started by a script whose name says nothing, which ``launches_bridge`` cannot see through."""
+    script = tmp_path / "assistant-tools"
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} -m mcp_codemode serve "$@"\n')
+    script.chmod(0o755)
+    settings = {
+        "MCP_BRIDGE_STATE_DIR": str(tmp_path / "nested-state"),
+        "MCP_BRIDGE_DISCOVER": "0",  # the copy must not read the developer's files
+        "MCP_BRIDGE_WARM_POOL": "0",
+    }
+    return ServerConfig(
+        name="assistant", alias="assistant", transport="stdio", source="test", command=str(script), env=settings,
+        protocol=protocol,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "auto", "2026-07-28"])
+def test_a_server_that_says_it_is_the_bridge_is_closed_at_once_and_never_started_again(
+    tmp_path: Path, protocol: str
+) -> None:
+    config = bridge_behind_a_wrapper(tmp_path, protocol)
+    log = tmp_path / "logs" / "assistant.log"
+
+    async def body() -> None:
+        async with Hub([config, upstreams.time()], log_dir=tmp_path / "logs") as hub:
+            with pytest.raises(SelfServerSkipped) as skipped:
+                await hub.tools("assistant")
+            # Code that calls it gets a ServerUnavailable that says what it is and how to use it anyway.
+            assert isinstance(skipped.value, ServerUnavailable)
+            message = str(skipped.value)
+            assert "is unavailable: it is mcp-codemode itself (its serverInfo says mcp-codemode " in message
+            assert "nest code mode inside code mode" in message and "MCP_BRIDGE_ALLOW_SELF_SERVER=1" in message
+            # The copy it started is not left running, while the hub that started it still is.
+            [pid] = [int(found) for found in re.findall(r"server pid (\d+)", log.read_text())]
+            await wait_for(lambda: not live(pid))
+            assert not live(pid)
+            # Later calls fail at once with the same reason, and nothing starts it again.
+            with pytest.raises(SelfServerSkipped):
+                await hub.call_tool("assistant", "run_python", {"code": "1"})
+            hub.warm(["assistant"])
+            assert not hub.may_start("assistant")
+            state = hub.state("assistant")
+            assert (state.status, state.retry_in, starts(log)) == ("failed", None, 1)
+            assert "skipped: it is mcp-codemode itself" in log.read_text()
+            # A real server beside it is untouched.
+            result = await hub.call_tool("time", "get_current_time", {"timezone": "UTC"})
+            assert not result.is_error and "UTC" in text(result)
+
+    run(body())
+
+
+def test_allow_self_keeps_a_server_that_says_it_is_the_bridge(tmp_path: Path) -> None:
+    config = bridge_behind_a_wrapper(tmp_path)
+
+    async def body() -> None:
+        async with Hub([config], log_dir=tmp_path / "logs", allow_self=True) as hub:
+            assert [tool.name for tool in await hub.tools("assistant")] == ["run_python"]
+            assert hub.state("assistant").status == "ready"
+
+    run(body())
 
 
 # -- remote transports ------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from mcp_codemode.upstream.config import default_sources, derive_alias, discover, launches_bridge
+from mcp_codemode.upstream.config import bridge_identity, default_sources, derive_alias, discover, launches_bridge
 from mcp_codemode.upstream.model import ConfigProblem, Discovery, ServerConfig
 
 SELF_REASON = (
@@ -80,7 +80,7 @@ def test_default_sources_in_precedence_order_on_linux(home, cwd):
         (home / "MCPs", "dir"),
         (home / ".config/mcp/servers", "dir"),
         (home / ".claude.json", "claude-code"),
-        (home / ".config/Claude/claude_desktop_config.json", "json"),
+        (home / ".config/Claude/claude_desktop_config.json", "claude-desktop"),
         (home / ".cursor/mcp.json", "json"),
         (home / ".codeium/windsurf/mcp_config.json", "json"),
         (home / ".gemini/settings.json", "gemini"),
@@ -92,7 +92,7 @@ def test_default_sources_follow_codex_home_and_xdg_config_home(home, cwd, tmp_pa
     env = {"CODEX_HOME": str(tmp_path / "codex"), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     sources = dict((str(path), fmt) for path, fmt in default_sources(home, cwd, "linux", env=env))
     assert sources[str(tmp_path / "codex/config.toml")] == "codex"
-    assert sources[str(tmp_path / "xdg/Claude/claude_desktop_config.json")] == "json"
+    assert sources[str(tmp_path / "xdg/Claude/claude_desktop_config.json")] == "claude-desktop"
     assert sources[str(tmp_path / "xdg/mcp/servers")] == "dir"
     assert str(home / ".codex/config.toml") not in sources
 
@@ -768,6 +768,129 @@ def test_secrets_never_appear_in_messages(home, cwd, tmp_path):
         assert "sk-live" not in message
 
 
+# The entry docs/clients.md gives for reaching a remote bridge from Claude Desktop, as mcp-remote documents it:
+# mcp-remote reads ${AUTH_HEADER} from its own environment, which the entry's env sets.
+MCP_REMOTE = {
+    "command": "npx",
+    "args": ["-y", "mcp-remote", "https://mcp.example.com/mcp", "--header", "Authorization:${AUTH_HEADER}"],
+    "env": {"AUTH_HEADER": "Bearer YOUR_TOKEN"},
+}
+MCP_REMOTE_ARGS = ("-y", "mcp-remote", "https://mcp.example.com/mcp", "--header", "Authorization:Bearer YOUR_TOKEN")
+
+# Where each client keeps its servers (relative to home or cwd), and how it wraps them.
+CLIENT_FILES = {
+    "claude-desktop": ("home", ".config/Claude/claude_desktop_config.json", "mcpServers"),
+    "claude-code": ("home", ".claude.json", "mcpServers"),
+    "claude-code-.mcp.json": ("cwd", ".mcp.json", "mcpServers"),
+    "cursor": ("home", ".cursor/mcp.json", "mcpServers"),
+    "windsurf": ("home", ".codeium/windsurf/mcp_config.json", "mcpServers"),
+    "vscode": ("cwd", ".vscode/mcp.json", "servers"),
+    "gemini": ("home", ".gemini/settings.json", "mcpServers"),
+    "codex": ("home", ".codex/config.toml", "mcp_servers"),
+    "own": ("home", "MCPs/servers.json", "mcpServers"),
+}
+
+
+def client_file(home: Path, cwd: Path, client: str, servers: dict[str, dict[str, Any]]) -> Path:
+    base, relative, key = CLIENT_FILES[client]
+    path = (home if base == "home" else cwd) / relative
+    if client != "codex":
+        return write(path, {key: servers})
+    lines = []
+    for name, entry in servers.items():
+        lines.append(f"[{key}.{name}]")
+        lines += [f"{field} = {json.dumps(value)}" for field, value in entry.items() if field != "env"]
+        if "env" in entry:
+            lines.append("env = {" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in entry["env"].items()) + "}")
+    return write(path, "\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("client", list(CLIENT_FILES))
+def test_a_variable_the_entry_s_own_env_defines_takes_that_value_in_every_format(home, cwd, client):
+    # The bridge's own AUTH_HEADER is another one (the client's session, another server's): it must not be used.
+    path = client_file(home, cwd, client, {"remote": MCP_REMOTE})
+    found = find(home, cwd, {"AUTH_HEADER": "Bearer SOMETHING-ELSE"})
+    assert found.problems == ()
+    assert found.servers == (stdio("remote", path, "npx", *MCP_REMOTE_ARGS, env=MCP_REMOTE["env"]),)
+    # The value is a secret like any value of env: the command line as `servers` shows it hides it.
+    assert found.servers[0].target == ("npx -y mcp-remote https://mcp.example.com/mcp --header Authorization:<hidden>")
+
+
+def test_the_claude_desktop_mcp_remote_entry_is_used_even_without_anything_in_the_bridge_s_environment(home, cwd):
+    path = client_file(home, cwd, "claude-desktop", {"remote": MCP_REMOTE})
+    found = find(home, cwd)
+    assert (found.problems, found.skipped) == ((), ())
+    assert found.servers == (stdio("remote", path, "npx", *MCP_REMOTE_ARGS, env=MCP_REMOTE["env"]),)
+
+
+# What a server started by each client gets for one entry: (the client's format, the value of
+# args [${SET}, ${UNSET}, $SET, ${env:LOCAL}, ${LOCAL}]), or the problem when the client would refuse or
+# break the entry. SET is in the bridge's environment, LOCAL in the entry's env and (another one) in the
+# bridge's; UNSET nowhere. Claude Desktop and Codex expand nothing and Gemini CLI keeps what it cannot
+# resolve, so an unresolved reference reaches the server as written; Gemini CLI also reads $VAR.
+EXPANSION_CASES = {
+    "claude-desktop": ["from-bridge", "${UNSET}", "$SET", "bridge-local", "entry-local"],
+    "codex": ["from-bridge", "${UNSET}", "$SET", "bridge-local", "entry-local"],
+    "gemini": ["from-bridge", "${UNSET}", "from-bridge", "bridge-local", "entry-local"],
+    "claude-code": None,
+    "claude-code-.mcp.json": None,
+    "cursor": None,
+    "windsurf": None,
+    "vscode": None,
+    "own": None,
+}
+
+
+@pytest.mark.parametrize(("client", "expected"), list(EXPANSION_CASES.items()))
+def test_variables_are_filled_in_as_each_client_does(home, cwd, client, expected):
+    entry = {
+        "command": "server",
+        "args": ["${SET}", "${UNSET}", "$SET", "${env:LOCAL}", "${LOCAL}"],
+        "env": {"LOCAL": "entry-local"},
+    }
+    path = client_file(home, cwd, client, {"s": entry})
+    found = find(home, cwd, {"SET": "from-bridge", "LOCAL": "bridge-local"})
+    if expected is None:
+        assert found.servers == ()
+        assert found.problems == (
+            ConfigProblem(
+                str(path),
+                "s",
+                "needs environment variable UNSET, which is not set; set it or give a default with ${UNSET:-value}",
+            ),
+        )
+        # With UNSET given, the rest is as Claude Code, Cursor and VS Code fill it in: braced forms only.
+        found = find(home, cwd, {"SET": "from-bridge", "LOCAL": "bridge-local", "UNSET": "u"})
+        expected = ["from-bridge", "u", "$SET", "bridge-local", "entry-local"]
+    assert found.problems == ()
+    assert found.servers == (stdio("s", path, "server", *expected, env={"LOCAL": "entry-local"}),)
+
+
+def test_gemini_reads_bare_variables_only_where_they_are_set(home, cwd):
+    path = client_file(
+        home,
+        cwd,
+        "gemini",
+        {
+            "s": {"command": "server", "args": ["$5", "a$TOKEN", "$UNSET_ONE", "${TOKEN}x"], "env": {"K": "$TOKEN"}},
+            "r": {"httpUrl": "https://h/mcp", "headers": {"Authorization": "Bearer $TOKEN"}},
+        },
+    )
+    found = find(home, cwd, {"TOKEN": "t0k"})
+    assert found.problems == ()
+    assert found.servers == (
+        stdio("s", path, "server", "$5", "at0k", "$UNSET_ONE", "t0kx", env={"K": "t0k"}),
+        remote("r", path, "http", "https://h/mcp", headers={"Authorization": "Bearer t0k"}),
+    )
+
+
+def test_an_env_value_is_filled_in_from_the_bridge_s_environment_not_from_its_own_block(home, cwd):
+    # The clients expand env values from their own environment: a block cannot refer to itself.
+    path = client_file(home, cwd, "own", {"s": {"command": "x", "args": ["${B}"], "env": {"A": "a", "B": "${A}"}}})
+    found = find(home, cwd, {"A": "bridge-a"})
+    assert found.servers == (stdio("s", path, "x", "bridge-a", env={"A": "a", "B": "bridge-a"}),)
+
+
 # --- self-reference ----------------------------------------------------------------------------------------
 
 
@@ -811,6 +934,21 @@ def test_what_counts_as_launching_the_bridge(command, args, bridge):
 def test_remote_entries_never_count_as_the_bridge():
     config = ServerConfig(name="n", alias="n", transport="http", source="s", url="https://h/mcp-codemode")
     assert launches_bridge(config) is None
+
+
+@pytest.mark.parametrize(
+    ("server_name", "bridge"),
+    [
+        ("mcp-codemode", "mcp-codemode itself"),
+        ("MCP-Codemode ", "mcp-codemode itself"),
+        ("mcp-server-code-execution-mode", "mcp-server-code-execution-mode, the reference code-mode bridge"),
+        ("mcp-codemode-helper", None),
+        ("everything", None),
+        ("", None),
+    ],
+)
+def test_what_server_names_are_a_code_mode_bridge(server_name, bridge):
+    assert bridge_identity(server_name) == bridge
 
 
 def test_self_reference_is_skipped_unless_allowed(home, cwd):

@@ -26,11 +26,13 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
+from mcp_codemode.servers_report import ServerRow, ServersReport
 from mcp_codemode.upstream.model import ServerConfig
 from tests import upstreams
 from tests.mcp_clients import (
     SERVE,
     STARTED_SERVERS,
+    HttpServer,
     assert_no_orphans,
     clean_environ,
     images_of,
@@ -463,6 +465,141 @@ def test_servers_no_connect_starts_nothing_and_the_self_server_is_used_only_when
     assert quiet["switched-off"]["state"] == "skipped"
     assert allowed["codemode"]["state"] == "not started"
     assert allowed["codemode"]["target"] == f"{BRIDGE} serve"
+
+
+# ------------------------------------------------------------------- the bridge in its own files, unrecognisable
+
+
+def wrapped_bridge(where: Path) -> Path:
+    """A script with another name that starts this bridge, as a user may write one: only serverInfo tells."""
+    script = where / "team-assistant"
+    script.write_text(f'#!/bin/sh\nexec {BRIDGE} "$@"\n')
+    script.chmod(0o755)
+    return script
+
+
+def ask_the_bridge(
+    home: Path, project: Path, state: Path, url: str, time_server: ServerConfig, where: Path
+) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str], dict[str, Any], str]:
+    """``servers --json --refresh`` and ``run`` with a Cursor file that lists the bridge thrice and a time server,
+    then ``servers`` with ``MCP_BRIDGE_ALLOW_SELF_SERVER=1``.
+
+    The entries are the ones docs/clients.md used to give: Cursor's HTTP entry (the bridge's own URL) in a file
+    the bridge reads, and the bridge started by a wrapper script.
+    """
+    cursor = home / ".cursor" / "mcp.json"
+    cursor.parent.mkdir(parents=True)
+    cursor.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "mcp-codemode": {"url": url},
+                    "mcp-codemode-2026": {"url": url, "protocol": "2026-07-28"},  # serverInfo from server/discover
+                    "assistant": {
+                        "command": str(wrapped_bridge(where)),
+                        "args": ["serve"],
+                        "env": {"MCP_BRIDGE_WARM_POOL": "0"},
+                    },
+                    "time": {"command": time_server.command, "args": list(time_server.args)},
+                }
+            }
+        )
+    )
+    environment = {"PATH": os.environ["PATH"], "HOME": str(home), "MCP_BRIDGE_STATE_DIR": str(state)}
+    listed = subprocess.run(
+        [str(BRIDGE), "servers", "--json", "--refresh"],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        cwd=project,
+        env=environment,
+        check=False,
+    )
+    code = textwrap.dedent(
+        """
+        from mcp import runtime
+        print((await mcp_time.get_current_time(timezone="UTC"))["timezone"])
+        for name in ("mcp-codemode", "mcp-codemode-2026", "assistant"):
+            try:
+                await runtime.call_tool(name, "run_python", {"code": "1"})
+            except runtime.ServerUnavailable as exc:
+                print(name, "->", exc)
+        """
+    )
+    ran = subprocess.run(
+        [str(BRIDGE), "run", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        cwd=project,
+        env=environment,
+        check=False,
+    )
+    allowed = subprocess.run(
+        [str(BRIDGE), "servers", "--json", "--refresh"],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        cwd=project,
+        env={**environment, "MCP_BRIDGE_ALLOW_SELF_SERVER": "1"},
+        check=False,
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    outer_log = (where / "http-bridge.log").read_text()
+    return listed, ran, Clients.rows(json.loads(allowed.stdout)), outer_log
+
+
+def test_the_bridge_listed_by_its_http_url_or_behind_a_wrapper_is_skipped_on_connecting(
+    tmp_path: Path, state: Path
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir(parents=True)
+    time_server = upstreams.time()
+    with private_state_dir() as outer_state:
+        outer = HttpServer(
+            tmp_path / "http-bridge.log",
+            MCP_BRIDGE_DISCOVER="0",
+            MCP_BRIDGE_WARM_POOL="0",
+            MCP_BRIDGE_STATE_DIR=str(outer_state),
+        )
+        outer.start()
+        try:
+            listed, ran, allowed, outer_log = ask_the_bridge(home, project, state, outer.url, time_server, tmp_path)
+        finally:
+            outer.stop()
+    assert listed.returncode == 0, listed.stderr
+    rows = Clients.rows(json.loads(listed.stdout))
+    assert (rows["time"]["state"], rows["time"]["tools"]) == ("ready", 2), rows["time"]
+    for name in ("mcp-codemode", "mcp-codemode-2026", "assistant"):
+        assert rows[name]["state"] == "skipped", rows[name]
+        assert rows[name]["detail"].startswith("it is mcp-codemode itself (its serverInfo says mcp-codemode "), rows
+        assert rows[name]["detail"].endswith("set MCP_BRIDGE_ALLOW_SELF_SERVER=1 to use it anyway"), rows[name]
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    assert lines[0] == "UTC", ran.stdout
+    for name, line in zip(("mcp-codemode", "mcp-codemode-2026", "assistant"), lines[1:], strict=True):
+        assert line.startswith(f"{name} -> upstream MCP server {name!r} is unavailable: it is mcp-codemode itself")
+        assert "nest code mode inside code mode" in line, line
+    # MCP_BRIDGE_ALLOW_SELF_SERVER=1 keeps them: each copy is proxied, with its one tool.
+    for name in ("mcp-codemode", "mcp-codemode-2026", "assistant"):
+        assert (allowed[name]["state"], allowed[name]["tools"]) == ("ready", 1), allowed[name]
+    # Every MCP session the HTTP bridge had (one per run for the legacy entry) was closed again.
+    opened, closed = outer_log.count("Created new transport"), outer_log.count("Terminating session")
+    assert (opened, closed) == (3, 3), outer_log
+    assert_no_orphans()
+
+
+def test_a_report_whose_every_server_is_skipped_says_so_instead_of_that_none_is_configured() -> None:
+    skipped = ServerRow("assistant", "assistant", "stdio", "/h/.cursor/mcp.json", "team-assistant serve", "skipped",
+                        detail="it is mcp-codemode itself (its serverInfo says mcp-codemode 0.1.0), ...")  # fmt: skip
+    text = ServersReport((skipped,), (), ("/h/.cursor/mcp.json",)).as_text().splitlines()
+    assert text[:4] == [
+        "No MCP server is used: every one found is skipped (see below).",
+        "",
+        "Skipped:",
+        f"  assistant (/h/.cursor/mcp.json): {skipped.detail}",
+    ]
+    assert ServersReport((), (), ()).as_text().startswith("No MCP servers are configured.")
 
 
 # ------------------------------------------------------------------------------------ 16. mcp-codemode run

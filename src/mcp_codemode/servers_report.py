@@ -9,7 +9,9 @@ nothing and shows what the cache knows.
 
 This is the user's own view, so unlike anything the sandbox sees it shows what the policy refuses: a
 refused server is listed as ``refused`` with the rule (and never started), and a server's tool count says
-how many of its tools the policy hides.
+how many of its tools the policy hides. A server that turns out, once connected, to be a code-mode bridge
+(this one behind a wrapper script or its HTTP URL) is listed as skipped with the reason, like one that
+config discovery recognised by its command line.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from .settings import Settings
 from .upstream.directory import Listing, ToolDirectory
+from .upstream.hub import SelfServerSkipped
 from .upstream.model import Discovery, ServerConfig
 
 
@@ -86,6 +89,8 @@ class ServersReport:
                     lines.append(f"{row.name} is refused by the policy, hidden from sandboxed code: {row.detail}")
             if any(row.listing == "cached" for row in used):
                 lines += ["", f"Cached counts come from {self.catalog}; --refresh starts every server and lists again."]
+        elif skipped:
+            lines.append("No MCP server is used: every one found is skipped (see below).")
         else:
             lines.append("No MCP servers are configured. Add some to a client's config (see docs/configuration.md) or")
             lines.append("pass --config FILE.")
@@ -160,7 +165,10 @@ async def servers_report(
                     rows.append(_row(config, "not started", log_file=log, **_counted(known, directory)))
                     continue
                 outcome = tried[config.name]
-                if isinstance(outcome, BaseException):
+                if isinstance(outcome, SelfServerSkipped):
+                    # Found out on connecting (a wrapper script, an HTTP URL): skipped, like one found in the file.
+                    rows.append(_row(config, "skipped", detail=outcome.reason))
+                elif isinstance(outcome, BaseException):
                     # What the cache knew still counts, marked as cached: the server failed just now.
                     shown = _shown(outcome)
                     rows.append(_row(config, "failed", detail=shown, log_file=log, **_counted(known, directory)))

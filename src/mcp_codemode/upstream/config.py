@@ -55,10 +55,28 @@ from urllib.parse import urlsplit
 
 from .model import DEFAULT_PROTOCOL, ConfigProblem, Discovery, ServerConfig, SkippedServer, Transport
 
-__all__ = ["FORMATS", "default_sources", "derive_alias", "discover", "guess_format", "launches_bridge"]
+__all__ = [
+    "FORMATS",
+    "SELF_SERVER_SETTING",
+    "bridge_identity",
+    "default_sources",
+    "derive_alias",
+    "discover",
+    "guess_format",
+    "launches_bridge",
+]
 
 # How a source is read. "dir": every *.json in a directory, each read as "json".
-FORMATS: Final = ("json", "dir", "claude-code-project", "claude-code", "vscode", "gemini", "codex")
+FORMATS: Final = (
+    "json",
+    "dir",
+    "claude-code-project",
+    "claude-code",
+    "claude-desktop",
+    "vscode",
+    "gemini",
+    "codex",
+)
 
 SELF_SERVER_SETTING: Final = "MCP_BRIDGE_ALLOW_SELF_SERVER=1"
 # Program names (normalised by _program_name) that start a code-mode bridge: this one and the reference one.
@@ -81,6 +99,7 @@ _TRANSPORTS: Final[Mapping[str, Transport]] = {
 _MODERN_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}")
 LAST_HANDSHAKE_VERSION: Final = "2025-11-25"  # protocol versions up to this one use the initialize handshake
 _VARIABLE = re.compile(r"\$\{([^{}]*)\}")
+_VARIABLE_OR_BARE = re.compile(r"\$\{([^{}]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")  # Gemini CLI also reads $VAR
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -111,7 +130,7 @@ def default_sources(
         (home / "MCPs", "dir"),
         (config_home / "mcp" / "servers", "dir"),
         (home / ".claude.json", "claude-code"),
-        (claude_desktop / "claude_desktop_config.json", "json"),
+        (claude_desktop / "claude_desktop_config.json", "claude-desktop"),
         (home / ".cursor" / "mcp.json", "json"),
         (home / ".codeium" / "windsurf" / "mcp_config.json", "json"),
         (home / ".gemini" / "settings.json", "gemini"),
@@ -159,6 +178,8 @@ def guess_format(path: Path) -> str:
         return "vscode"
     if path.name == ".claude.json":
         return "claude-code"
+    if path.name == "claude_desktop_config.json":
+        return "claude-desktop"
     return "json"
 
 
@@ -193,6 +214,7 @@ class _Raw:
     name: str
     source: str
     base: Path  # what a relative cwd is relative to: the config file's directory
+    fmt: str = "json"  # the client format it was read in, which decides how its variables are filled in
     command: object = None
     args: object = None
     env: object = None
@@ -462,7 +484,7 @@ def _sections(
 
 def _map_entry(name: str, entry: object, source: str, base: Path, fmt: str) -> _Raw:
     """Put one entry's values into the common slots, under each format's own key names."""
-    raw = _Raw(name=name, source=source, base=base)
+    raw = _Raw(name=name, source=source, base=base, fmt=fmt)
     if not name.strip():
         raw.errors.append("has an empty name; give the server a name")
     if not isinstance(entry, dict):
@@ -537,25 +559,69 @@ class _EntryError(Exception):
     """One entry cannot be used; the message says how to fix it."""
 
 
-class _Expander:
-    """``${VAR}``, ``${VAR:-default}`` and the client-specific ``${...}`` forms, from the given environment.
+@dataclasses.dataclass(frozen=True)
+class _Variables:
+    """How one client fills in the variables of a server entry, which the bridge copies so a server gets the same.
 
-    Only braced forms are expanded, so a bare ``$`` (in a regex argument, a price, a password) stays as
-    written. When ``strict`` is false (skipped entries, which are only listed) nothing is reported and an
-    unresolvable expression is left as it was.
+    Every client that expands reads the *client's* environment; the bridge, which a client starts, reads its
+    own. ``bare``: ``$VAR`` counts too (Gemini CLI), not only the braced forms. ``keeps``: a reference the
+    client cannot resolve is passed to the server as written (Claude Desktop and Codex expand nothing; Gemini
+    CLI keeps what it cannot resolve), so a program that expands its own arguments, such as ``mcp-remote``,
+    still gets it; elsewhere the client refuses the entry (Claude Code) or starts it broken (Cursor, VS Code),
+    and the bridge reports it instead.
     """
 
-    def __init__(self, context: _Context, *, strict: bool) -> None:
+    bare: bool = False
+    keeps: bool = False
+
+
+_VARIABLE_RULES: Final[Mapping[str, _Variables]] = {
+    "json": _Variables(),  # Claude Code's .mcp.json, Cursor, Windsurf, our own files
+    "claude-code-project": _Variables(),
+    "claude-code": _Variables(),
+    "claude-desktop": _Variables(keeps=True),
+    "vscode": _Variables(),
+    "gemini": _Variables(bare=True, keeps=True),
+    "codex": _Variables(keeps=True),
+}
+
+
+class _Expander:
+    """``${VAR}``, ``${VAR:-default}`` and the client-specific forms, filled in as the entry's client would.
+
+    A variable the entry's own ``env`` defines takes that value first: it is what the server will find in its
+    environment, and what a program that expands its own arguments (``mcp-remote --header
+    Authorization:${AUTH_HEADER}`` with ``AUTH_HEADER`` in ``env``) uses, whatever the bridge's environment
+    holds under that name. ``${env:VAR}`` names the client's environment explicitly, so only the bridge's own
+    environment answers it. Only braced forms are expanded (and ``$VAR`` where the client does it, Gemini
+    CLI), so a bare ``$`` (in a regex argument, a price, a password) stays as written. When ``strict`` is
+    false (skipped entries, which are only listed) nothing is reported and an unresolvable expression is
+    left as it was.
+    """
+
+    def __init__(self, context: _Context, rules: _Variables, *, strict: bool) -> None:
         self.context = context
+        self.rules = rules
         self.strict = strict
+        self.local: Mapping[str, str] = {}  # the entry's own env, once expanded
         self.missing: list[str] = []
         self.inputs: list[str] = []
         self.unknown: list[str] = []
 
     def __call__(self, text: str, where: str) -> str:
-        return _VARIABLE.sub(lambda match: self._one(match, where), text)
+        pattern = _VARIABLE_OR_BARE if self.rules.bare else _VARIABLE
+        return pattern.sub(lambda match: self._one(match, where), text)
+
+    def _lookup(self, name: str, *, local: bool) -> str | None:
+        if local and name in self.local:
+            return self.local[name]
+        return self.context.env.get(name)
 
     def _one(self, match: re.Match[str], where: str) -> str:
+        written = match.group(0)
+        if match.group(1) is None:  # a bare $VAR: filled in when it is set, else kept, as Gemini CLI does
+            value = self._lookup(match.group(2), local=True)
+            return written if value is None else value
         body = match.group(1)
         builtin = {
             "workspaceFolder": str(self.context.cwd),
@@ -567,18 +633,22 @@ class _Expander:
         if builtin is not None:
             return builtin
         if body.startswith("input:"):
-            _add(self.inputs, body.removeprefix("input:"))
-            return match.group(0)
+            if not self.rules.keeps:
+                _add(self.inputs, body.removeprefix("input:"))
+            return written
+        explicit = body.startswith("env:")
         name, separator, default = body.removeprefix("env:").partition(":-")
         if not _NAME.fullmatch(name):
-            _add(self.unknown, where)
-            return match.group(0)
-        value = self.context.env.get(name)
+            if not self.rules.keeps:
+                _add(self.unknown, where)
+            return written
+        value = self._lookup(name, local=not explicit)
         if separator:  # like the shell's ${VAR:-default}: unset or empty both take the default
             return value if value else default
         if value is None:
-            _add(self.missing, name)
-            return match.group(0)
+            if not self.rules.keeps:
+                _add(self.missing, name)
+            return written
         return value
 
     def complaints(self) -> list[str]:
@@ -641,7 +711,7 @@ def _normalise(raw: _Raw, context: _Context, *, strict: bool) -> ServerConfig:
     description = _optional_string(raw.description, "description")
     protocol = _protocol(raw.protocol)
     timeout = _timeout(raw)
-    expand = _Expander(context, strict=strict)
+    expand = _Expander(context, _VARIABLE_RULES[raw.fmt], strict=strict)
     config = _stdio(raw, expand, context) if has_command else _remote(raw, expand, context, declared)
     if strict:
         complaints = expand.complaints()
@@ -658,9 +728,11 @@ def _stdio(raw: _Raw, expand: _Expander, context: _Context) -> ServerConfig:
     args = _string_list(raw.args, "args")
     env = _string_map(raw.env, "env")
     cwd = _optional_string(raw.cwd, "cwd") or None
+    # The env block first, from the bridge's environment: the command line may use what it defines.
+    expanded_env = {key: expand(value, f"env[{key!r}]") for key, value in env.items()}
+    expand.local = expanded_env
     command = _expand_tilde(expand(raw.command, "command"), context.home)
     expanded_args = tuple(expand(arg, f"args[{i}]") for i, arg in enumerate(args))
-    expanded_env = {key: expand(value, f"env[{key!r}]") for key, value in env.items()}
     if cwd is not None:
         cwd = str(raw.base / _expand_tilde(expand(cwd, "cwd"), context.home))
     return ServerConfig(
@@ -817,6 +889,15 @@ def launches_bridge(config: ServerConfig) -> str | None:
         if bridge is not None:
             return bridge
     return None
+
+
+def bridge_identity(server_name: str) -> str | None:
+    """Which code-mode bridge a server is by the name it gives itself (``serverInfo``), if it is one.
+
+    The command line cannot tell every time: a wrapper script with another name, or the bridge's own HTTP
+    URL, start or reach the bridge all the same. Its ``serverInfo`` name can: the hub checks it on connecting.
+    """
+    return _SELF_NAMES.get(server_name.strip().lower())
 
 
 def _program_name(token: str) -> str:

@@ -150,6 +150,7 @@ class ToolDirectory:
             on_listing=self._listed,
             backoff=backoff,
             secrets=settings.http_tokens,  # the bridge's own secrets; each server's env and headers are added
+            allow_self=settings.allow_self_server,
         )
         names = self.hub.names()
         self.versions: dict[str, int] = dict.fromkeys(names, 0)

@@ -22,6 +22,10 @@ When a server dies, the request in flight (or else the next one) fails with ``Se
 and the call after that starts the server again. Repeated failures back off (0.5 s doubling to 30 s by default;
 calls meanwhile fail at once, saying when the next try is); a connection that stayed up resets the backoff.
 
+A server whose ``serverInfo`` says it is a code-mode bridge (this one, reached through a wrapper script or by its
+HTTP URL, which config discovery cannot see through) is closed as soon as it has said so, and is never started
+again: every call fails with ``SelfServerSkipped``, a ``ServerUnavailable``. ``allow_self`` keeps it.
+
 Only asyncio is supported: the connection tasks are asyncio tasks. PDEATHSIG fires when the *thread* that
 started the server ends, so the hub must run on a loop in a thread that lives at least as long as the hub (the
 main thread, or a loop thread that closes the hub before it ends).
@@ -63,6 +67,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from .. import __version__
+from .config import SELF_SERVER_SETTING, bridge_identity
 from .errors import (
     HIDDEN,
     Redaction,
@@ -95,6 +100,8 @@ LOG_ROTATE_BYTES = 8 << 20
 LOG_TAIL_BYTES = 64 << 10
 # A server that paginates forever cannot hang a listing.
 PAGE_CAP = 100
+# How long a server connected at a named 2026-era version may take to say who it is (see _server_info).
+IDENTITY_WAIT = 5.0
 
 # Lines the launcher and the hub write into a server's log; the prefix tells them from the server's own stderr.
 MARK = "[mcp-codemode]"
@@ -162,9 +169,11 @@ class Hub:
         on_listing: Callable[[str, tuple[types.Tool, ...]], None] | None = None,
         backoff: tuple[float, float] = (0.5, 30.0),
         secrets: Iterable[str] = (),
+        allow_self: bool = False,
     ) -> None:
         """``secrets``: values no server's error text may show, besides each server's own ``env`` and ``headers``
-        values (the bridge's HTTP tokens, credential-looking variables of its environment: ``secret_values``)."""
+        values (the bridge's HTTP tokens, credential-looking variables of its environment: ``secret_values``).
+        ``allow_self`` (``MCP_BRIDGE_ALLOW_SELF_SERVER``) keeps a server that says it is a code-mode bridge."""
         secrets = tuple(secrets)
         self._connections: dict[str, _Connection] = {}
         self._aliases: dict[str, str] = {}
@@ -194,6 +203,7 @@ class Hub:
                 backoff=backoff,
                 setpriv=setpriv,
                 secrets=secrets,
+                allow_self=allow_self,
             )
             self._aliases.setdefault(server.alias, server.name)
         self._warming: set[asyncio.Task[None]] = set()
@@ -295,6 +305,7 @@ class _Connection:
         backoff: tuple[float, float],
         setpriv: str | None,
         secrets: Sequence[str] = (),
+        allow_self: bool = False,
     ) -> None:
         self.config = config
         self.log_file = log_file
@@ -305,7 +316,10 @@ class _Connection:
         self._on_listing = on_listing
         self._backoff = backoff
         self._setpriv = setpriv
+        self._allow_self = allow_self
         self.closing = False
+        # Why this server is not used at all (it turned out to be a code-mode bridge); "" while it may be.
+        self.refused = ""
 
         self.status: Status = "idle"
         self.error = ""
@@ -340,13 +354,15 @@ class _Connection:
             restarts=max(0, self._starts - 1),
             log_file=self.log_file,
             pid=self.pid,
-            retry_in=self.retry_in() if self.status == "failed" else None,
+            retry_in=self.retry_in() if self.status == "failed" and not self.refused else None,
             protocol=self.protocol,
             detail=self.redaction.for_host(self.error),
         )
 
     def may_warm(self) -> bool:
         """Whether a pre-load hint should start this server: not when running, backing off, or owing a report."""
+        if self.refused:
+            return False
         if self.status == "idle":
             return True
         return self.status == "failed" and not self._unreported and self.retry_in() == 0
@@ -357,6 +373,8 @@ class _Connection:
     def _unavailable(self) -> ServerUnavailable:
         if self.closing:
             return self._error("the bridge is shutting down")
+        if self.refused:
+            return SelfServerSkipped(self.config.name, self.refused, redaction=self.redaction)
         return self._error(
             self.error or "it is not connected",
             retry_in=self.retry_in() if self.status == "failed" else 0.0 if self.status == "idle" else None,
@@ -388,7 +406,7 @@ class _Connection:
             return live
         seen = self._settled_starts
         async with self._lock:
-            if self.closing:
+            if self.closing or self.refused:
                 raise self._unavailable()
             live = self._live()
             if live is not None:
@@ -453,12 +471,17 @@ class _Connection:
                     except ValueError as exc:
                         raise _LaunchError(f'{exc}; fix its "protocol" in {self.config.source}') from exc
                     await stack.enter_async_context(client)
-                    scope.deadline = math.inf
-                    connected_at = time.monotonic()
-                    self._connected(client, connected_at - started)
-                    ready.set_result(client)
-                    await end.wait()
-            if connected_at is None and not self.closing:
+                    refusal = await self._refusal(client)
+                    if refusal:
+                        # Leaving the stack closes the connection: a bridge it started ends with it.
+                        self.refused = failure = refusal
+                    else:
+                        scope.deadline = math.inf
+                        connected_at = time.monotonic()
+                        self._connected(client, connected_at - started)
+                        ready.set_result(client)
+                        await end.wait()
+            if connected_at is None and not self.closing and not failure:
                 failure = (
                     f"it did not complete the MCP handshake within {self._connect_timeout:g} s "
                     "(raise connect_timeout, env MCP_BRIDGE_CONNECT_TIMEOUT, if it is just slow)"
@@ -478,6 +501,50 @@ class _Connection:
                 ready.set_exception(self._error("the bridge is shutting down"))
         self._finish(ready, connected_at, failure)
 
+    async def _refusal(self, client: Client) -> str:
+        """Why this connection must not be used: the server says it is a code-mode bridge ("" if it is not).
+
+        The bridge is usually in the very files it reads, and not always recognisably (a wrapper script, its
+        HTTP URL): proxying it would nest code mode inside code mode, and a copy it started would read the
+        same files and start another. The name in ``serverInfo`` is checked in either protocol era (a
+        2026-era server may not give one; then nothing can be told).
+        """
+        if self._allow_self:
+            return ""
+        info = await self._server_info(client)
+        if info is None:
+            return ""
+        bridge = bridge_identity(info.name)
+        if bridge is None:
+            return ""
+        return (
+            f"it is {bridge} (its serverInfo says {info.name} {info.version}), which would nest code mode inside "
+            f"code mode: skipped, and not started again; set {SELF_SERVER_SETTING} to use it anyway"
+        )
+
+    async def _server_info(self, client: Client) -> types.Implementation | None:
+        """The name and version the server gave itself, asking it once if connecting did not.
+
+        ``initialize`` and the ``server/discover`` of ``protocol: auto`` carry it. A 2026-era version named
+        in the config is adopted without a word to the server, so the hub sends the ``server/discover`` the
+        client skipped, bounded by ``IDENTITY_WAIT``: a server that does not answer it is not recognised,
+        and is otherwise used as it would have been.
+        """
+        info = client.server_info
+        if info is not None or self.config.protocol in ("legacy", "auto"):
+            return info
+        raw: dict[str, Any] | None = None
+        with anyio.move_on_after(IDENTITY_WAIT), contextlib.suppress(MCPError):
+            raw = await client.session.send_discover(client.protocol_version)
+        meta = raw.get("_meta") if raw is not None else None
+        stamp = meta.get(types.SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
+        if stamp is None:
+            return None
+        try:
+            return types.Implementation.model_validate(stamp)
+        except ValidationError:
+            return None
+
     def _finish(self, ready: asyncio.Future[Client], connected_at: float | None, failure: str) -> None:
         name = self.config.name
         if self.closing:
@@ -485,6 +552,20 @@ class _Connection:
                 logger.info("upstream %r stopped", name)
             self.status = "idle"
             self.pid = None
+            return
+        if connected_at is None and self.refused:
+            self._settled_starts += 1
+            self._fail(self.refused)
+            self._note(f"skipped: {self.refused}")
+            logger.warning("upstream %r skipped: %s", name, self.refused)
+            if not ready.done():
+                ready.set_exception(self._unavailable())
+            if self._on_tools_changed is not None:
+                # A listing cached on an earlier run, when it was still proxied, must not be served any longer.
+                try:
+                    self._on_tools_changed(name)
+                except Exception:
+                    logger.exception("on_tools_changed(%r) failed", name)
             return
         if connected_at is None:
             self._settled_starts += 1
@@ -744,6 +825,13 @@ class _Connection:
         elif isinstance(message, Exception):
             logger.warning("upstream %r: transport error: %s", self.config.name, message)
         await anyio.lowlevel.checkpoint()
+
+
+class SelfServerSkipped(ServerUnavailable):
+    """The server said it is a code-mode bridge (this one, most likely): closed, skipped, never started again.
+
+    A ``ServerUnavailable`` like any other to code that calls it; ``mcp-codemode servers`` lists it as skipped.
+    """
 
 
 class _LaunchError(Exception):

@@ -10,6 +10,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Literal
 
+from .errors import HIDDEN, MIN_SECRET
+
 Transport = Literal["stdio", "http", "sse"]
 # "legacy": the initialize handshake (2025-11-25 and earlier); "auto": probe server/discover first (costs up to
 # 10 s on servers that ignore unknown requests); or a modern protocol version string such as "2026-07-28".
@@ -36,10 +38,17 @@ class ServerConfig:
 
     @property
     def target(self) -> str:
-        """A one-line, secret-free description of what is launched or contacted (for `servers` and errors)."""
-        if self.transport == "stdio":
-            return " ".join([self.command, *self.args])
-        return self.url
+        """A one-line, secret-free description of what is launched or contacted (for `servers` and errors).
+
+        A value of the entry's ``env`` can reach the command line (``--header Authorization:${AUTH_HEADER}``
+        with ``AUTH_HEADER`` in ``env``); like everywhere else it is shown as ``<hidden>``.
+        """
+        if self.transport != "stdio":
+            return self.url
+        text = " ".join([self.command, *self.args])
+        for value in sorted({v for v in self.env.values() if len(v) >= MIN_SECRET}, key=len, reverse=True):
+            text = text.replace(value, HIDDEN)
+        return text
 
 
 @dataclasses.dataclass(frozen=True)
