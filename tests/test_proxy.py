@@ -12,6 +12,7 @@ where a failure shows the whole value.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import hashlib
@@ -29,6 +30,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
 import pytest
 
 from mcp_codemode.bridge import Bridge, RunRequest
@@ -37,7 +39,7 @@ from mcp_codemode.sessions import SessionManager
 from mcp_codemode.upstream.model import Discovery
 from tests import upstreams
 from tests.conftest import fail_unless, sandbox_settings
-from tests.mcp_clients import require_bubblewrap
+from tests.mcp_clients import images_of, require_bubblewrap, stdio_client_for, text_of
 
 RUN_TIMEOUT = 60.0  # per cell: generous, a Python server's first start happens inside the cell
 READY_DEADLINE = 60.0  # polling bound for a server to come up in the background
@@ -1067,3 +1069,33 @@ def test_images_inside_a_cell_s_last_value_reach_the_result_and_its_text_shows_t
     assert [too_many.status, len(too_many.images)] == ["ok", 3], explain(too_many)
     assert "2 images in the value were not shown: at most 3 images can be shown per call" in too_many.notice
     assert [text.status, text.images] == ["ok", ()], explain(text)
+
+
+@pytest.mark.anyio
+async def test_through_the_mcp_face_an_upstream_image_reaches_the_client_and_the_reference_resource_is_read(
+    tmp_path: Path,
+) -> None:
+    """A real client on ``mcp-codemode serve`` (stdio, bubblewrap) with server-everything configured."""
+    require_bubblewrap()
+    everything = upstreams.everything()
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"everything": {"command": everything.command,
+                                                                "args": list(everything.args)}}}))  # fmt: skip
+    with private_state_dir() as state:
+        async with stdio_client_for(
+            tmp_path / "serve.log", "legacy", "--config", str(config), "--no-discover", MCP_BRIDGE_STATE_DIR=str(state)
+        ) as client:
+            listed = await client.list_resources()
+            ours = await client.read_resource("codemode://capabilities")
+            theirs = await client.read_resource("resource://mcp-server-code-execution-mode/capabilities")
+            result = await client.call_tool("run_python", {"code": "await mcp_everything.get_tiny_image()"})
+    assert [str(resource.uri) for resource in listed.resources] == ["codemode://capabilities"]  # one is listed
+    ((summary,), (reference,)) = ours.contents, theirs.contents
+    assert isinstance(summary, types.TextResourceContents) and isinstance(reference, types.TextResourceContents)
+    assert str(reference.uri) == "resource://mcp-server-code-execution-mode/capabilities"
+    assert reference.text.startswith(summary.text + "\n\nComing from mcp-server-code-execution-mode:\n")
+    assert "runtime.list_loaded_server_metadata()" in reference.text
+    assert not result.is_error, text_of(result)
+    (image,) = images_of(result)
+    assert image.mime_type == "image/png" and base64.b64decode(image.data).startswith(PNG_MAGIC)
+    assert "<Image image/png, " in text_of(result) and "The image above is the MCP logo." in text_of(result)
