@@ -37,7 +37,8 @@ def capability_summary(settings: Settings, backend: str, servers: Mapping[str, s
         "- Output: what the code prints, the value of a last bare expression, stderr and errors. Over "
         f"{settings.output_limit:,} characters the middle is cut. Top-level await works.",
         "- Images: `import mcp.runtime as runtime; runtime.show(obj)` sends PNG/JPEG/GIF/WebP bytes, a file "
-        "path, a PIL image or a matplotlib figure; figures left open and an image as the last value are sent too "
+        "path, a PIL image or a matplotlib figure; figures left open and images in the last value (alone or in a "
+        "list, tuple or dict) are sent too "
         f"(each up to {format_size(settings.image_limit)}, {settings.max_images} per call).",
         _servers_line(servers or {}),
         *_policy_line(settings.policy),
