@@ -386,7 +386,8 @@ def describe_server(name: str) -> dict[str, Any]:
 
 
 async def list_tools(server: str) -> list[dict[str, Any]]:
-    """A server's tools, one short entry each (name, alias, description); starts the server if needed."""
+    """A server's tools, one short entry each (server, tool, alias and toolAlias, description, required); starts
+    the server if needed."""
     result: list[dict[str, Any]] = _docs_value(
         await rpc.arequest("docs", server=server, tool=None, detail="summary"), "summary"
     )
