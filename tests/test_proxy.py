@@ -980,7 +980,8 @@ async def test_the_reference_bridge_s_inspect_servers_example_runs_unchanged_wit
     seen = printed_values(result.stdout)
     names = ("time", "everything")
     assert seen["Discovered"] == seen["Cached servers"] == seen["Selectable via RPC"] == names
-    (loaded,) = seen["Loaded metadata"]  # a tuple: time, named in servers=; everything was not started
+    assert isinstance(seen["Loaded metadata"], tuple)
+    (loaded,) = seen["Loaded metadata"]  # time, named in servers=; everything was not started
     assert {"name", "alias", "tools"} <= set(loaded) and (loaded["name"], loaded["alias"]) == ("time", "time")
     assert [tool["name"] for tool in loaded["tools"]] == ["get_current_time", "convert_time"]
     for tool in loaded["tools"]:
