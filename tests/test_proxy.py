@@ -1038,6 +1038,24 @@ async def test_loaded_servers_are_those_started_and_list_servers_gives_names_or_
     assert described["tools"][0]["input_schema"]["required"] == ["timezone"]
 
 
+@pytest.mark.anyio
+async def test_a_loaded_server_whose_start_fails_is_left_out_and_the_others_are_listed() -> None:
+    """``silent`` never answers, so it is still starting when the cell asks; its start then times out."""
+    require_bubblewrap()
+    silent = dataclasses.replace(upstreams.time(name="silent"), command="/bin/sleep", args=("60",))
+    with private_state_dir() as state:
+        settings = sandbox_settings(runtime="bubblewrap", state_dir=state, connect_timeout=5.0)
+        async with Bridge(settings, Discovery(servers=(silent, upstreams.time()))) as bridge:
+            await run(bridge, "pass", "silent")  # the session's sandbox is up before the hint starts the servers
+            code = """
+            before = {e["name"]: e["state"] for e in runtime.list_servers_sync(detailed=True)}
+            report({"before": before["silent"], "loaded": [e["name"] for e in runtime.list_loaded_server_metadata()],
+                    "after": {e["name"]: e["state"] for e in runtime.list_servers_sync(detailed=True)}})
+            """
+            seen = reported(await run(bridge, code, "silent", servers=("silent", "time")))
+    assert seen == {"before": "connecting", "loaded": ["time"], "after": {"silent": "failed", "time": "ready"}}
+
+
 # ------------------------------------------------------------------------------------ 12. images in a value
 
 
