@@ -30,7 +30,7 @@ from tests.test_fuzz_frames import LoopThread, json_values
 
 KINDS = set(_rpc.ERRORS)
 QUICK_TOOLS = ["echo", "get-sum", "get-tiny-image", "get-annotated-message", "get-structured-content"]
-OPS = ["servers", "describe", "tools", "docs", "search", "call", "resources", "read_resource", "save_tool",
+OPS = ["servers", "describe", "loaded", "tools", "docs", "search", "call", "resources", "read_resource", "save_tool",
        "saved_tools", "delete_saved_tool"]  # fmt: skip
 
 

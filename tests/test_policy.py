@@ -270,7 +270,7 @@ async def test_a_refused_server_is_nowhere_the_sandbox_looks_and_is_never_starte
     result = await run(
         bridge,
         with_attempt("""
-        listed = [entry["name"] for entry in runtime.list_servers_sync()]
+        listed = list(runtime.list_servers_sync())
         found = await runtime.search_tool_docs("current time timezone", limit=20)
         stubs = {name: runtime.query_tool_docs_sync(name, detail="stub") for name in runtime.discovered_servers()}
         rows = [

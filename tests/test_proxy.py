@@ -12,6 +12,7 @@ where a failure shows the whole value.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import hashlib
@@ -29,6 +30,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
 import pytest
 
 from mcp_codemode.bridge import Bridge, RunRequest
@@ -37,7 +39,7 @@ from mcp_codemode.sessions import SessionManager
 from mcp_codemode.upstream.model import Discovery
 from tests import upstreams
 from tests.conftest import fail_unless, sandbox_settings
-from tests.mcp_clients import require_bubblewrap
+from tests.mcp_clients import images_of, require_bubblewrap, stdio_client_for, text_of
 
 RUN_TIMEOUT = 60.0  # per cell: generous, a Python server's first start happens inside the cell
 READY_DEADLINE = 60.0  # polling bound for a server to come up in the background
@@ -897,3 +899,222 @@ async def test_a_blocking_call_is_interrupted_by_the_run_timeout_and_the_session
     assert (result.status, result.state_lost) == ("timeout", False), explain(result)
     later = await run(shared.bridge, "report([blocked_state, mcp_everything.echo.sync(message='after')])", "blocking")
     assert reported(later) == ["kept", "Echo: after"]
+
+
+# ------------------------------------------------------------------------------------ 11. reference-bridge code
+
+# The statements of the "Inspect Available Servers" example in the README of the reference bridge
+# (mcp-server-code-execution-mode), as its users bring it: code written for that bridge must run here as it is.
+# Only its calls matter (the interface under test); the output is parsed below.
+REFERENCE_INSPECT_SNIPPET = """\
+from mcp import runtime
+
+print("Discovered:", runtime.discovered_servers())
+print("Cached servers:", runtime.list_servers_sync())
+print("Loaded metadata:", runtime.list_loaded_server_metadata())
+print("Selectable via RPC:", await runtime.list_servers())
+
+# Peek at tool docs for a server that's already loaded in this run
+loaded = runtime.list_loaded_server_metadata()
+if loaded:
+    first = runtime.describe_server(loaded[0]["name"])
+    for tool in first["tools"]:
+        print(tool["alias"], "→", tool.get("description", ""))
+
+# Ask for summaries or full schemas only when needed
+if loaded:
+    summaries = await runtime.query_tool_docs(loaded[0]["name"])
+    detailed = await runtime.query_tool_docs(
+        loaded[0]["name"],
+        tool=summaries[0]["toolAlias"],
+        detail="full",
+    )
+    print("Summaries:", summaries)
+    print("Cached tools:", runtime.list_tools_sync(loaded[0]["name"]))
+    print("Detailed doc:", detailed)
+
+# Fuzzy search across loaded servers without rehydrating every schema
+results = await runtime.search_tool_docs("calendar events", limit=3)
+for result in results:
+    print(result["server"], result["tool"], result.get("description", ""))
+
+# Synchronous helpers for quick answers without extra awaits
+print("Capability summary:", runtime.capability_summary())
+print("Docs from cache:", runtime.query_tool_docs_sync(loaded[0]["name"]) if loaded else [])
+print("Search from cache:", runtime.search_tool_docs_sync("calendar"))
+"""
+TOOL_METADATA_KEYS = {"name", "alias", "description", "input_schema"}
+
+
+def printed_values(stdout: str) -> dict[str, Any]:
+    """The ``Label: <python literal>`` lines a cell printed, as values (lines that are not literals are left out)."""
+    import ast
+
+    values: dict[str, Any] = {}
+    for line in stdout.splitlines():
+        label, _, text = line.partition(": ")
+        if text and label[:1].isupper():
+            with contextlib.suppress(ValueError, SyntaxError):
+                values[label] = ast.literal_eval(text)
+    return values
+
+
+@contextlib.asynccontextmanager
+async def time_and_everything() -> AsyncIterator[Bridge]:
+    """A bridge of its own (nothing started yet) on bubblewrap with the time and everything servers."""
+    require_bubblewrap()
+    with private_state_dir() as state:
+        settings = sandbox_settings(runtime="bubblewrap", state_dir=state)
+        async with Bridge(settings, Discovery(servers=(upstreams.time(), upstreams.everything()))) as bridge:
+            assert bridge.backend_name == "bubblewrap", bridge.backend_error
+            yield bridge
+
+
+@pytest.mark.anyio
+async def test_the_reference_bridge_s_inspect_servers_example_runs_unchanged_with_its_shapes() -> None:
+    async with time_and_everything() as bridge:
+        result = await bridge.run(
+            RunRequest(REFERENCE_INSPECT_SNIPPET, timeout=RUN_TIMEOUT, servers=("time",)), "reference", owner="local"
+        )
+    assert result.status == "ok", explain(result)
+    seen = printed_values(result.stdout)
+    names = ("time", "everything")
+    assert seen["Discovered"] == seen["Cached servers"] == seen["Selectable via RPC"] == names
+    assert isinstance(seen["Loaded metadata"], tuple)
+    (loaded,) = seen["Loaded metadata"]  # time, named in servers=; everything was not started
+    assert {"name", "alias", "tools"} <= set(loaded) and (loaded["name"], loaded["alias"]) == ("time", "time")
+    assert [tool["name"] for tool in loaded["tools"]] == ["get_current_time", "convert_time"]
+    for tool in loaded["tools"]:
+        assert set(tool) == TOOL_METADATA_KEYS, tool
+        assert tool["input_schema"]["type"] == "object" and "properties" in tool["input_schema"]
+    assert "get_current_time → Get current time in a specific timezone" in result.stdout
+    summaries = seen["Summaries"]
+    assert summaries[0]["toolAlias"] == summaries[0]["alias"] == "get_current_time"
+    assert seen["Cached tools"] == seen["Docs from cache"] == summaries
+    detailed = seen["Detailed doc"]
+    assert (detailed["tool"], detailed["toolAlias"]) == ("get_current_time", "get_current_time")
+    assert detailed["inputSchema"]["required"] == ["timezone"]
+    assert "Capability summary: mcp-codemode" in result.stdout
+    assert "Search from cache: " in result.stdout
+
+
+@pytest.mark.anyio
+async def test_loaded_servers_are_those_started_and_list_servers_gives_names_or_details() -> None:
+    """``list_loaded_server_metadata``: the servers the bridge runs (a servers= hint or an earlier use started)."""
+    code = """
+    report({
+        "loaded": [[entry["name"], sorted(entry), [sorted(tool) for tool in entry["tools"]][:1]]
+                   for entry in runtime.list_loaded_server_metadata()],
+        "type": type(runtime.list_loaded_server_metadata()).__name__,
+        "names": [type(runtime.list_servers_sync()).__name__, list(runtime.list_servers_sync()),
+                  "time" in runtime.list_servers_sync(), "time" in await runtime.list_servers()],
+        "detailed": [sorted(entry) for entry in await runtime.list_servers(detailed=True)],
+        "detailed_sync": [entry["name"] for entry in runtime.list_servers_sync(detailed=True)],
+        "discovered": [runtime.discovered_servers(), runtime.discovered_servers(detailed=True)],
+    })
+    """
+    async with time_and_everything() as bridge:
+        nothing = reported(await run(bridge, code, "loaded"))
+        hinted = reported(await run(bridge, code, "loaded", servers=("everything",)))
+        await run(bridge, "await mcp_time.get_current_time(timezone='UTC')", "loaded")
+        both = reported(await run(bridge, code, "loaded"))
+        described = reported(await run(bridge, "report(runtime.describe_server('time'))", "loaded"))
+    assert nothing["loaded"] == [] and nothing["type"] == "tuple"
+    assert [name for name, *_ in hinted["loaded"]] == ["everything"]
+    assert [name for name, *_ in both["loaded"]] == ["time", "everything"]  # in the configured order
+    _, keys, tool_keys = both["loaded"][0]
+    assert keys == ["alias", "name", "tools", "transport"] and tool_keys == [sorted(TOOL_METADATA_KEYS)]
+    assert nothing["names"] == ["tuple", ["time", "everything"], True, True]
+    assert nothing["detailed"][0] == ["alias", "listing", "name", "state", "tools", "transport"]
+    assert nothing["detailed_sync"] == ["time", "everything"]
+    assert nothing["discovered"] == [
+        ["time", "everything"],
+        [
+            {"name": "time", "alias": "time", "transport": "stdio"},
+            {"name": "everything", "alias": "everything", "transport": "stdio"},
+        ],
+    ]
+    assert [set(tool) for tool in described["tools"]] == [TOOL_METADATA_KEYS] * 2
+    assert described["tools"][0]["input_schema"]["required"] == ["timezone"]
+
+
+@pytest.mark.anyio
+async def test_a_loaded_server_whose_start_fails_is_left_out_and_the_others_are_listed() -> None:
+    """``silent`` never answers, so it is still starting when the cell asks; its start then times out."""
+    require_bubblewrap()
+    silent = dataclasses.replace(upstreams.time(name="silent"), command="/bin/sleep", args=("60",))
+    with private_state_dir() as state:
+        settings = sandbox_settings(runtime="bubblewrap", state_dir=state, connect_timeout=5.0)
+        async with Bridge(settings, Discovery(servers=(silent, upstreams.time()))) as bridge:
+            await run(bridge, "pass", "silent")  # the session's sandbox is up before the hint starts the servers
+            code = """
+            before = {e["name"]: e["state"] for e in runtime.list_servers_sync(detailed=True)}
+            report({"before": before["silent"], "loaded": [e["name"] for e in runtime.list_loaded_server_metadata()],
+                    "after": {e["name"]: e["state"] for e in runtime.list_servers_sync(detailed=True)}})
+            """
+            seen = reported(await run(bridge, code, "silent", servers=("silent", "time")))
+    assert seen == {"before": "connecting", "loaded": ["time"], "after": {"silent": "failed", "time": "ready"}}
+
+
+# ------------------------------------------------------------------------------------ 12. images in a value
+
+
+def test_images_inside_a_cell_s_last_value_reach_the_result_and_its_text_shows_the_rest(backend_name: str) -> None:
+    """get-tiny-image answers text, an image and text: the value shows the text, the image goes as an image."""
+
+    async def body() -> list[ExecutionResult]:
+        with private_state_dir() as state:
+            settings = sandbox_settings(runtime=backend_name, state_dir=state, max_images=3)
+            async with Bridge(settings, Discovery(servers=(upstreams.everything(),))) as bridge:
+                return [
+                    await run(bridge, code, "images")
+                    for code in (
+                        "img = await mcp_everything.get_tiny_image(); img",
+                        "{'first': img, 'again': (img[1], [img[1]]), 'none': None}",  # one object: sent once
+                        "[await mcp_everything.get_tiny_image() for _ in range(5)]",  # five images: three go
+                        "img[0]",
+                    )
+                ]
+
+    mixed, nested, too_many, text = asyncio.run(body())
+    assert mixed.status == "ok", explain(mixed)
+    (image,) = mixed.images
+    assert image.mime == "image/png" and image.data.startswith(PNG_MAGIC)
+    assert mixed.value is not None
+    shown = f"<Image image/png, {len(image.data)} bytes>"
+    assert mixed.value == f"[\"Here's the image you requested:\", {shown}, 'The image above is the MCP logo.']"
+    assert [nested.status, len(nested.images), nested.notice] == ["ok", 1, ""], explain(nested)
+    assert nested.images[0].data == image.data
+    assert [too_many.status, len(too_many.images)] == ["ok", 3], explain(too_many)
+    assert "2 images in the value were not shown: at most 3 images can be shown per call" in too_many.notice
+    assert [text.status, text.images] == ["ok", ()], explain(text)
+
+
+@pytest.mark.anyio
+async def test_through_the_mcp_face_an_upstream_image_reaches_the_client_and_the_reference_resource_is_read(
+    tmp_path: Path,
+) -> None:
+    """A real client on ``mcp-codemode serve`` (stdio, bubblewrap) with server-everything configured."""
+    require_bubblewrap()
+    everything = upstreams.everything()
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"everything": {"command": everything.command,
+                                                                "args": list(everything.args)}}}))  # fmt: skip
+    with private_state_dir() as state:
+        async with stdio_client_for(
+            tmp_path / "serve.log", "legacy", "--config", str(config), "--no-discover", MCP_BRIDGE_STATE_DIR=str(state)
+        ) as client:
+            listed = await client.list_resources()
+            ours = await client.read_resource("codemode://capabilities")
+            theirs = await client.read_resource("resource://mcp-server-code-execution-mode/capabilities")
+            result = await client.call_tool("run_python", {"code": "await mcp_everything.get_tiny_image()"})
+    assert [str(resource.uri) for resource in listed.resources] == ["codemode://capabilities"]  # one is listed
+    ((summary,), (reference,)) = ours.contents, theirs.contents
+    assert isinstance(summary, types.TextResourceContents) and isinstance(reference, types.TextResourceContents)
+    assert str(reference.uri) == "resource://mcp-server-code-execution-mode/capabilities"
+    assert reference.text.startswith(summary.text + "\n\nComing from mcp-server-code-execution-mode:\n")
+    assert "runtime.list_loaded_server_metadata()" in reference.text
+    assert not result.is_error, text_of(result)
+    (image,) = images_of(result)
+    assert image.mime_type == "image/png" and base64.b64decode(image.data).startswith(PNG_MAGIC)
+    assert "<Image image/png, " in text_of(result) and "The image above is the MCP logo." in text_of(result)

@@ -1028,3 +1028,60 @@ def test_a_top_level_schema_error_does_not_say_argument_the_arguments():
         "additionalProperties": False,
     }
     assert "argument the arguments" not in problem(schema, {"q": 1})
+
+
+# ------------------------------------------------------------------------------- images inside a last value
+
+
+class _Looks:
+    """Has ``_repr_png_`` on its class: shown as an image wherever it sits in a value."""
+
+    def _repr_png_(self) -> bytes:
+        return PNG
+
+
+class _Proxy:
+    """Answers every attribute (as a server proxy does): it must not be asked while a value is searched."""
+
+    asked: typing.ClassVar[list[str]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        self.asked.append(name)
+        return lambda: PNG
+
+
+def test_the_images_inside_a_value_are_found_in_reading_order_each_once() -> None:
+    first, second, third = runtime.Image(PNG), runtime.Image(PNG), _Looks()
+    looping: list[Any] = [first]
+    looping.append(looping)
+    value = {"a": ["text", first, (second, {"deep": [third]})], "b": first, "c": looping, "d": _Proxy(), "e": None}
+    assert runtime._images_in(value) == [first, second, third]
+    assert _Proxy.asked == []  # judged by its type: a proxy's __getattr__ is never woken
+    assert runtime._images_in(first) == []  # the value itself is judged by is_image_like, not here
+    assert runtime._images_in("no images") == [] and runtime._images_in(b"\x89PNG") == []
+
+
+def test_the_search_for_images_in_a_value_is_bounded_in_depth_and_items() -> None:
+    image = runtime.Image(PNG)
+    nested: Any = image
+    for _ in range(runtime.SCAN_DEPTH + 1):
+        nested = [nested]
+    assert runtime._images_in(nested) == []  # one container too many
+    assert runtime._images_in(nested[0]) == [image]  # SCAN_DEPTH containers deep
+    assert runtime._images_in([0] * runtime.SCAN_ITEMS + [image]) == []
+    assert runtime._images_in([0] * (runtime.SCAN_ITEMS - 1) + [image]) == [image]
+
+
+def test_a_value_s_images_are_shown_within_the_caps_with_one_note_for_the_rest() -> None:
+    display = runtime.Display(image_limit=1 << 20, max_images=2)
+    display.add(runtime.Image(PNG), strict=True)  # runtime.show() in the cell: one of the two places is taken
+    images = [runtime.Image(PNG) for _ in range(4)]
+    display.add_found_in(["text", *images, {"again": images[0]}])
+    assert display.images[1:] == images[:1]
+    assert display.notes == ["3 images in the value were not shown: at most 2 images can be shown per call"]
+    small = runtime.Display(image_limit=8, max_images=5)
+    small.add_found_in((runtime.Image(PNG),))
+    assert small.images == [] and small.notes[0].startswith("an image was not shown: the image is 24 bytes, over")
+    whole = runtime.Display(image_limit=1 << 20, max_images=5)
+    whole.add_found_in(images[0])
+    assert whole.images == [images[0]] and whole.notes == []

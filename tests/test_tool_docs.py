@@ -655,9 +655,47 @@ def test_query_tool_docs_returns_stub_text_that_shows_as_code(monkeypatch: pytes
     assert isinstance(whole, runtime.Stub) and isinstance(whole, str) and whole == module
     assert repr(whole) == module  # a cell's last value shows the code, not a quoted one-liner
     assert single == one["stub"]
-    assert names == [{"server": "time", "tool": "get_current_time", "alias": "get_current_time"}]
+    # The reference bridge's key for the alias comes right after ours, with the same value.
+    assert names == [
+        {"server": "time", "tool": "get_current_time", "alias": "get_current_time", "toolAlias": "get_current_time"}
+    ]
     assert [params["detail"] for _, params in recorder.requests] == ["stub", "stub", "name"]
     exec(compile(whole, "<time>", "exec", dont_inherit=True), {})
+
+
+def test_tool_docs_carry_tool_alias_at_every_level_and_list_tools_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = {"server": "fs", "tool": "read-file", "alias": "read_file", "description": "Read.", "required": []}
+
+    def answer(op: str, params: dict[str, Any]) -> Any:
+        return dict(doc) if params["tool"] is not None else [dict(doc), {"server": "fs", "note": "no alias"}]
+
+    with bridge(monkeypatch, answer):
+        one = asyncio_run(runtime.query_tool_docs("fs", tool="read_file", detail="full"))
+        every = runtime.query_tool_docs_sync("fs")
+        listed = [runtime.list_tools_sync("fs"), asyncio_run(runtime.list_tools("fs"))]
+    assert list(one) == ["server", "tool", "alias", "toolAlias", "description", "required"]
+    assert one["toolAlias"] == "read_file"
+    assert every == listed[0] == listed[1] == [{**one}, {"server": "fs", "note": "no alias"}]
+
+
+def test_list_servers_gives_names_as_a_tuple_or_the_bridge_s_details(monkeypatch: pytest.MonkeyPatch) -> None:
+    entries = [
+        {"name": "time", "alias": "time", "transport": "stdio", "state": "ready", "tools": 2, "listing": "live"},
+        {"name": "my-git", "alias": "my_git", "transport": "stdio", "state": "idle", "tools": None},
+    ]
+    described = {"name": "time", "alias": "time", "tools": [{"name": "t", "alias": "t", "input_schema": {}}]}
+
+    def answer(op: str, params: dict[str, Any]) -> Any:
+        return {"servers": entries, "loaded": [described, "not a dict"]}[op]
+
+    with bridge(monkeypatch, answer) as recorder:
+        names = [runtime.list_servers_sync(), asyncio_run(runtime.list_servers())]
+        detailed = [runtime.list_servers_sync(detailed=True), asyncio_run(runtime.list_servers(detailed=True))]
+        loaded = runtime.list_loaded_server_metadata()
+    assert names == [("time", "my-git")] * 2 and "my-git" in names[0]
+    assert detailed == [entries] * 2
+    assert loaded == (described,)
+    assert [op for op, _ in recorder.requests] == ["servers"] * 4 + ["loaded"]
 
 
 def asyncio_run(coroutine: Any) -> Any:

@@ -63,6 +63,23 @@ def test_reference_bridge_variables_are_honoured():
     assert s.sources["timeout"] == "MCP_BRIDGE_TIMEOUT"
 
 
+def test_the_reference_runtime_idle_timeout_sets_the_session_idle_timeout_and_a_disagreement_is_refused(tmp_path):
+    alias, ours = "MCP_BRIDGE_RUNTIME_IDLE_TIMEOUT", "MCP_BRIDGE_SESSION_IDLE_TIMEOUT"
+    file = tmp_path / "settings.toml"
+    file.write_text("session_idle_timeout = 600\n")
+    aliased = Settings.load(env={alias: "300"}, settings_file=file)  # the environment beats the file, as always
+    assert (aliased.session_idle_timeout, aliased.sources["session_idle_timeout"]) == (300.0, alias)
+    assert Settings.load(env={alias: "300", ours: "300.0"}).session_idle_timeout == 300.0  # agreeing: fine
+    with pytest.raises(SettingsError) as caught:
+        Settings.load(env={alias: "300", ours: "900"})
+    assert str(caught.value) == (
+        f"{alias}='300' and {ours}='900' both set session_idle_timeout and disagree: remove {alias} (the "
+        "reference bridge's name for it), or give both the same value"
+    )
+    with pytest.raises(SettingsError, match=rf"^{alias}='300s' is not valid: expected seconds \(for example {alias}="):
+        Settings.load(env={alias: "300s"})
+
+
 def test_precedence_is_file_then_environment_then_command_line(tmp_path):
     file = tmp_path / "settings.toml"
     file.write_text('[mcp-codemode]\ntimeout = 5\nmemory = "256m"\nruntime = "podman"\n')

@@ -108,6 +108,7 @@ class Relay:
         self._ops: dict[str, Callable[[str, dict[str, Any]], Awaitable[Any]]] = {
             "servers": self._servers,
             "describe": self._describe,
+            "loaded": self._loaded,
             "tools": self._tools,
             "docs": self._docs,
             "search": self._search,
@@ -248,10 +249,32 @@ class Relay:
             described["cwd"] = config.cwd
         aliases = listing.aliases
         described["tools"] = [
-            {"name": tool.name, "alias": aliases[tool.name], "description": catalog.first_line(tool.description)}
+            {
+                "name": tool.name,
+                "alias": aliases[tool.name],
+                "description": catalog.first_line(tool.description),
+                "input_schema": tool.input_schema or {"type": "object"},
+            }
             for tool in listing.tools
         ]
         return described
+
+    async def _loaded(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+        """``describe`` of every loaded server: one the hub runs or is starting (a ``servers`` hint, an earlier
+        call or search started it). Nothing is started here; a server whose start fails is left out."""
+        names = [name for name in self.hub.names() if self.hub.state(name).status in ("ready", "connecting")]
+        described = await asyncio.gather(
+            *(self._describe(owner, {"server": name}) for name in names), return_exceptions=True
+        )
+        loaded = []
+        for name, entry in zip(names, described, strict=True):
+            if isinstance(entry, dict):
+                loaded.append(entry)
+            elif isinstance(entry, (ServerUnavailable, UpstreamCallError, UpstreamTimeout)):
+                log.info("list_loaded_server_metadata leaves out %r: %s", name, entry)
+            elif isinstance(entry, BaseException):
+                raise entry
+        return loaded
 
     async def _tools(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
         listing = await self.directory.listing(self._server(message))

@@ -33,11 +33,15 @@ from .bridge import Bridge, RunRequest
 from .errors import CodemodeError
 from .render import error_result, render_result
 from .settings import Settings
+from .summary import reference_capabilities
 
 log = logging.getLogger(__name__)
 Transport = Literal["stdio", "http"]
 TOOL_NAME = "run_python"
 CAPABILITIES_URI = "codemode://capabilities"
+# The reference bridge's name for it, for prompts and clients written for that bridge: read, not listed, so a
+# client that lists resources sees one capabilities text, not two that say the same.
+REFERENCE_CAPABILITIES_URI = "resource://mcp-server-code-execution-mode/capabilities"
 PRINCIPAL_STATE_KEY = "mcp_codemode_principal"  # in the ASGI scope's state, set by the HTTP guard
 _CLOSES_KEY = "mcp_codemode_closes"  # in the SDK connection's state: the session its teardown closes
 MAX_CODE_CHARS = 1_000_000
@@ -293,13 +297,18 @@ def build_server(bridge: Bridge, transport: Transport, tracing: bool = False) ->
     async def read_resource(
         ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        if str(params.uri) != CAPABILITIES_URI:
+        uri = str(params.uri)
+        if uri == CAPABILITIES_URI:
+            text = bridge.summary
+        elif uri == REFERENCE_CAPABILITIES_URI:
+            text = reference_capabilities(bridge.summary)
+        else:
             raise MCPError(
                 types.INVALID_PARAMS,
                 f"Resource not found: {params.uri}; this server has one resource, {CAPABILITIES_URI}",
-                data={"uri": str(params.uri)},
+                data={"uri": uri},
             )
-        contents = types.TextResourceContents(uri=CAPABILITIES_URI, mime_type="text/markdown", text=bridge.summary)
+        contents = types.TextResourceContents(uri=uri, mime_type="text/markdown", text=text)
         return types.ReadResourceResult(contents=[contents])
 
     async def list_prompts(

@@ -267,6 +267,9 @@ FIELDS: tuple[Field, ...] = (
 )
 SECRET_FIELDS = frozenset({"http_tokens"})
 _BY_NAME = {f.name: f for f in FIELDS}
+# Other names of a setting, from the reference bridge, whose configurations should keep working here. Its
+# "shutdown delay" of an idle sandbox runtime is what closing an idle session does here.
+ENV_ALIASES: dict[str, str] = {"MCP_BRIDGE_RUNTIME_IDLE_TIMEOUT": "session_idle_timeout"}
 
 
 def default_state_dir(env: Mapping[str, str], is_root: bool) -> Path:
@@ -373,11 +376,28 @@ class Settings:
             if field.env in env:
                 values[field.name] = _parse(field, env[field.env], field.env)
                 sources[field.name] = field.env
+        for alias, name in ENV_ALIASES.items():
+            if alias in env:
+                _apply_alias(alias, _BY_NAME[name], env, values, sources)
         for name, value in (overrides or {}).items():
             if value is not None:
                 values[name] = value
                 sources[name] = "command line"
         return cls(**values, sources=sources)
+
+
+def _apply_alias(alias: str, field: Field, env: Mapping[str, str], values: dict[str, Any],
+                 sources: dict[str, str]) -> None:  # fmt: skip
+    """A setting given by its other name; given by both names, the two must agree, or neither is taken."""
+    value = _parse(dataclasses.replace(field, env=alias), env[alias], alias)
+    if field.env not in env:
+        values[field.name] = value
+        sources[field.name] = alias
+    elif values[field.name] != value:
+        raise SettingsError(
+            f"{alias}={env[alias]!r} and {field.env}={env[field.env]!r} both set {field.name} and disagree: "
+            f"remove {alias} (the reference bridge's name for it), or give both the same value"
+        )
 
 
 def parse_field(name: str, raw: str, where: str) -> Any:

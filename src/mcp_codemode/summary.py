@@ -1,10 +1,11 @@
 """The capability summary: one text that tells a model what the sandbox offers and how to use it.
 
 It is served twice, identically: as the ``codemode://capabilities`` resource and, inside the sandbox, as
-``runtime.capability_summary()``. It is built from the settings alone, so it costs nothing per call. The
-servers it names are those the policy allows; a restrictive policy gets a line of its own, so the model
-knows the limits before it runs into them, but never which servers or tools are hidden.
-"""
+``runtime.capability_summary()``. The reference bridge's URI for the resource serves it too, followed by
+``REFERENCE_CHECKLIST``: what a model that learnt that bridge should know here. It is built from the settings
+alone, so it costs nothing per call. The servers it names are those the policy allows; a restrictive policy
+gets a line of its own, so the model knows the limits before it runs into them, but never which servers or
+tools are hidden."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def capability_summary(settings: Settings, backend: str, servers: Mapping[str, s
         "- Output: what the code prints, the value of a last bare expression, stderr and errors. Over "
         f"{settings.output_limit:,} characters the middle is cut. Top-level await works.",
         "- Images: `import mcp.runtime as runtime; runtime.show(obj)` sends PNG/JPEG/GIF/WebP bytes, a file "
-        "path, a PIL image or a matplotlib figure; figures left open and an image as the last value are sent too "
+        "path, a PIL image or a matplotlib figure; figures left open and images in the last value (alone or in a "
+        "list, tuple or dict) are sent too "
         f"(each up to {format_size(settings.image_limit)}, {settings.max_images} per call).",
         _servers_line(servers or {}),
         *_policy_line(settings.policy),
@@ -76,3 +78,19 @@ def _policy_line(policy: Policy) -> list[str]:
     limits.append(f"arguments up to {format_size(policy.max_argument_bytes)} of JSON, nested up to "
                   f"{policy.max_argument_depth} deep")  # fmt: skip
     return [f"- Policy: {'; '.join(limits)}. A refused call raises runtime.PolicyError (an MCPError) naming the rule."]
+
+
+REFERENCE_CHECKLIST = """\
+Coming from mcp-server-code-execution-mode:
+- Nothing has to be loaded first: every server above is reachable from code, listed in run_python's `servers` or \
+not. `servers` only starts the named ones early.
+- `runtime.discovered_servers()` and `await runtime.list_servers()` name every server; \
+`runtime.list_loaded_server_metadata()` describes the ones already running (those named in `servers` included), \
+with each tool's `input_schema`; `runtime.describe_server(name)` does the same for any server (and shows its `cwd`).
+- `await runtime.query_tool_docs(server)` gives each tool's `alias` (also as `toolAlias`); pass it as `tool=` with \
+`detail="full"` for the schemas, or `detail="stub"` for typed Python signatures."""
+
+
+def reference_capabilities(summary: str) -> str:
+    """The text of the reference bridge's capabilities resource here: the summary and the checklist."""
+    return f"{summary}\n\n{REFERENCE_CHECKLIST}"

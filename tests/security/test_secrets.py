@@ -309,7 +309,8 @@ def test_the_relay_hands_out_no_credentials(target: Target) -> None:
     except Exception as exc:
         missing = type(exc).__name__ + ': ' + str(exc)
     report({'echo': str(echoed), 'echo http': str(echoed_http), 'described': described,
-            'servers': await runtime.list_servers(), 'repr': repr(mcp_everything) + repr(mcp_everything_http),
+            'servers': await runtime.list_servers(detailed=True),
+            'repr': repr(mcp_everything) + repr(mcp_everything_http),
             'missing tool': missing, 'summary': runtime.capability_summary()})
     """
     seen = outcome(target.run(code, timeout=60))

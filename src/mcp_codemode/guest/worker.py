@@ -13,8 +13,9 @@ Why it is shaped this way:
   means a 100 MB line of output is just data, and the host can refuse an oversized frame before reading it.
 * Output is bounded here, at the source: each stream streams its head to the host and keeps only a tail
   ring afterwards, counting what it dropped. A flood costs the host at most the configured cap.
-* Images travel with the cell's result: ``runtime.show(obj)``, an image-like last value and matplotlib
-  figures left open are rendered here (the host only checks and forwards bytes), each capped in size.
+* Images travel with the cell's result: ``runtime.show(obj)``, an image-like last value (or the images inside
+  it, such as an upstream result of text and images) and matplotlib figures left open are rendered here (the
+  host only checks and forwards bytes), each capped in size.
 * Interrupts arrive as frames; the control thread turns them into SIGINT for the main thread, and the
   SIGINT handler raises only while user code is running, so an interrupt can never land in the worker's
   own bookkeeping.
@@ -396,11 +397,9 @@ class Executor:
         if value is None:
             return {"status": "ok", "value": None}
         self.namespace["_"] = value
-        try:
-            if self.runtime.is_image_like(value):
-                display.add(value, strict=False, quiet=True)
-        except BaseException:  # noqa: BLE001, S110 - a value that only looked like an image is shown as text
-            pass
+        # The value's images, or those it holds (an upstream result of text and images); its text shows the rest.
+        with contextlib.suppress(BaseException):  # a value that only looked like an image is shown as text
+            display.add_found_in(value)
         try:
             shown = repr(value)
         except BaseException as exc:  # noqa: BLE001 - a broken __repr__ is the user's error, not ours

@@ -56,6 +56,7 @@ __all__ = [
     "delete_saved_tool",
     "describe_server",
     "discovered_servers",
+    "list_loaded_server_metadata",
     "list_resources",
     "list_resources_sync",
     "list_saved_tools",
@@ -216,6 +217,28 @@ class Display:
             return f"at most {self.max_images} images can be shown per call"
         return ""
 
+    def add_found_in(self, value: object) -> None:
+        """Attach the images a cell's last value holds: itself, or inside lists, tuples, sets and dict values.
+
+        An upstream result that mixes text and images (a list holding ``Image``s) is the common case. The walk is
+        bounded (``SCAN_DEPTH`` levels, ``SCAN_ITEMS`` items), so a huge or self-referencing value costs little,
+        and it only looks at an item's type, never at its attributes: an object whose ``__getattr__`` does work
+        (a server proxy asks the bridge) is not woken. Images past the caps are counted in one note.
+        """
+        if is_image_like(value):  # the value itself (a figure, a PIL image...), judged as before
+            self.add(value, strict=False, quiet=True)
+            return
+        found = _images_in(value)
+        room = max(self.max_images - len(self.images), 0)
+        for item in found[:room]:
+            self.add(item, strict=False, quiet=True)
+        if len(found) > room:
+            extra = len(found) - room
+            self.notes.append(
+                f"{extra} image{'s' if extra > 1 else ''} in the value {'were' if extra > 1 else 'was'} not shown: "
+                f"at most {self.max_images} images can be shown per call"
+            )
+
     def collect_figures(self) -> None:
         """Show matplotlib figures left open (or 'shown': the Agg backend keeps them open), then close them."""
         pyplot = sys.modules.get("matplotlib.pyplot")
@@ -235,6 +258,52 @@ class Display:
 
         images = [{"mime": i.mime, "data": base64.b64encode(i.data).decode("ascii")} for i in self.images]
         return {"images": images, "notes": self.notes}
+
+
+SCAN_DEPTH = 6  # how deep a cell's last value is searched for images
+SCAN_ITEMS = 10_000  # and how many of its items are looked at in all
+
+
+def _nested_image_like(obj: object) -> bool:
+    """``is_image_like`` judged on the type alone: items of a value may be anything, proxies included."""
+    kind = type(obj)
+    if issubclass(kind, Image):
+        return True
+    module = getattr(kind, "__module__", "") or ""
+    if module.startswith("matplotlib.") and hasattr(kind, "savefig"):
+        return True
+    if module.startswith("PIL.") and hasattr(kind, "save") and hasattr(kind, "mode"):
+        return True
+    return callable(getattr(kind, "_repr_png_", None)) or callable(getattr(kind, "_repr_jpeg_", None))
+
+
+def _images_in(value: object) -> list[object]:
+    """The image-like items inside ``value`` (not ``value`` itself), in reading order, each object once."""
+    import itertools
+
+    found: list[object] = []
+    seen: set[int] = set()
+    budget = SCAN_ITEMS
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack and budget > 0:
+        node, depth = stack.pop()
+        if not isinstance(node, (dict, list, tuple, set, frozenset)) or id(node) in seen or depth >= SCAN_DEPTH:
+            continue
+        seen.add(id(node))
+        items = list(itertools.islice(node.values() if isinstance(node, dict) else node, budget))
+        budget -= len(items)
+        children = []
+        for item in items:
+            if item is None or isinstance(item, (str, bytes, bytearray, int, float)):
+                continue
+            if _nested_image_like(item):
+                if id(item) not in seen:
+                    seen.add(id(item))
+                    found.append(item)
+            else:
+                children.append((item, depth + 1))
+        stack.extend(reversed(children))
+    return found
 
 
 class _State:
@@ -271,16 +340,37 @@ def discovered_servers(detailed: bool = False) -> Any:
     return tuple(catalog.names())
 
 
-async def list_servers() -> list[dict[str, Any]]:
-    """Every server with its state (idle, ready, failed...) and tool count when known; starts nothing."""
-    result: list[dict[str, Any]] = await rpc.arequest("servers")
-    return result
+def _servers_value(entries: Any, detailed: bool) -> Any:
+    if detailed:
+        return entries
+    return tuple(entry["name"] for entry in entries if isinstance(entry, dict) and isinstance(entry.get("name"), str))
 
 
-def list_servers_sync() -> list[dict[str, Any]]:
+async def list_servers(detailed: bool = False) -> Any:
+    """The names of the servers the bridge serves now, as a tuple (``"time" in await list_servers()``).
+
+    Asked of the bridge, not of this call's context; starts nothing. ``detailed=True`` gives one dict per server
+    instead: ``name``, ``alias``, ``transport``, ``description`` (when set), ``state`` (idle, connecting, ready,
+    failed), ``tools`` (a count, or None until listed), ``listing`` and ``error`` (when failed).
+    """
+    return _servers_value(await rpc.arequest("servers"), detailed)
+
+
+def list_servers_sync(detailed: bool = False) -> Any:
     """Blocking twin of ``list_servers``."""
-    result: list[dict[str, Any]] = rpc.request("servers")
-    return result
+    return _servers_value(rpc.request("servers"), detailed)
+
+
+def list_loaded_server_metadata() -> tuple[dict[str, Any], ...]:
+    """The servers that are loaded, each as ``describe_server`` gives it (its tools with their ``input_schema``).
+
+    Loaded means started by the bridge and running (or starting): those named in this call's ``servers``
+    argument, and those some earlier call, search or hint started. Every other configured server is still
+    reachable (its first call starts it); this only starts nothing new. A server that fails while starting is
+    left out (``list_servers(detailed=True)`` says why).
+    """
+    result = rpc.request("loaded")
+    return tuple(entry for entry in result if isinstance(entry, dict)) if isinstance(result, list) else ()
 
 
 def server(name: str) -> ServerProxy:
@@ -289,20 +379,25 @@ def server(name: str) -> ServerProxy:
 
 
 def describe_server(name: str) -> dict[str, Any]:
-    """A server's name, alias, description, transport and its tools (name, alias, one line each); starts it."""
+    """A server's name, alias, description, transport, cwd and its tools (name, alias, the first sentence of
+    the description, input_schema); starts it."""
     result: dict[str, Any] = rpc.request("describe", server=name)
     return result
 
 
 async def list_tools(server: str) -> list[dict[str, Any]]:
-    """A server's tools, one short entry each (name, alias, description); starts the server if needed."""
-    result: list[dict[str, Any]] = await rpc.arequest("docs", server=server, tool=None, detail="summary")
+    """A server's tools, one short entry each (server, tool, alias and toolAlias, description, required); starts
+    the server if needed."""
+    result: list[dict[str, Any]] = _docs_value(
+        await rpc.arequest("docs", server=server, tool=None, detail="summary"), "summary"
+    )
     return result
 
 
 def list_tools_sync(server: str) -> list[dict[str, Any]]:
     """Blocking twin of ``list_tools``."""
-    result: list[dict[str, Any]] = rpc.request("docs", server=server, tool=None, detail="summary")
+    result: list[dict[str, Any]] = _docs_value(rpc.request("docs", server=server, tool=None, detail="summary"),
+                                               "summary")  # fmt: skip
     return result
 
 
@@ -330,13 +425,28 @@ def _check_detail(detail: object) -> str:
 
 
 def _docs_value(value: Any, detail: str) -> Any:
-    """The docs the bridge sent, with stub text (a module, or a tool doc's ``stub``) as a ``Stub``."""
+    """The docs the bridge sent, with stub text (a module, or a tool doc's ``stub``) as a ``Stub``, and each
+    tool's ``alias`` also under ``toolAlias``, the key code written for the reference bridge reads."""
     if detail == "stub":
         if isinstance(value, str):
             return Stub(value)
         if isinstance(value, dict) and isinstance(value.get("stub"), str):
             return Stub(value["stub"])
-    return value
+    if isinstance(value, list):
+        return [_with_tool_alias(doc) for doc in value]
+    return _with_tool_alias(value)
+
+
+def _with_tool_alias(doc: Any) -> Any:
+    """A tool doc with ``toolAlias`` right after ``alias`` (the same value)."""
+    if not isinstance(doc, dict) or "alias" not in doc or "toolAlias" in doc:
+        return doc
+    out: dict[str, Any] = {}
+    for key, item in doc.items():
+        out[key] = item
+        if key == "alias":
+            out["toolAlias"] = item
+    return out
 
 
 async def query_tool_docs(server: str, tool: str | None = None, detail: str = "summary") -> Any:
