@@ -903,57 +903,45 @@ async def test_a_blocking_call_is_interrupted_by_the_run_timeout_and_the_session
 
 # ------------------------------------------------------------------------------------ 11. reference-bridge code
 
-# The statements of the "Inspect Available Servers" example in the README of the reference bridge
-# (mcp-server-code-execution-mode), as its users bring it: code written for that bridge must run here as it is.
-# Only its calls matter (the interface under test); the output is parsed below.
-REFERENCE_INSPECT_SNIPPET = """\
+# Code written for the reference bridge (mcp-server-code-execution-mode) calls its helpers in these forms; its
+# README's "Inspect Available Servers" example uses each of them. This cell is ours (we never copy that GPL text):
+# every call below has the name, arguments and result shape the reference documents, and the output is parsed below.
+REFERENCE_STYLE_CELL = """\
 from mcp import runtime
 
-print("Discovered:", runtime.discovered_servers())
-print("Cached servers:", runtime.list_servers_sync())
-print("Loaded metadata:", runtime.list_loaded_server_metadata())
-print("Selectable via RPC:", await runtime.list_servers())
-
-# Peek at tool docs for a server that's already loaded in this run
-loaded = runtime.list_loaded_server_metadata()
-if loaded:
-    first = runtime.describe_server(loaded[0]["name"])
-    for tool in first["tools"]:
-        print(tool["alias"], "→", tool.get("description", ""))
-
-# Ask for summaries or full schemas only when needed
-if loaded:
-    summaries = await runtime.query_tool_docs(loaded[0]["name"])
-    detailed = await runtime.query_tool_docs(
-        loaded[0]["name"],
-        tool=summaries[0]["toolAlias"],
-        detail="full",
-    )
-    print("Summaries:", summaries)
-    print("Cached tools:", runtime.list_tools_sync(loaded[0]["name"]))
-    print("Detailed doc:", detailed)
-
-# Fuzzy search across loaded servers without rehydrating every schema
-results = await runtime.search_tool_docs("calendar events", limit=3)
-for result in results:
-    print(result["server"], result["tool"], result.get("description", ""))
-
-# Synchronous helpers for quick answers without extra awaits
-print("Capability summary:", runtime.capability_summary())
-print("Docs from cache:", runtime.query_tool_docs_sync(loaded[0]["name"]) if loaded else [])
-print("Search from cache:", runtime.search_tool_docs_sync("calendar"))
+shown = {
+    "names": runtime.discovered_servers(),
+    "names_sync": runtime.list_servers_sync(),
+    "names_rpc": await runtime.list_servers(),
+    "loaded": runtime.list_loaded_server_metadata(),
+}
+if shown["loaded"]:
+    server_name = shown["loaded"][0]["name"]
+    described = runtime.describe_server(server_name)
+    shown["aliases"] = [(t["alias"], t.get("description", "")) for t in described["tools"]]
+    docs = await runtime.query_tool_docs(server_name)
+    shown["docs"] = docs
+    shown["full"] = await runtime.query_tool_docs(server_name, tool=docs[0]["toolAlias"], detail="full")
+    shown["tools_sync"] = runtime.list_tools_sync(server_name)
+    shown["docs_sync"] = runtime.query_tool_docs_sync(server_name)
+hits = await runtime.search_tool_docs("current time in a timezone", limit=3)
+shown["hits"] = [(hit["server"], hit["tool"], hit.get("description", "")) for hit in hits]
+shown["hits_sync"] = [hit["tool"] for hit in runtime.search_tool_docs_sync("time")]
+shown["summary"] = runtime.capability_summary()
+for label, value in shown.items():
+    print(f"{label}: {value!r}")
 """
 TOOL_METADATA_KEYS = {"name", "alias", "description", "input_schema"}
 
 
 def printed_values(stdout: str) -> dict[str, Any]:
-    """The ``Label: <python literal>`` lines a cell printed, as values (lines that are not literals are left out)."""
+    """The ``label: <python literal>`` lines a cell printed, as values (lines that are not literals are left out)."""
     import ast
 
     values: dict[str, Any] = {}
     for line in stdout.splitlines():
         label, _, text = line.partition(": ")
-        if text and label[:1].isupper():
+        if text and label.isidentifier():
             with contextlib.suppress(ValueError, SyntaxError):
                 values[label] = ast.literal_eval(text)
     return values
@@ -971,31 +959,33 @@ async def time_and_everything() -> AsyncIterator[Bridge]:
 
 
 @pytest.mark.anyio
-async def test_the_reference_bridge_s_inspect_servers_example_runs_unchanged_with_its_shapes() -> None:
+async def test_code_written_for_the_reference_bridge_runs_with_its_names_and_shapes() -> None:
     async with time_and_everything() as bridge:
         result = await bridge.run(
-            RunRequest(REFERENCE_INSPECT_SNIPPET, timeout=RUN_TIMEOUT, servers=("time",)), "reference", owner="local"
+            RunRequest(REFERENCE_STYLE_CELL, timeout=RUN_TIMEOUT, servers=("time",)), "reference", owner="local"
         )
     assert result.status == "ok", explain(result)
     seen = printed_values(result.stdout)
     names = ("time", "everything")
-    assert seen["Discovered"] == seen["Cached servers"] == seen["Selectable via RPC"] == names
-    assert isinstance(seen["Loaded metadata"], tuple)
-    (loaded,) = seen["Loaded metadata"]  # time, named in servers=; everything was not started
+    assert seen["names"] == seen["names_sync"] == seen["names_rpc"] == names
+    assert isinstance(seen["loaded"], tuple)
+    (loaded,) = seen["loaded"]  # time, named in servers=; everything was not started
     assert {"name", "alias", "tools"} <= set(loaded) and (loaded["name"], loaded["alias"]) == ("time", "time")
     assert [tool["name"] for tool in loaded["tools"]] == ["get_current_time", "convert_time"]
     for tool in loaded["tools"]:
         assert set(tool) == TOOL_METADATA_KEYS, tool
         assert tool["input_schema"]["type"] == "object" and "properties" in tool["input_schema"]
-    assert "get_current_time → Get current time in a specific timezone" in result.stdout
-    summaries = seen["Summaries"]
-    assert summaries[0]["toolAlias"] == summaries[0]["alias"] == "get_current_time"
-    assert seen["Cached tools"] == seen["Docs from cache"] == summaries
-    detailed = seen["Detailed doc"]
-    assert (detailed["tool"], detailed["toolAlias"]) == ("get_current_time", "get_current_time")
-    assert detailed["inputSchema"]["required"] == ["timezone"]
-    assert "Capability summary: mcp-codemode" in result.stdout
-    assert "Search from cache: " in result.stdout
+    assert seen["aliases"][0] == ("get_current_time", "Get current time in a specific timezone")
+    docs = seen["docs"]
+    assert docs[0]["toolAlias"] == docs[0]["alias"] == "get_current_time"
+    assert seen["tools_sync"] == seen["docs_sync"] == docs
+    full = seen["full"]
+    assert (full["tool"], full["toolAlias"]) == ("get_current_time", "get_current_time")
+    assert full["inputSchema"]["required"] == ["timezone"]
+    assert seen["hits"] and all(server in names for server, _tool, _description in seen["hits"])
+    assert ("time", "get_current_time") in [(server, tool) for server, tool, _description in seen["hits"]]
+    assert "get_current_time" in seen["hits_sync"]
+    assert seen["summary"].startswith("mcp-codemode")
 
 
 @pytest.mark.anyio
