@@ -123,7 +123,8 @@ def is_image_like(obj: object) -> bool:
         return True
     if module.startswith("PIL.") and hasattr(obj, "save") and hasattr(obj, "mode"):
         return True
-    return callable(getattr(obj, "_repr_png_", None)) or callable(getattr(obj, "_repr_jpeg_", None))
+    # Looked up on the type, as for the items of a value: an instance's __getattr__ is user code.
+    return callable(getattr(kind, "_repr_png_", None)) or callable(getattr(kind, "_repr_jpeg_", None))
 
 
 def to_image(obj: object) -> Image:
