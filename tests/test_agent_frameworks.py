@@ -1,11 +1,13 @@
 """Python agent frameworks nobody on this project wrote, installed from PyPI, against a real bridge.
 
-What a new user gets when they connect fastmcp, pydantic-ai or openai-agents to ``mcp-codemode serve`` (over
-stdio, and over stateless HTTP on loopback without a token, the era these libraries speak by default): a variable
-that survives between two calls, a traceback the agent can read (the ``ZeroDivisionError`` line *and* a frame
-line, not only the error's type), and an image from ``runtime.show``. Each library runs in its own venv
-(``.cache/clients``, ``scripts/setup-clients.sh``) through a driver script in ``tests/clients/``; the driver prints
-what the library handed back (for pydantic-ai: what its agent's model is shown) as JSON, judged here.
+What a new user gets when they connect fastmcp, pydantic-ai, openai-agents or langchain-mcp-adapters to
+``mcp-codemode serve`` over stdio and over HTTP on loopback without a token (the stateless era, which the first
+three speak by default; langchain's mcp 1.x speaks the handshake era): a variable that survives between two calls,
+a traceback the agent can read (the ``ZeroDivisionError`` line *and* a frame line, not only the error's type), and
+an image from ``runtime.show``. The libraries run in venvs of their own (``.cache/clients``, and
+``.cache/clients-langchain`` for langchain's mcp 1.x; ``scripts/setup-clients.sh``) through a driver script in
+``tests/clients/``; the driver prints what the library handed back (for an agent framework: what its model is
+shown) as JSON, judged here.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .mcp_clients import MODERN_VERSION, HttpServer, assert_no_orphans, clean_en
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS_PYTHON = ROOT / ".cache" / "clients" / "bin" / "python"
+LANGCHAIN_PYTHON = ROOT / ".cache" / "clients-langchain" / "bin" / "python"  # mcp 1.x: scripts/setup-clients.sh
 DRIVER_DEADLINE = 240  # seconds for one driver's whole run (the openai-agents one waits out two 7 s calls)
 
 STATE = "state kept: 42"
@@ -32,11 +35,9 @@ ERROR_LINE = "ZeroDivisionError: division by zero"
 FRAME_LINE = re.compile(r"File .{0,20}<cell \d+>.{0,4}, line 2, in divide")
 
 
-def require_clients() -> Path:
-    fail_unless(
-        CLIENTS_PYTHON.is_file(), f"the agent frameworks' venv is not at {CLIENTS_PYTHON}; run scripts/setup-clients.sh"
-    )
-    return CLIENTS_PYTHON
+def require_clients(python: Path) -> Path:
+    fail_unless(python.is_file(), f"the agent frameworks' venv is not at {python}; run scripts/setup-clients.sh")
+    return python
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +61,9 @@ def stdio_target() -> dict[str, Any]:
     }
 
 
-def drive(driver: str, where: dict[str, Any]) -> dict[str, Any]:
+def drive(driver: str, where: dict[str, Any], python: Path = CLIENTS_PYTHON) -> dict[str, Any]:
     """Run ``tests/clients/<driver>.py`` with the frameworks' Python; what it saw, or a failure with its output."""
-    python = require_clients()
+    require_clients(python)
     done = subprocess.run(
         [str(python), "-m", f"tests.clients.{driver}", json.dumps(where)],
         cwd=ROOT,
@@ -119,3 +120,15 @@ def test_openai_agents_strict_calls_with_an_empty_session_run_and_its_timeout_is
     assert "'slept'" in found["slow_with_timeout"], found["slow_with_timeout"]
     assert found["default_timeout"] == 5
     assert "'slept'" not in found["slow_by_default"], found["slow_by_default"]
+
+
+def test_langchain_keeps_state_only_in_an_explicit_session_and_shows_the_traceback_and_the_image(
+    where: dict[str, Any],
+) -> None:
+    found = drive("drive_langchain", where, LANGCHAIN_PYTHON)
+    # client.get_tools() opens an MCP session per call (over stdio a new bridge): docs/clients.md says to use
+    # client.session(...) instead, which keeps one.
+    assert STATE not in found["state_per_call"], found["state_per_call"]
+    assert STATE in found["state"], found["state"]
+    assert_traceback(found["traceback"].replace("\\n", "\n"))
+    assert "'mime_type': 'image/png'" in found["image"], found["image"]
