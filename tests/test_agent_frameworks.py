@@ -105,6 +105,10 @@ def test_a_pydantic_ai_agent_sees_its_state_the_traceback_and_the_image(where: d
     assert STATE in found["state"], found["state"]
     assert_traceback(found["traceback"])
     assert found["images"] == ["image/png"]
+    # With tool_error_behavior="failed" (docs/clients.md) three failures in a row all reach the model.
+    assert len(found["failed_tracebacks"]) == 3
+    for shown in found["failed_tracebacks"]:
+        assert_traceback(shown)
 
 
 def test_openai_agents_strict_calls_with_an_empty_session_run_and_its_timeout_is_needed(

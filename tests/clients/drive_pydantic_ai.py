@@ -44,15 +44,18 @@ def images_in(content: Any) -> list[str]:
 class Coder:
     """The stand-in for an LLM: runs the prompt as code, then notes what came back."""
 
-    def __init__(self) -> None:
+    def __init__(self, attempts: int = 1) -> None:
+        self.attempts = attempts  # tool calls per run: more than one runs the same code again after each answer
         self.seen: list[dict[str, Any]] = []
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         last = messages[-1]
         assert isinstance(last, ModelRequest)
+        prompt = next(
+            part.content for message in messages for part in message.parts if isinstance(part, UserPromptPart)
+        )
         answers = [part for part in last.parts if isinstance(part, ToolReturnPart | RetryPromptPart)]
         if not answers:
-            prompt = next(part.content for part in last.parts if isinstance(part, UserPromptPart))
             return ModelResponse(parts=[ToolCallPart("run_python", {"code": prompt})])
         shown: list[str] = []
         images: list[str] = []
@@ -65,27 +68,38 @@ class Coder:
             elif isinstance(part, UserPromptPart):  # where pydantic-ai may move a tool's images for the model
                 images += images_in(part.content)
         self.seen.append({"shown": "\n".join(shown), "images": images, "tools": [t.name for t in info.function_tools]})
+        if sum(isinstance(message, ModelResponse) for message in messages) < self.attempts:
+            return ModelResponse(parts=[ToolCallPart("run_python", {"code": prompt})])
         return ModelResponse(parts=[TextPart("done")])
 
 
-async def drive(where: Target) -> dict[str, Any]:
-    toolset: MCPToolset[None]
+def toolset_for(where: Target, **options: Any) -> MCPToolset[None]:
+    """The bridge as an ``MCPToolset``, as docs/clients.md writes it (``options``: MCPToolset's own)."""
     if where["transport"] == "stdio":
-        toolset = MCPToolset(StdioTransport(where["command"], where["args"], env=where["env"]), init_timeout=30)
-    else:
-        toolset = MCPToolset(where["url"], headers=where.get("headers"), init_timeout=30)
+        transport = StdioTransport(where["command"], where["args"], env=where["env"])
+        return MCPToolset(transport, init_timeout=30, **options)
+    return MCPToolset(where["url"], headers=where.get("headers"), init_timeout=30, **options)
+
+
+async def drive(where: Target) -> dict[str, Any]:
     coder = Coder()
-    agent = Agent(FunctionModel(coder), toolsets=[toolset])
+    agent = Agent(FunctionModel(coder), toolsets=[toolset_for(where)])
     async with agent:
         for code in (STATE_SET, STATE_GET, TRACEBACK, IMAGE):
             await agent.run(code)
     _set, state, failure, image = coder.seen
+    # tool_error_behavior="failed", which docs/clients.md recommends: with the default ("retry"), a second failed
+    # call in a row ends the run with UnexpectedModelBehavior; "failed" hands every failure to the model.
+    failing = Coder(attempts=3)
+    async with Agent(FunctionModel(failing), toolsets=[toolset_for(where, tool_error_behavior="failed")]) as agent:
+        await agent.run(TRACEBACK)
     return {
         "tools": state["tools"],
         "state": state["shown"],
         "traceback": failure["shown"],
         "images": image["images"],
         "image_shown": image["shown"],
+        "failed_tracebacks": [seen["shown"] for seen in failing.seen],
     }
 
 
