@@ -136,3 +136,12 @@ def test_langchain_keeps_state_only_in_an_explicit_session_and_shows_the_traceba
     assert STATE in found["state"], found["state"]
     assert_traceback(found["traceback"].replace("\\n", "\n"))
     assert "'mime_type': 'image/png'" in found["image"], found["image"]
+
+
+def test_langchain_per_call_tools_keep_state_over_http_with_a_session_header(http_bridge: HttpServer) -> None:
+    # The Mcp-Codemode-Session header names the session of every request, so even tools that open an MCP session
+    # per call (client.get_tools()) find their variables again, as docs/clients.md says.
+    where = {"transport": "http", "url": http_bridge.url, "headers": {"Mcp-Codemode-Session": "langchain-per-call"}}
+    found = drive("drive_langchain", where, LANGCHAIN_PYTHON)
+    assert STATE in found["state_per_call"], found["state_per_call"]
+    assert STATE in found["state"], found["state"]
