@@ -233,6 +233,9 @@ def test_two_principals_never_share_a_named_session() -> None:
         pytest.param(
             [(b"mcp-codemode-session", b"one"), (b"Mcp-Codemode-Session", b"two")], "2 different", id="two values"
         ),
+        pytest.param(
+            [(b"mcp-codemode-session", str(n).encode() * 3000) for n in range(9)], "9 different", id="many long values"
+        ),
     ],
 )
 def test_a_bad_session_header_is_refused_naming_the_header(headers: list[tuple[bytes, bytes]], says: str) -> None:

@@ -225,8 +225,9 @@ def session_header(ctx: ServerRequestContext[Any, Any]) -> str | None:
         return None
     if len(values) > 1:
         raise InvalidArguments(
-            f"the request has {len(values)} different {SESSION_HEADER} headers ({', '.join(map(repr, values))}); "
-            "send one, in the client's configuration of this server"
+            f"the request has {len(values)} different {SESSION_HEADER} headers "
+            f"({', '.join(repr(cut_middle(value, 40)) for value in values[:3])}); send one, in the client's "
+            "configuration of this server"
         )
     value = values[0]
     if not _SESSION_RE.fullmatch(value):
