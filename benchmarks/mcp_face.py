@@ -35,9 +35,8 @@ What is measured (all with ``time.perf_counter``, in milliseconds)
         ``protocol_version`` says what was negotiated.
 
         ``warm_call``: ``call_tool("run_python", {"code": "1"})`` in the client's default session,
-        timed from the call to the parsed result, after ``WARMUP_CALLS`` untimed calls. Over HTTP the
-        bearer token is what gives a stateless (``auto``) client a session of its own; without one every
-        call would get a throwaway sandbox (see server.py).
+        timed from the call to the parsed result, after ``WARMUP_CALLS`` untimed calls. Over HTTP a
+        stateless (``auto``) client's default session is its token's (see server.py).
         ``ping``: an MCP ``ping`` round trip (handshake era only; the stateless protocol has none): the
         transport and SDK floor with no tool behind it.
         ``cold_call``: ``{"code": "1", "session": "cold-<i>"}`` with a name never used before, one every

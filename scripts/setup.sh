@@ -36,6 +36,7 @@ export UV_PYTHON_DOWNLOADS=never
 "$UV" sync --locked --quiet
 scripts/setup-node.sh
 scripts/setup-upstreams.sh
+scripts/setup-clients.sh
 
 # The podman/docker backends need an image; no registry is reachable, so it is built from Debian.
 $SUDO scripts/build-image.sh "${MCP_BRIDGE_IMAGE:-mcp-codemode-sandbox:bookworm}" podman

@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import mcp_types as types
 import pytest
+import toon_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,8 +21,8 @@ from mcp_codemode.server import (
     PRINCIPAL_STATE_KEY,
     InvalidArguments,
     parse_arguments,
+    place,
     run_python_tool,
-    session_key,
 )
 from mcp_codemode.settings import OUTPUT_MODES, OutputMode, Settings
 
@@ -68,6 +69,12 @@ def test_the_timeout_ceiling_follows_the_settings() -> None:
         parse_arguments({"code": "1", "timeout": 601}, roomy)
 
 
+def test_the_empty_values_a_strict_schema_client_must_send_mean_not_given() -> None:
+    # OpenAI's strict mode makes every property required, so a client sends the optional ones "empty".
+    sent: dict[str, Any] = {"code": "1", "session": "", "servers": [], "timeout": None, "reset": None}
+    assert parse_arguments(sent, SETTINGS) == RunRequest(code="1")
+
+
 def test_a_64_character_session_name_is_the_longest_allowed() -> None:
     assert parse_arguments({"code": "1", "session": "s" * 64}, SETTINGS).session == "s" * 64
 
@@ -92,7 +99,11 @@ BAD_ARGUMENTS = [
     pytest.param({"code": "1", "timeout": float("nan")}, "`timeout`", id="timeout nan"),
     pytest.param({"code": "1", "timeout": float("inf")}, "`timeout`", id="timeout infinity"),
     pytest.param({"code": "1", "session": "../x"}, "`session`", id="session path"),
-    pytest.param({"code": "1", "session": ""}, "`session`", id="session empty"),
+    pytest.param({"code": "1", "session": " "}, "`session`", id="session blank"),
+    pytest.param({"code": "1", "session": []}, "`session`", id="session empty list"),
+    pytest.param({"code": "1", "servers": {}}, "`servers` must be a list", id="servers empty object"),
+    pytest.param({"code": "1", "timeout": ""}, "`timeout`", id="timeout empty string"),
+    pytest.param({"code": "1", "reset": ""}, "`reset`", id="reset empty string"),
     pytest.param({"code": "1", "session": "s" * 65}, "`session`", id="session 65 chars"),
     pytest.param({"code": "1", "session": "-leading-dash"}, "`session`", id="session leading dash"),
     pytest.param({"code": "1", "session": "a/b"}, "`session`", id="session slash"),
@@ -152,39 +163,92 @@ def test_the_listing_stays_under_1400_characters_whatever_the_settings(ceiling: 
 # --- session keys --------------------------------------------------------------------------------------
 
 
-def fake_context(principal: str | None = None, session_id: str | None = None) -> Any:
-    """Just the attributes session_key reads: the HTTP scope state and the SDK connection's session id."""
+def fake_context(
+    principal: str | None = None, session_id: str | None = None, headers: list[tuple[bytes, bytes]] | None = None
+) -> Any:
+    """Just the attributes ``place`` reads: the HTTP scope (state, headers) and the SDK connection's session id."""
     state = {PRINCIPAL_STATE_KEY: principal} if principal else {}
-    request = SimpleNamespace(scope={"state": state})
+    request = SimpleNamespace(scope={"state": state, "headers": headers or []})
     connection = SimpleNamespace(session_id=session_id)
     return SimpleNamespace(request=request, session=SimpleNamespace(_connection=connection))
 
 
+def named_by_header(name: str) -> list[tuple[bytes, bytes]]:
+    return [(b"accept", b"application/json"), (b"mcp-codemode-session", name.encode())]
+
+
 @pytest.mark.parametrize(
-    ("transport", "principal", "session_id", "named", "key"),
+    ("transport", "principal", "session_id", "named", "header", "key", "label"),
     [
-        ("stdio", None, None, None, "stdio:default"),
-        ("stdio", None, None, "work", "stdio:work"),
-        ("http", None, "abc123", None, "h:abc123"),
-        ("http", "token1", "abc123", None, "h:abc123"),
-        ("http", "token2", None, None, "p:token2:default"),
-        ("http", None, None, None, None),
-        ("http", None, "abc123", "work", "p:local:work"),
-        ("http", "token1", None, "work", "p:token1:work"),
-        ("http", "token2", "abc123", "work", "p:token2:work"),
+        ("stdio", None, None, None, None, "stdio:default", "default"),
+        ("stdio", None, None, "work", None, "stdio:work", "work"),
+        ("http", None, "abc123", None, None, "h:abc123", "default"),
+        ("http", "token1", "abc123", None, None, "h:abc123", "default"),
+        ("http", "token2", None, None, None, "p:token2:default", "default"),
+        ("http", None, None, None, None, "p:local:default", "default"),
+        ("http", None, "abc123", "work", None, "p:local:work", "work"),
+        ("http", "token1", None, "work", None, "p:token1:work", "work"),
+        ("http", "token2", "abc123", "work", None, "p:token2:work", "work"),
+        ("http", None, None, None, "mine", "p:local:mine", "mine"),
+        ("http", "token1", None, None, "mine", "p:token1:mine", "mine"),
+        ("http", None, "abc123", None, "mine", "p:local:mine", "mine"),
+        ("http", None, None, "work", "mine", "p:local:work", "work"),
+        ("http", None, None, None, "", "p:local:default", "default"),
     ],
 )
-def test_session_keys_follow_the_documented_rules(
-    transport: Any, principal: str | None, session_id: str | None, named: str | None, key: str | None
+def test_sessions_are_placed_by_the_documented_rules(
+    transport: Any,
+    principal: str | None,
+    session_id: str | None,
+    named: str | None,
+    header: str | None,
+    key: str,
+    label: str,
 ) -> None:
-    assert session_key(fake_context(principal, session_id), transport, named) == key
+    headers = named_by_header(header) if header is not None else None
+    where = place(fake_context(principal, session_id, headers), transport, named)
+    assert (where.key, where.label, where.owner) == (key, label, principal or "local")
+    assert where.per_connection is key.startswith("h:")
+
+
+def test_the_session_header_is_ignored_over_stdio() -> None:
+    assert place(fake_context(headers=named_by_header("mine")), "stdio", None).key == "stdio:default"
 
 
 def test_two_principals_never_share_a_named_session() -> None:
-    first = session_key(fake_context("token1"), "http", "shared")
-    second = session_key(fake_context("token2"), "http", "shared")
-    local = session_key(fake_context(None), "http", "shared")
+    first = place(fake_context("token1"), "http", "shared").key
+    second = place(fake_context("token2"), "http", "shared").key
+    local = place(fake_context(None), "http", "shared").key
+    by_header = place(fake_context("token2", headers=named_by_header("shared")), "http", None).key
     assert len({first, second, local}) == 3
+    assert by_header == second
+
+
+@pytest.mark.parametrize(
+    ("headers", "says"),
+    [
+        pytest.param(named_by_header("../etc"), "header '../etc' is not a valid session name", id="path"),
+        pytest.param(named_by_header("a:b"), "header 'a:b' is not a valid session name", id="colon"),
+        pytest.param(named_by_header("x" * 5000), "is not a valid session name", id="long"),
+        pytest.param(
+            [(b"mcp-codemode-session", b"one"), (b"Mcp-Codemode-Session", b"two")], "2 different", id="two values"
+        ),
+        pytest.param(
+            [(b"mcp-codemode-session", str(n).encode() * 3000) for n in range(9)], "9 different", id="many long values"
+        ),
+    ],
+)
+def test_a_bad_session_header_is_refused_naming_the_header(headers: list[tuple[bytes, bytes]], says: str) -> None:
+    with pytest.raises(InvalidArguments) as caught:
+        place(fake_context(headers=headers), "http", None)
+    message = str(caught.value)
+    assert says in message and "Mcp-Codemode-Session" in message
+    assert len(message) < 600
+
+
+def test_the_same_session_header_sent_twice_is_one_name() -> None:
+    twice = [(b"mcp-codemode-session", b"one"), (b"mcp-codemode-session", b"one")]
+    assert place(fake_context(headers=twice), "http", None).key == "p:local:one"
 
 
 # --- cutting -------------------------------------------------------------------------------------------
@@ -267,7 +331,63 @@ def test_structured_content_carries_status_session_and_counts() -> None:
     assert structured["state_lost"] is True
     assert structured["images"] == 2
     assert structured["characters_cut"] > 40_000
-    assert len(structured["stdout"]) < 4100
+    assert structured["notice"] == "n"
+
+
+TRACE = (
+    'Traceback (most recent call last):\n  File "<cell 3>", line 1, in <module>\nZeroDivisionError: division by zero\n'
+)
+
+
+@pytest.mark.parametrize("mode", OUTPUT_MODES)
+def test_structured_content_says_all_the_text_says_traceback_included(mode: OutputMode) -> None:
+    result = ExecutionResult(
+        "error",
+        stdout="p" * 9_000 + "END-OF-STDOUT\n",
+        stderr="warned\n",
+        error=GuestError("ZeroDivisionError", "division by zero", TRACE),
+        notice="Note: something the bridge says.",
+        state_lost=True,
+    )
+    rendered = render_result(result, mode, 5_000, "work")
+    structured = rendered.structured_content
+    assert structured is not None
+    fields = {name: structured[name] for name in ("stdout", "stderr", "notice")}
+    fields["error"] = structured["error"]["traceback"]
+    assert structured["error"]["type"] == "ZeroDivisionError"
+    assert structured["error"]["message"] == "division by zero"
+    assert structured["state_lost"] is True
+    assert fields["error"] == TRACE.rstrip("\n")
+    assert fields["stdout"].endswith("END-OF-STDOUT\n")  # the same middle cut as the text, not a shorter one
+    assert sum(len(value) for value in fields.values()) <= 5_000
+    if mode == "compact":
+        parts = [fields["stdout"].rstrip("\n"), f"stderr:\n{fields['stderr'].rstrip()}", f"error:\n{fields['error']}"]
+        assert text(rendered) == "\n".join([*parts, f"[{fields['notice']}]"])
+    else:  # toon and json: the text is a document of exactly these fields
+        decode = json.loads if mode == "json" else toon_format.decode
+        assert decode(text(rendered)) == {"status": "error", **fields}
+
+
+def test_structured_content_holds_what_the_text_holds_not_less() -> None:
+    result = ExecutionResult("ok", stdout="s" * 10_000, value="v" * 3_000, stderr="e" * 6_000)  # 19,000: fits
+    structured = render_result(result, "compact", 20_000, "default").structured_content
+    assert structured is not None
+    assert (structured["stdout"], structured["value"], structured["stderr"]) == (
+        result.stdout,
+        result.value,
+        result.stderr,
+    )
+    assert "characters_cut" not in structured
+
+
+def test_a_huge_error_message_is_bounded_in_structured_content() -> None:
+    message = "m" * 100_000
+    result = ExecutionResult("error", error=GuestError("ValueError", message, f"ValueError: {message}\n"))
+    structured = render_result(result, "compact", 2_000, "s").structured_content
+    assert structured is not None
+    assert len(json.dumps(structured)) < 2 * 2_000 + 500
+    assert "characters cut" in structured["error"]["message"]
+    assert "characters cut" in structured["error"]["traceback"]
 
 
 def test_images_follow_the_text_as_base64_image_content() -> None:

@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from mcp_codemode.sandbox import cgroups
+from mcp_codemode.server import SESSION_HEADER
 
 from .conftest import fail_unless, wait_until_gone
 from .mcp_clients import (
@@ -40,7 +41,6 @@ from .mcp_clients import (
 pytestmark = pytest.mark.anyio
 TOKEN_A = "a" * 16 + uuid.uuid4().hex[:16]
 TOKEN_B = "b" * 16 + uuid.uuid4().hex[:16]
-THROWAWAY_HINT = 'pass session="<name>"'
 
 
 @pytest.fixture(scope="module")
@@ -96,21 +96,90 @@ async def test_a_legacy_client_keeps_state_in_the_default_session_of_its_mcp_ses
     assert first.structured_content["session"] == "default"
 
 
-async def test_a_stateless_client_without_a_token_gets_a_throwaway_sandbox_and_is_told_to_name_a_session(
-    plain: HttpServer,
-) -> None:
+async def test_a_stateless_client_without_a_token_keeps_its_variables_across_calls(plain: HttpServer) -> None:
+    marker = uuid.uuid4().hex
     async with http_client_for(plain.url, "auto") as client:
         assert client.protocol_version == MODES["auto"]
-        first = await client.call_tool("run_python", {"code": "lost = 1\nlost"})
-        second = await client.call_tool("run_python", {"code": "'lost' in globals()"})
-        await client.call_tool("run_python", {"code": "kept = 2", "session": "notes"})
-        named = await client.call_tool("run_python", {"code": "kept", "session": "notes"})
-    assert text_of(first).startswith("1")
-    assert THROWAWAY_HINT in text_of(first)
+        first = await client.call_tool("run_python", {"code": f"kept_{marker} = 1\nkept_{marker}"})
+        second = await client.call_tool("run_python", {"code": f"kept_{marker} + 1"})
+        strict = await client.call_tool(
+            "run_python",
+            {"code": f"kept_{marker} + 2", "session": "", "servers": [], "timeout": None, "reset": None},
+        )
+    assert (first.is_error, text_of(first)) == (False, "1")
+    assert (second.is_error, text_of(second)) == (False, "2"), text_of(second)
+    assert (strict.is_error, text_of(strict)) == (False, "3"), "session: '' is the default session"
+    assert second.structured_content is not None
+    assert second.structured_content["session"] == "default"
+
+
+async def test_local_stateless_clients_without_a_header_share_one_default_session(plain: HttpServer) -> None:
+    marker = uuid.uuid4().hex
+    async with http_client_for(plain.url, "auto") as one:
+        await one.call_tool("run_python", {"code": f"shared_{marker} = 'set by one'"})
+    async with http_client_for(plain.url, "auto") as two:
+        seen = await two.call_tool("run_python", {"code": f"shared_{marker}"})
+        named = await two.call_tool("run_python", {"code": f"shared_{marker}", "session": "default"})
+    assert (seen.is_error, text_of(seen)) == (False, "'set by one'")
+    assert (named.is_error, text_of(named)) == (False, "'set by one'"), "the default session is the one named default"
+
+
+def named(session: str) -> dict[str, str]:
+    return {SESSION_HEADER: session}
+
+
+async def test_the_session_header_keeps_two_local_stateless_clients_apart(plain: HttpServer) -> None:
+    async with (
+        http_client_for(plain.url, "auto", named("header-one")) as one,
+        http_client_for(plain.url, "auto", named("header-two")) as two,
+    ):
+        await one.call_tool("run_python", {"code": "owner = 'one'"})
+        await two.call_tool("run_python", {"code": "owner = 'two'"})
+        first = await one.call_tool("run_python", {"code": "owner"})
+        second = await two.call_tool("run_python", {"code": "owner"})
+        argument_wins = await one.call_tool("run_python", {"code": "owner", "session": "header-two"})
+    async with http_client_for(plain.url, "auto") as plain_client:
+        default = await plain_client.call_tool("run_python", {"code": "'owner' in globals()"})
+        by_name = await plain_client.call_tool("run_python", {"code": "owner", "session": "header-one"})
+    assert (first.is_error, text_of(first)) == (False, "'one'")
+    assert (second.is_error, text_of(second)) == (False, "'two'")
     assert first.structured_content is not None
-    assert first.structured_content["session"] == "throwaway"
-    assert text_of(second).startswith("False"), text_of(second)
-    assert (named.is_error, text_of(named)) == (False, "2")
+    assert first.structured_content["session"] == "header-one"
+    assert text_of(argument_wins) == "'two'", "the session argument wins over the header"
+    assert text_of(default).startswith("False"), text_of(default)
+    assert text_of(by_name) == "'one'", "the header names a session like the argument does"
+
+
+async def test_a_handshake_era_client_with_the_session_header_uses_the_named_session(plain: HttpServer) -> None:
+    async with http_client_for(plain.url, "legacy", named("header-both-eras")) as legacy:
+        await legacy.call_tool("run_python", {"code": "era = 'legacy'"})
+    async with http_client_for(plain.url, "auto", named("header-both-eras")) as modern:
+        seen = await modern.call_tool("run_python", {"code": "era"})
+    assert (seen.is_error, text_of(seen)) == (False, "'legacy'")
+
+
+async def test_a_bad_session_header_is_refused_with_a_message_naming_it(plain: HttpServer) -> None:
+    async with http_client_for(plain.url, "auto", named("../etc")) as client:
+        refused = await client.call_tool("run_python", {"code": "1"})
+        named_call = await client.call_tool("run_python", {"code": "1 + 1", "session": "checks"})
+    assert refused.is_error
+    assert "Mcp-Codemode-Session header '../etc' is not a valid session name" in text_of(refused)
+    assert refused.structured_content is not None
+    assert refused.structured_content["status"] == "refused"
+    assert (named_call.is_error, text_of(named_call)) == (False, "2"), "an argument does not read the header"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_structured_content_carries_the_traceback(plain: HttpServer, mode: str) -> None:
+    async with http_client_for(plain.url, mode) as client:
+        raised = await client.call_tool("run_python", {"code": "def f():\n    return 1 / 0\nf()"})
+    assert raised.is_error
+    assert raised.structured_content is not None
+    error = raised.structured_content["error"]
+    assert (error["type"], error["message"]) == ("ZeroDivisionError", "division by zero")
+    assert error["traceback"].startswith("Traceback (most recent call last):"), error
+    assert "line 2, in f" in error["traceback"]
+    assert error["traceback"] == text_of(raised).removeprefix("error:\n")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -241,7 +310,7 @@ async def test_calls_into_one_named_session_queue_instead_of_interleaving(plain:
 
 
 def worker_groups(server: HttpServer, kind: str) -> set[str]:
-    """The server's live worker cgroups for sessions of one kind (``h_``: an MCP session's, ``once_``: throwaway)."""
+    """The server's live worker cgroups for sessions of one kind (``h_``: an MCP session's default)."""
     parents = cgroups.probe().parents
     return {path.name for parent in parents.values() for path in parent.glob(f"w-{server.pid}-*-{kind}*")}
 
@@ -254,15 +323,6 @@ async def test_a_legacy_clients_default_sandbox_closes_when_its_mcp_session_ends
         during = worker_groups(plain, "h_") - before
     assert len(during) == 1, during
     assert wait_until_gone(lambda: sorted(worker_groups(plain, "h_") & during)) == []
-
-
-async def test_a_throwaway_sandbox_is_gone_once_its_call_returns(plain: HttpServer) -> None:
-    fail_unless(bool(cgroups.probe().parents), "this host gives us no cgroups, which show a worker's life")
-    async with http_client_for(plain.url, "auto") as client:
-        answer = await client.call_tool("run_python", {"code": "'once'"})
-        left = worker_groups(plain, "once_")
-    assert THROWAWAY_HINT in text_of(answer)
-    assert left == set()
 
 
 # --- guards --------------------------------------------------------------------------------------------
@@ -352,9 +412,20 @@ async def test_with_tokens_each_principal_has_its_own_default_and_named_sessions
     assert text_of(alice_default) == "'A'"
     assert text_of(bob_default) == "'B'"
     assert text_of(bob_named).startswith("False"), text_of(bob_named)
-    assert THROWAWAY_HINT not in text_of(alice_default)
     assert text_of(later) == "'A'", "a stateless client's default session belongs to its token"
     assert text_of(named_later) == "'A plan'"
+
+
+async def test_with_tokens_one_session_header_names_a_separate_session_per_token(guarded: HttpServer) -> None:
+    async with (
+        http_client_for(guarded.url, "auto", {**bearer(TOKEN_A), **named("desk")}) as alice,
+        http_client_for(guarded.url, "auto", {**bearer(TOKEN_B), **named("desk")}) as bob,
+    ):
+        await alice.call_tool("run_python", {"code": "desk_owner = 'A'"})
+        bob_sees = await bob.call_tool("run_python", {"code": "'desk_owner' in globals()"})
+        alice_sees = await alice.call_tool("run_python", {"code": "desk_owner"})
+    assert text_of(bob_sees).startswith("False"), text_of(bob_sees)
+    assert (alice_sees.is_error, text_of(alice_sees)) == (False, "'A'")
 
 
 def test_listening_beyond_loopback_without_a_token_is_refused_before_binding() -> None:

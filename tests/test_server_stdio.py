@@ -168,7 +168,7 @@ BAD_ARGUMENTS: list[tuple[str, dict[str, Any], str]] = [
     ("timeout above the ceiling", {"code": "1", "timeout": 121}, "from 1 to 120"),
     ("boolean timeout", {"code": "1", "timeout": True}, "`timeout` must be a whole number"),
     ("path as session", {"code": "1", "session": "../x"}, "not a valid session name"),
-    ("empty session", {"code": "1", "session": ""}, "not a valid session name"),
+    ("blank session", {"code": "1", "session": " "}, "not a valid session name"),
     ("65-character session", {"code": "1", "session": "s" * 65}, "not a valid session name"),
     ("reset not a boolean", {"code": "1", "reset": "yes"}, "`reset` must be true or false"),
     ("unknown argument", {"code": "1", "bogus": 1}, "no argument 'bogus'"),
@@ -197,6 +197,17 @@ async def test_bad_arguments_come_back_as_readable_tool_errors_and_the_connectio
         assert (after.is_error, text_of(after)) == (False, "'still here'"), label
 
 
+async def test_the_empty_values_a_strict_schema_client_sends_mean_not_given(either: Connected) -> None:
+    # OpenAI's strict mode makes every property required: such a client sends the optional ones "empty".
+    client = either.client
+    await client.call_tool("run_python", {"code": "strict_kept = 'in the default session'"})
+    empty: dict[str, Any] = {"session": "", "servers": [], "timeout": None, "reset": None}
+    answer = await client.call_tool("run_python", {"code": "strict_kept", **empty})
+    assert (answer.is_error, text_of(answer)) == (False, "'in the default session'")
+    assert answer.structured_content is not None
+    assert answer.structured_content["session"] == "default"
+
+
 async def test_an_unknown_tool_is_an_mcp_error_and_the_connection_keeps_working(either: Connected) -> None:
     with pytest.raises(MCPError) as caught:
         await either.client.call_tool("run_javascript", {"code": "1"})
@@ -223,6 +234,9 @@ async def test_is_error_is_false_for_success_and_true_for_an_exception(legacy: C
     assert raised.structured_content is not None
     assert raised.structured_content["status"] == "error"
     assert raised.structured_content["error"]["type"] == "ZeroDivisionError"
+    # A client that shows the model structuredContent (pydantic-ai does) must show it the whole traceback too.
+    assert raised.structured_content["error"]["traceback"] == text_of(raised).removeprefix("error:\n")
+    assert "line 2, in f" in raised.structured_content["error"]["traceback"]
 
 
 async def test_a_timeout_is_an_error_that_says_so_and_the_session_keeps_its_variables(legacy: Connected) -> None:
@@ -246,6 +260,7 @@ async def test_output_over_the_cap_keeps_head_and_tail_around_a_marker(tuned: Co
     assert "characters cut" in text
     assert flood.structured_content is not None
     assert flood.structured_content["characters_cut"] > 90_000
+    assert flood.structured_content["stdout"].rstrip("\n") == text, "structuredContent keeps what the text keeps"
 
 
 async def test_stderr_follows_the_output_after_a_stderr_line(legacy: Connected) -> None:

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from mcp_codemode.errors import SessionLimitError
 from mcp_codemode.sessions import SessionManager
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
@@ -202,6 +203,24 @@ def test_session_cap_evicts_the_least_recently_used(with_sessions):
     assert names == ["b", "c"]
     assert back.value == "False"
     assert "make room" in back.notice
+
+
+def test_new_sessions_arriving_together_at_the_cap_never_exceed_it_nor_wait_forever(with_sessions):
+    # While one new session's eviction closed its victim, another took the freed place, and both were added:
+    # three sessions for two workers, and the third call waited for a worker no idle session ever gives back.
+    async def body(s: SessionManager):
+        await s.execute("1", session="a")
+        await s.execute("1", session="b")
+        calls = (s.execute("'ran'", session=name) for name in ("c", "d", "e"))
+        results = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 60)
+        return results, s.names(), s.pool.counters.peak_live
+
+    results, names, peak = with_sessions(body, max_sessions=2, warm_pool=0)
+    ran = [result for result in results if not isinstance(result, BaseException)]
+    refused = [result for result in results if isinstance(result, SessionLimitError)]
+    assert len(ran) + len(refused) == 3, results
+    assert ran and all(result.value == "'ran'" for result in ran), results
+    assert len(names) <= 2 and peak <= 2, (names, peak)
 
 
 def test_bad_session_name_is_refused_with_the_rule(with_sessions):

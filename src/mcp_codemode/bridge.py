@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import uuid
 from types import TracebackType
 
 import anyio
@@ -28,10 +27,6 @@ from .upstream.directory import ToolDirectory
 from .upstream.model import Discovery
 
 log = logging.getLogger(__name__)
-THROWAWAY_NOTE = (
-    "Note: this call ran in a throwaway sandbox (a stateless HTTP client without a token has no session of its "
-    'own); pass session="<name>" to keep variables between calls.'
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,35 +93,26 @@ class Bridge:
             self.audit.flush()  # the lines of calls that ended while closing
 
     async def run(
-        self, request: RunRequest, key: str | None, on_output: OutputCallback | None = None, owner: str = "local"
+        self, request: RunRequest, key: str, on_output: OutputCallback | None = None, owner: str = "local"
     ) -> ExecutionResult:
-        """Run ``request`` in the session ``key``; ``None`` means a throwaway session closed afterwards.
+        """Run ``request`` in the session ``key`` (created on first use; the caller names every call's session).
 
         ``owner`` is who is asking (an HTTP principal, or "local"): saved tools are kept per owner.
         """
         if self.sessions is None:
             raise CodemodeError(self.backend_error or "the bridge is not running")
-        throwaway = key is None
-        name = key or f"once:{uuid.uuid4().hex}"
         hinted = [self._by_name_or_alias.get(name) for name in request.servers]
         self.hub.warm(name for name in hinted if name is not None)
-        try:
-            result = await self.sessions.execute(
-                request.code,
-                session=name,
-                timeout=request.timeout,
-                reset=request.reset,
-                on_output=on_output,
-                summary=self.summary,
-                context=lambda fresh: self.relay.context(owner, fresh),
-                relay=self.relay.for_run(owner, name),
-            )
-        finally:
-            if throwaway:
-                with anyio.CancelScope(shield=True):
-                    await self.sessions.discard(name)
-        if throwaway:
-            result = _with_note(result, THROWAWAY_NOTE)
+        result = await self.sessions.execute(
+            request.code,
+            session=key,
+            timeout=request.timeout,
+            reset=request.reset,
+            on_output=on_output,
+            summary=self.summary,
+            context=lambda fresh: self.relay.context(owner, fresh),
+            relay=self.relay.for_run(owner, key),
+        )
         unknown = [name for name in request.servers if name not in self._by_name_or_alias]
         if unknown:
             configured = ", ".join(self.servers) or "none"

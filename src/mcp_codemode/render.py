@@ -4,8 +4,11 @@ The model pays for every character, so the default ("compact") is plain text in 
 printed, its last value, a ``stderr:`` block, an ``error:`` block, then what the bridge has to say (timeouts,
 lost state). ``toon`` and ``json`` render the same fields as one structured document for clients that prefer
 that. Whatever the mode, the text is held to a budget: the longest fields are cut in the middle first, so a
-flood of output never pushes the error (usually at the end) out of sight. ``structuredContent`` carries the
-same facts, trimmed harder, for programs rather than models.
+flood of output never pushes the error (usually at the end) out of sight.
+
+``structuredContent`` carries the very same fitted fields, traceback included, plus what a program wants
+(session, duration, counts). It is not a summary: some clients (pydantic-ai, whenever every content block is
+text) show the model ``structuredContent`` instead of the text, and such a model must learn all the text says.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from .sandbox.worker import ExecutionResult
 from .settings import OutputMode
 
 log = logging.getLogger(__name__)
-STRUCTURED_TEXT_LIMIT = 4000
+ERROR_MESSAGE_LIMIT = 1000  # the error's one-line summary for programs; the traceback carries it whole
 NO_OUTPUT = "(no output)"
 _MARKER_ROOM = 60  # the "[... N characters cut ...]" marker, with its line breaks
 
@@ -117,22 +120,26 @@ _RENDERERS: dict[OutputMode, Callable[[ExecutionResult, dict[str, str]], str]] =
 }
 
 
-def structured(result: ExecutionResult, session: str, cut: int, limit: int) -> dict[str, Any]:
-    """The machine-readable twin of the text, trimmed harder: it is for programs, not for the model."""
+def structured(result: ExecutionResult, fields: dict[str, str], session: str, cut: int) -> dict[str, Any]:
+    """The machine-readable twin of the text, built from the same fitted ``fields`` (see ``fit_fields``)."""
     document: dict[str, Any] = {
         "status": result.status,
         "session": session,
         "duration_ms": round(result.duration * 1000, 3),
     }
-    keep = min(STRUCTURED_TEXT_LIMIT, max(limit // 4, 100))  # never more than the text's own budget
-    for name in ("stdout", "stderr", "value"):
-        text = getattr(result, name)
-        if text:
-            document[name] = cut_middle(text, keep)
+    for name in ("stdout", "value", "stderr"):
+        if name in fields:
+            document[name] = fields[name]
     if result.error is not None:
-        document["error"] = {"type": result.error.type, "message": cut_middle(result.error.message, keep)}
-    if result.notice:
-        document["notice"] = result.notice
+        traceback = fields.get("error", "")
+        keep = min(ERROR_MESSAGE_LIMIT, max(len(traceback), 100))
+        document["error"] = {
+            "type": result.error.type,
+            "message": cut_middle(result.error.message, keep),
+            "traceback": traceback,
+        }
+    if "notice" in fields:
+        document["notice"] = fields["notice"]
     if result.state_lost:
         document["state_lost"] = True
     if result.images:
@@ -156,7 +163,7 @@ def render_result(result: ExecutionResult, mode: OutputMode, limit: int, session
     )
     return types.CallToolResult(
         content=content,
-        structured_content=structured(result, session, cut, limit),
+        structured_content=structured(result, fields, session, cut),
         is_error=result.status != "ok",
     )
 

@@ -4,18 +4,26 @@ Built on the SDK's low-level ``Server`` rather than ``MCPServer``: the tool list
 constant we write by hand, and arguments must be checked by us so a wrong one comes back as a tool result
 the model can read and fix (``isError``), never as a protocol error that some clients swallow.
 
-Which session a call lands in (documented in docs/clients.md):
+Which session a call lands in (documented in docs/clients.md, "Sessions"), first rule that applies:
 
-* stdio: the process serves one client, so its default session is simply its own.
-* HTTP, handshake era (2025-11-25): the default session belongs to the MCP session id of the connection.
-* HTTP, stateless era (2026-07-28): there is no connection to belong to, so the default session belongs to
-  the authenticated principal (the bearer token used); without a token each call gets a throwaway sandbox.
-* A named ``session`` is shared by everyone with the same principal (loopback without a token: the local
-  user), which is what lets stateless clients keep state, and never crosses principals.
+1. The ``session`` argument names it.
+2. Over HTTP, an ``Mcp-Codemode-Session`` header names it, the same way: a client (or the user, in the
+   client's configuration) gives a connection its own default without the model having to pass anything.
+3. stdio: the process serves one client, so its default session is simply its own.
+4. HTTP, handshake era (2025-11-25): the default session belongs to the MCP session id of the connection
+   and closes when that MCP session ends.
+5. HTTP, stateless era (2026-07-28): there is no connection to belong to, so the call runs in its
+   principal's session named ``default``, exactly as a call with ``session: "default"`` would.
+
+A name is always scoped by the principal (the bearer token used; without tokens, which only loopback
+allows, the local user): two tokens never share a session, and every local tokenless client reaches the
+same names. So all stateless clients of one token, or all local tokenless ones, share one default session
+unless they send the header; every call has an owner, and none runs in a throwaway sandbox.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
@@ -31,7 +39,7 @@ from mcp.shared.exceptions import MCPError
 from . import __version__
 from .bridge import Bridge, RunRequest
 from .errors import CodemodeError
-from .render import error_result, render_result
+from .render import cut_middle, error_result, render_result
 from .settings import Settings
 from .summary import reference_capabilities
 
@@ -47,6 +55,9 @@ _CLOSES_KEY = "mcp_codemode_closes"  # in the SDK connection's state: the sessio
 MAX_CODE_CHARS = 1_000_000
 SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$"
 _SESSION_RE = re.compile(SESSION_PATTERN)
+SESSION_HEADER = "Mcp-Codemode-Session"
+_SESSION_HEADER_KEY = SESSION_HEADER.lower().encode()  # ASGI gives header names in lower case, as bytes
+DEFAULT_NAME = "default"
 _ARGUMENTS = ("code", "servers", "timeout", "session", "reset")
 
 DESCRIPTION = (
@@ -130,6 +141,10 @@ def _json_type(value: object) -> str:
     return names.get(type(value), type(value).__name__)
 
 
+# Strict-schema clients (OpenAI's strict function calling) must send every property, so they send an optional
+# one as its "empty" value: null, "" or []. Each means "not given"; anything else still has to be right.
+
+
 def _timeout(value: object, settings: Settings) -> int | None:
     if value is None:
         return None
@@ -145,7 +160,7 @@ def _timeout(value: object, settings: Settings) -> int | None:
 
 
 def _session(value: object) -> str | None:
-    if value is None:
+    if value is None or value == "":
         return None
     if not isinstance(value, str) or not _SESSION_RE.fullmatch(value):
         raise InvalidArguments(
@@ -175,25 +190,58 @@ def _servers(value: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
-def session_key(ctx: ServerRequestContext[Any, Any], transport: Transport, named: str | None) -> str | None:
-    """The session a call runs in (see the module docstring); ``None`` means a throwaway one."""
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where one call runs: the bridge's session key, the name the caller is shown, and who owns it."""
+
+    key: str
+    label: str  # the session's name as the client knows it ("default" when it named none)
+    owner: str  # the principal: a token's, or "local"
+    per_connection: bool = False  # a handshake-era default, closed when its MCP session ends
+
+
+def place(ctx: ServerRequestContext[Any, Any], transport: Transport, named: str | None) -> Placement:
+    """The session a call runs in, by the rules of the module docstring.
+
+    Raises ``InvalidArguments`` for a session header that is not a valid name: the call is refused with a
+    message the model can pass on (the header is the user's configuration, so only the user can fix it).
+    """
     if transport == "stdio":
-        return f"stdio:{named or 'default'}"
-    principal = _principal(ctx)
-    owner = principal or "local"
-    if named is not None:
-        return f"p:{owner}:{named}"
+        return Placement(f"stdio:{named or DEFAULT_NAME}", named or DEFAULT_NAME, "local")
+    owner = _principal(ctx) or "local"
+    name = named or session_header(ctx)
+    if name is not None:
+        return Placement(f"p:{owner}:{name}", name, owner)
     session_id = getattr(_connection(ctx), "session_id", None)
     if isinstance(session_id, str) and session_id:
-        return f"h:{session_id[:80]}"
-    if principal:
-        return f"p:{principal}:default"
-    return None
+        return Placement(f"h:{session_id[:80]}", DEFAULT_NAME, owner, per_connection=True)
+    return Placement(f"p:{owner}:{DEFAULT_NAME}", DEFAULT_NAME, owner)
 
 
-def owner_of(ctx: ServerRequestContext[Any, Any], transport: Transport) -> str:
-    """Who is asking, for what is kept per client across sessions (saved tools): a token's principal, or local."""
-    return "local" if transport == "stdio" else (_principal(ctx) or "local")
+def session_header(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The session the ``Mcp-Codemode-Session`` header names, if the request has one (HTTP only)."""
+    scope = getattr(ctx.request, "scope", None) or {}
+    raw: list[tuple[bytes, bytes]] = scope.get("headers") or []
+    values = sorted(
+        {value.decode("latin-1").strip() for key, value in raw if key.lower() == _SESSION_HEADER_KEY} - {""}
+    )
+    if not values:
+        return None
+    if len(values) > 1:
+        raise InvalidArguments(
+            f"the request has {len(values)} different {SESSION_HEADER} headers "
+            f"({', '.join(repr(cut_middle(value, 40)) for value in values[:3])}); send one, in the client's "
+            "configuration of this server"
+        )
+    value = values[0]
+    if not _SESSION_RE.fullmatch(value):
+        raise InvalidArguments(
+            f"the {SESSION_HEADER} header {cut_middle(value, 80)!r} is not a valid session name: use 1-64 "
+            "letters, digits, '_', '.', '@' or '-', starting with a letter or digit (for example analysis-1), in "
+            "the client's configuration of this server; a call can also name its session with the `session` "
+            "argument"
+        )
+    return value
 
 
 def _principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
@@ -254,20 +302,19 @@ def build_server(bridge: Bridge, transport: Transport, tracing: bool = False) ->
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool {params.name!r}: this server has one tool, {TOOL_NAME}")
         try:
             request = parse_arguments(params.arguments, settings)
+            where = place(ctx, transport, request.session)
         except InvalidArguments as exc:
             return error_result(str(exc))
-        key = session_key(ctx, transport, request.session)
-        if key is not None and key.startswith("h:"):
-            close_with_connection(ctx, bridge, key)
-        label = request.session or ("default" if key else "throwaway")
+        if where.per_connection:
+            close_with_connection(ctx, bridge, where.key)
         timeout = settings.clamp_timeout(request.timeout)
 
         async def run() -> types.CallToolResult:
             try:
-                result = await bridge.run(request, key, owner=owner_of(ctx, transport))
+                result = await bridge.run(request, where.key, owner=where.owner)
             except CodemodeError as exc:
                 return error_result(str(exc), type(exc).__name__)
-            return render_result(result, settings.output_mode, settings.output_limit, label)
+            return render_result(result, settings.output_mode, settings.output_limit, where.label)
 
         if _progress_token(ctx) is None:
             return await run()

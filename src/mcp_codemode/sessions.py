@@ -151,10 +151,18 @@ class SessionManager:
         return await self.pool.acquire(f"{_slug(session)}-{entry.generation}")
 
     async def _get(self, name: str) -> Session:
-        entry = self._sessions.get(name)
-        if entry is not None:
-            return entry
-        if len(self._sessions) >= self.settings.max_sessions:
+        """The session ``name``, created if new; room is made first when the cap is reached.
+
+        Checked again after every eviction (which awaits the victim's close): meanwhile another call may have
+        taken the freed place, or created this very session. Adding regardless once let sessions outnumber
+        the cap, and the extra one's call waited for a worker that no idle session ever gives back.
+        """
+        while True:
+            entry = self._sessions.get(name)
+            if entry is not None:
+                return entry
+            if len(self._sessions) < self.settings.max_sessions:
+                break
             await self._evict_one()
         entry = Session(name)
         reason = self._forgotten.pop(name, "")
@@ -182,7 +190,7 @@ class SessionManager:
         await self._retire_worker(entry)
 
     async def discard(self, name: str) -> None:
-        """Close a session for good, without a notice for a later call (throwaway sessions end this way)."""
+        """Close a session for good, without a notice for a later call (a client's default whose MCP session ended)."""
         entry = self._sessions.get(name)
         if entry is None:
             return

@@ -618,7 +618,7 @@ def test_a_policy_refused_tool_raises_policy_error_and_never_reaches_the_server(
                 return await original(name, tool, arguments, timeout=timeout)
 
             bridge.hub.call_tool = recording  # type: ignore[method-assign]
-            result = await bridge.run(RunRequest(code, timeout=60), None)
+            result = await bridge.run(RunRequest(code, timeout=60), "policy-refusal")
             return result, sent
 
     result, sent = asyncio.run(main())

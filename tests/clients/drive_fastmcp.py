@@ -1,0 +1,49 @@
+"""fastmcp's ``Client`` against the bridge, as its documentation connects it: stdio or a URL, defaults otherwise.
+
+fastmcp 4 speaks the stateless protocol era (``mode="auto"``) unless told ``mode="legacy"``. ``call_tool`` raises
+``ToolError`` carrying the first text block of an error result; that text is what a fastmcp user (or an agent
+built on fastmcp) gets to see of a failure, so it is what this driver reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
+from fastmcp.exceptions import ToolError
+
+from tests.clients.scenario import IMAGE, STATE_GET, STATE_SET, TRACEBACK, Target, report, target
+
+
+def texts(content: list[Any]) -> str:
+    return "\n".join(block.text for block in content if getattr(block, "type", None) == "text")
+
+
+async def drive(where: Target) -> dict[str, Any]:
+    transport: StdioTransport | StreamableHttpTransport
+    if where["transport"] == "stdio":
+        transport = StdioTransport(where["command"], where["args"], env=where["env"])
+    else:
+        transport = StreamableHttpTransport(where["url"], headers=where.get("headers"))
+    async with Client(transport, timeout=150) as client:
+        # raise_on_error=False: a lost variable is an error result, and the test wants to read it, not a crash.
+        await client.call_tool("run_python", {"code": STATE_SET}, raise_on_error=False)
+        state = await client.call_tool("run_python", {"code": STATE_GET}, raise_on_error=False)
+        try:
+            await client.call_tool("run_python", {"code": TRACEBACK})
+            failure = "no ToolError was raised"
+        except ToolError as error:
+            failure = str(error)
+        image = await client.call_tool("run_python", {"code": IMAGE})
+        return {
+            "protocol": client.protocol_version,
+            "state": texts(state.content),
+            "traceback": failure,
+            "images": [getattr(block, "mime_type", None) for block in image.content if block.type == "image"],
+        }
+
+
+if __name__ == "__main__":
+    report(asyncio.run(drive(target())))
