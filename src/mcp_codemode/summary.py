@@ -28,8 +28,9 @@ def capability_summary(settings: Settings, backend: str, servers: Mapping[str, s
         f"- Limits: {settings.timeout} s per call by default (timeout= up to {settings.max_timeout} s); "
         f"memory {format_size(settings.memory)}; {settings.pids} processes; {cpus}.",
         "- No network. Host files, secrets and environment variables are out of reach. Writable: "
-        f"/workspace ({format_size(settings.workspace_size)}, the working directory) and /tmp "
-        f"({format_size(settings.tmp_size)}); both belong to the session.",
+        f"/workspace ({format_size(settings.workspace_size)}, the working directory), /tmp "
+        f"({format_size(settings.tmp_size)}) and /dev/shm ({format_size(settings.tmp_size)}); all belong to the "
+        "session.",
         "- Sessions: variables, imports and functions persist between calls of one session (by default each "
         'client has its own; session="name" picks another, reset=true starts it fresh). Idle sessions end '
         f"after {settings.session_idle_timeout:g} s.",
