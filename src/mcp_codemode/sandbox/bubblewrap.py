@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..settings import Settings, format_size
+from ..state_files import passage_problem
 from . import cgroups
 from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
 from .seccomp import SeccompUnavailable, bpf_pipe, denylist_bpf
@@ -104,6 +105,18 @@ class BubblewrapBackend(Backend):
             denylist_bpf()
         except SeccompUnavailable as exc:
             return Availability(False, str(exc), "apt-get install libseccomp2")
+        state_dir = self.settings.state_dir
+        try:
+            guest_dir = self._guest_dir
+        except OSError as exc:
+            return Availability(
+                False,
+                f"cannot stage the worker in the state directory {state_dir}: {exc}",
+                "make it writable by the bridge's user, or set MCP_BRIDGE_STATE_DIR to a directory of its own",
+            )
+        blocked = passage_problem(guest_dir, self.uid, self.gid)
+        if blocked is not None:
+            return Availability(False, *blocked)
         return self._probe()
 
     def _probe(self) -> Availability:
