@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,9 @@ from typing import Any
 
 import pytest
 
+from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from mcp_codemode.weak_setups import SetupFacts, findings, render
+from tests.conftest import fail_unless, require_usable, sandbox_settings
 
 CLI = [sys.executable, "-m", "mcp_codemode"]
 STRONG = SetupFacts(
@@ -206,3 +209,33 @@ def test_doctor_warns_when_the_audit_log_is_off_and_hints_at_a_policy_until_one_
     settings.write_text("[policy]\nmax_calls_per_run = 10\n")
     found = found_topics(doctor(scratch, "--config", str(config), MCP_CODEMODE_SETTINGS=str(settings)))
     assert "no-policy" in found
+
+
+def test_doctor_gives_a_0700_state_directory_of_its_own_the_search_bits_and_bubblewrap_runs(scratch: Path):
+    require_usable(BubblewrapBackend(sandbox_settings()))
+    scratch.chmod(0o711)
+    state = scratch / "state"
+    state.mkdir(mode=0o700)
+    state.chmod(0o700)
+    report = doctor(scratch)
+    assert report["backends"]["bubblewrap"]["usable"], report["backends"]["bubblewrap"]
+    assert report["selected"]["backend"] == "bubblewrap" and "passed over" not in report["selected"]["reason"]
+    assert stat.S_IMODE(state.stat().st_mode) == 0o711
+    assert "state-dir" not in found_topics(report)
+
+
+def test_doctor_names_a_state_directory_of_another_user_that_keeps_the_sandbox_out(scratch: Path):
+    fail_unless(os.geteuid() == 0, "only root can give a state directory to another user")
+    scratch.chmod(0o711)
+    state = scratch / "state"
+    state.mkdir(mode=0o700)
+    os.chown(state, 65533, 65533)
+    state.chmod(0o700)
+    report = doctor(scratch)
+    warning = found_topics(report)["state-dir"]
+    assert "belongs to uid 65533" in warning and f"its owner must run `chmod o+x {state}`" in warning, warning
+    bubblewrap = report["backends"]["bubblewrap"]
+    assert not bubblewrap["usable"] and f"cannot pass through {state} (mode 0700" in bubblewrap["reason"], bubblewrap
+    if report["selected"]["backend"] is not None:
+        assert "passed over bubblewrap: uid 65534 cannot pass through" in report["selected"]["reason"], report
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700, "not the bridge's directory: its mode is left alone"

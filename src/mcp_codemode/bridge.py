@@ -15,9 +15,9 @@ from types import TracebackType
 import anyio
 
 from .audit import AuditLog
-from .errors import CodemodeError
+from .errors import CodemodeError, SandboxStartError, SandboxUnavailable
 from .relay import Relay
-from .sandbox.select import choose_backend
+from .sandbox.select import Choice, announce, choose_backend, passed_over_note
 from .sandbox.worker import ExecutionResult, OutputCallback
 from .saved_tools import SavedToolStore
 from .sessions import SessionManager
@@ -43,12 +43,14 @@ class RunRequest:
 class Bridge:
     """Runs code for any number of clients; use as an async context manager so no sandbox outlives it."""
 
-    def __init__(self, settings: Settings, discovery: Discovery | None = None) -> None:
+    def __init__(self, settings: Settings, discovery: Discovery | None = None, choice: Choice | None = None) -> None:
+        """``choice``: a backend already chosen (``run`` chooses first, to fail before anything starts)."""
         self.settings = settings
         self.discovery = discovery or Discovery()
         self.backend_error = ""
         self.sessions: SessionManager | None = None
         self.backend_name = "unavailable"
+        self._choice = choice
         self.summary = ""
         # The directory owns the hub (one connection per server) and the catalog cache of their listings; it
         # leaves out the servers the policy refuses, which nothing here may name to the agent either.
@@ -64,20 +66,24 @@ class Bridge:
 
     async def __aenter__(self) -> Bridge:
         await self.directory.__aenter__()
+        note = ""
         try:
-            choice = choose_backend(self.settings)
+            choice = self._choice or choose_backend(self.settings)
         except CodemodeError as exc:
             self.backend_error = f"No sandbox can run code on this machine: {exc}"
             log.error("%s", self.backend_error)
         else:
-            log.info("%s", choice.reason)
+            announce(choice)
+            self._choice = choice
             self.backend_name = choice.backend.name
+            note = passed_over_note(choice)
             self.sessions = await SessionManager(choice.backend, self.settings).__aenter__()
         self.summary = capability_summary(
             self.settings,
             self.backend_name,
             {name: self.hub.config(name).alias for name in self.servers},
             self.backend_error,
+            note,
         )
         return self
 
@@ -103,16 +109,19 @@ class Bridge:
             raise CodemodeError(self.backend_error or "the bridge is not running")
         hinted = [self._by_name_or_alias.get(name) for name in request.servers]
         self.hub.warm(name for name in hinted if name is not None)
-        result = await self.sessions.execute(
-            request.code,
-            session=key,
-            timeout=request.timeout,
-            reset=request.reset,
-            on_output=on_output,
-            summary=self.summary,
-            context=lambda fresh: self.relay.context(owner, fresh),
-            relay=self.relay.for_run(owner, key),
-        )
+        try:
+            result = await self.sessions.execute(
+                request.code,
+                session=key,
+                timeout=request.timeout,
+                reset=request.reset,
+                on_output=on_output,
+                summary=self.summary,
+                context=lambda fresh: self.relay.context(owner, fresh),
+                relay=self.relay.for_run(owner, key),
+            )
+        except (SandboxStartError, SandboxUnavailable) as exc:
+            raise type(exc)(f"{str(exc).rstrip('. ')}. {self._no_switch()}") from exc
         unknown = [name for name in request.servers if name not in self._by_name_or_alias]
         if unknown:
             configured = ", ".join(self.servers) or "none"
@@ -121,6 +130,17 @@ class Bridge:
                 f"Note: servers= named {', '.join(unknown)}, which is not configured (configured: {configured}).",
             )
         return result
+
+    def _no_switch(self) -> str:
+        """What a sandbox that fails to start must add: this bridge stays on its backend, and why it has that one."""
+        assert self._choice is not None
+        name = self._choice.backend.name
+        how = "was requested" if self.settings.runtime != "auto" else "was chosen by auto when the bridge started"
+        return (
+            f"The bridge runs every sandbox on {name}, which {how}; it does not switch to another backend by itself. "
+            f"Fix the cause above, or set MCP_BRIDGE_RUNTIME to another backend and restart (`mcp-codemode doctor` "
+            "shows which can run here)"
+        )
 
     async def discard(self, key: str) -> None:
         """Close a client's session when its connection ends (the sandbox would otherwise idle until expiry)."""

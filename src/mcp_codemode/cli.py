@@ -205,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "run":
             cells = _cells(args)
             found = _discovery(settings, args)
-            return asyncio.run(_run(settings, found, cells, args.timeout, args.session, args.verbose))
+            return asyncio.run(_run(settings, found, cells, args.timeout, args.session))
     except CodemodeError as exc:
         print(f"mcp-codemode: {exc}", file=sys.stderr)
         return EXIT_BRIDGE
@@ -357,12 +357,8 @@ def _cells(args: argparse.Namespace) -> list[str]:
     return cells
 
 
-async def _run(
-    settings: Settings, discovery: Discovery, cells: list[str], timeout: float | None, session: str, verbose: bool
-) -> int:
-    choice = choose_backend(settings)
-    if verbose:
-        print(f"mcp-codemode: {choice.reason}", file=sys.stderr)
+async def _run(settings: Settings, discovery: Discovery, cells: list[str], timeout: float | None, session: str) -> int:
+    choice = choose_backend(settings)  # before anything starts: no backend means exit 125 with every reason
     streams: dict[str, TextIO] = {"stdout": sys.stdout, "stderr": sys.stderr}
     shown = {"stdout": 0, "stderr": 0}
 
@@ -371,7 +367,7 @@ async def _run(
         streams[stream].flush()
         shown[stream] += len(text)
 
-    async with Bridge(settings, discovery) as bridge:
+    async with Bridge(settings, discovery, choice) as bridge:  # logs the choice (a warning if auto passed one over)
         for code in cells:
             shown.update(stdout=0, stderr=0)
             request = RunRequest(code, timeout=timeout)

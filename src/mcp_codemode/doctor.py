@@ -149,14 +149,24 @@ def readable_secret_configs(servers: tuple[ServerConfig, ...]) -> tuple[str, ...
 
 
 def state_dir_problem(state_dir: Path) -> str:
-    """Why the state directory (staged worker code, saved tools, caches) could be tampered with, or ""."""
+    """Why the state directory (staged worker, saved tools, caches) could be tampered with or cannot be used, or "".
+
+    The bridge adds the search bits to a state directory of its own user (0700 becomes 0711); one of another user
+    it cannot fix, and without them bubblewrap's sandbox uid cannot reach the worker staged in it.
+    """
     for directory in (state_dir, *state_dir.parents):
         try:
             info = directory.stat()
         except OSError:
             continue  # not created yet: the bridge creates it 0711 itself
         if directory == state_dir and info.st_uid != os.geteuid():
-            return f"the state directory {state_dir} belongs to uid {info.st_uid}, not to the bridge's user"
+            problem = f"the state directory {state_dir} belongs to uid {info.st_uid}, not to the bridge's user"
+            if not info.st_mode & stat.S_IXOTH:
+                problem += (
+                    f", and its mode {stat.S_IMODE(info.st_mode):04o} keeps the sandbox's uid out, which the bridge "
+                    f"cannot change: its owner must run `chmod o+x {state_dir}`"
+                )
+            return problem
         sticky = info.st_mode & stat.S_ISVTX and directory != state_dir
         if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not sticky:
             return (

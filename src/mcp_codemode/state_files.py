@@ -1,19 +1,32 @@
 """Files the bridge keeps under its state directory: the directory itself, and JSON documents written whole.
 
 The state directory must let the sandbox's uid pass through (to reach the staged guest files) without
-listing it, so whichever part creates it first makes it 0711. Documents a crash must not corrupt (saved
-tools, the catalog cache) are written to a temporary file in the same folder, made private, and renamed over
-the old one; on any failure the temporary file is removed and the old document stays as it was.
+listing it, so whichever part creates it first makes it 0711. A directory that already existed without the
+search bit for others (a ``mkdir`` under umask 077, a ``mktemp -d``: 0700) kept bubblewrap's sandbox uid out,
+and ``auto`` then fell back to podman; so a directory the bridge's user owns gets the search bits added
+(0700 becomes 0711), and nothing else about its mode is changed: the bridge never takes a permission away
+from a directory it did not make (``MCP_BRIDGE_STATE_DIR=/tmp`` must stay 1777). One the bridge's user does
+not own cannot be fixed from here: ``passage_problem`` names it and says what its owner must do.
+
+Documents a crash must not corrupt (saved tools, the catalog cache) are written to a temporary file in the
+same folder, made private, and renamed over the old one; on any failure the temporary file is removed and
+the old document stays as it was.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
+STATE_DIR_MODE = 0o711  # the sandbox uid may pass through, not list
+_PASS_THROUGH = stat.S_IXGRP | stat.S_IXOTH
 
 
 def make_state_dir(state_dir: Path) -> None:
@@ -21,7 +34,59 @@ def make_state_dir(state_dir: Path) -> None:
     if not state_dir.exists():
         state_dir.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(PermissionError):
-            os.chmod(state_dir, 0o711)  # noqa: S103 - the sandbox uid must be able to pass through, not list
+            os.chmod(state_dir, STATE_DIR_MODE)
+
+
+def open_to_the_sandbox(state_dir: Path) -> None:
+    """Create the state directory, or add the search bits to an existing one the bridge's user owns.
+
+    Only staging calls this, for the directory the worker is staged in; a directory named for something else
+    (the audit log's) is created 0711 when missing but never changed.
+    """
+    make_state_dir(state_dir)
+    info = state_dir.stat()
+    mode = stat.S_IMODE(info.st_mode)
+    if info.st_uid == os.geteuid() and stat.S_ISDIR(info.st_mode) and mode & _PASS_THROUGH != _PASS_THROUGH:
+        os.chmod(state_dir, mode | _PASS_THROUGH)
+        log.warning(
+            "the state directory %s was mode %04o, which keeps the sandbox's uid from reaching the worker staged in "
+            "it; set it to %04o (search only: it still cannot be listed)",
+            state_dir,
+            mode,
+            mode | _PASS_THROUGH,
+        )
+
+
+def passage_problem(directory: Path, uid: int, gid: int) -> tuple[str, str] | None:
+    """Why ``uid``/``gid`` cannot pass through ``directory`` and every directory above it, and the fix; or None.
+
+    The kernel's rule for the search (x) bit: the owner's bits if ``uid`` owns it, else the group's if ``gid``
+    is its group, else the others'. The sandbox never runs as root, so uid 0 gets no exception.
+    """
+    for step in (directory, *directory.parents):
+        try:
+            info = step.stat()
+        except OSError as exc:
+            return f"cannot read the mode of {step}: {exc.strerror}", f"check that {step} exists and can be read"
+        if info.st_uid == uid:
+            allowed = info.st_mode & stat.S_IXUSR
+        elif info.st_gid == gid:
+            allowed = info.st_mode & stat.S_IXGRP
+        else:
+            allowed = info.st_mode & stat.S_IXOTH
+        if allowed:
+            continue
+        problem = (
+            f"uid {uid} cannot pass through {step} (mode {stat.S_IMODE(info.st_mode):04o}, owner uid {info.st_uid}) "
+            f"to reach the worker staged in {directory}"
+        )
+        elsewhere = "or set MCP_BRIDGE_STATE_DIR to a directory of the bridge's user whose parents all let others pass"
+        if info.st_uid != os.geteuid():
+            fix = f"{step} belongs to uid {info.st_uid}: have its owner run `chmod o+x {step}`, {elsewhere}"
+        else:
+            fix = f"run `chmod o+x {step}` (search only: it stays unlistable), {elsewhere}"
+        return problem, fix
+    return None
 
 
 def write_json(path: Path, document: Any, *, compact: bool = False) -> Path:

@@ -17,20 +17,26 @@ from .settings import Settings, format_size
 
 
 def capability_summary(settings: Settings, backend: str, servers: Mapping[str, str] | None = None,
-                       problem: str = "") -> str:  # fmt: skip
-    """The summary; ``problem`` (no usable sandbox) comes first, because nothing else works until it is fixed."""
+                       problem: str = "", backend_note: str = "") -> str:  # fmt: skip
+    """The summary; ``problem`` (no usable sandbox) comes first, because nothing else works until it is fixed.
+
+    ``backend_note`` follows the backend's name: ``auto`` passed over a better backend (the model can tell its
+    user; the reasons, which name host paths, stay in the bridge's log and ``doctor``).
+    """
     cpus = f"{settings.cpus:g} CPU" if settings.cpus else "a shared CPU"
     if problem:
         first = f"mcp-codemode {__version__}: run_python cannot run code right now. {problem}"
     else:
         first = f"mcp-codemode {__version__}: run_python runs Python 3 in a {backend} sandbox."
+        first += f" {backend_note}" if backend_note else ""
     lines = [
         first,
         f"- Limits: {settings.timeout} s per call by default (timeout= up to {settings.max_timeout} s); "
         f"memory {format_size(settings.memory)}; {settings.pids} processes; {cpus}.",
         "- No network. Host files, secrets and environment variables are out of reach. Writable: "
-        f"/workspace ({format_size(settings.workspace_size)}, the working directory) and /tmp "
-        f"({format_size(settings.tmp_size)}); both belong to the session.",
+        f"/workspace ({format_size(settings.workspace_size)}, the working directory), /tmp "
+        f"({format_size(settings.tmp_size)}) and /dev/shm ({format_size(settings.tmp_size)}); all belong to the "
+        "session.",
         "- Sessions: variables, imports and functions persist between calls of one session (by default each "
         'client has its own; session="name" picks another, reset=true starts it fresh). Idle sessions end '
         f"after {settings.session_idle_timeout:g} s.",

@@ -1,9 +1,10 @@
 """Filesystem attacks: writes outside the three size-capped tmpfs mounts, kernel tunables, tmpfs exhaustion,
 cgroup release_agent, device nodes, link tricks towards host files, and setuid files.
 
-The only writable places are /tmp, /dev/shm and /workspace (podman and gVisor also give /run and /var/tmp as
-empty tmpfs of the container's own). Each probe reports the errno it met; the assertions pin the precise
-errno per backend where the backends legitimately differ, and say why.
+The only writable places are /tmp, /dev/shm and /workspace, each a tmpfs with a size cap, on every backend
+(podman's --read-only would add /run and /var/tmp without one: the bridge turns that off), and no POSIX message
+queue can be made. A walk of the whole mount table checks the set is exactly that. Each probe reports the errno it
+met; the assertions pin the precise errno per backend where the backends legitimately differ, and say why.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ OUTSIDE = (
     "/opt/evil",
     "/var/evil",
     "/var/lib/evil",
+    "/var/tmp/evil",
+    "/run/evil",
+    "/run/lock/evil",
+    "/dev/evil",
+    "/dev/mqueue/evil",
     "/home/evil",
     "/root/evil",
     "/bin/evil",
@@ -54,8 +60,12 @@ report({{'outside': outside, 'mkdir': dirs, 'inside': inside}})
     assert seen["inside"] == {"/tmp": "SUCCEEDED", "/workspace": "SUCCEEDED", "/dev/shm": "SUCCEEDED"}, seen
     failures = {**seen["outside"], **seen["mkdir"]}
     assert "SUCCEEDED" not in failures.values(), seen
+    failures.pop("/dev/mqueue/evil")
     # EROFS: a read-only mount; EACCES: a root-owned file or directory checked first; ENOENT: a directory that
-    # the sandbox does not have (bubblewrap mounts no /var, /home, /root, /srv, /mnt or /boot).
+    # the sandbox does not have (bubblewrap mounts no /var, /home, /root, /srv, /mnt or /boot; only podman with
+    # runc mounts /dev/mqueue), EMFILE: a message queue there (RLIMIT_MSGQUEUE is 0).
+    mqueue = seen["outside"]["/dev/mqueue/evil"]
+    assert mqueue == ("EMFILE" if target.name == "podman" else "ENOENT"), seen
     assert set(failures.values()) <= {"EROFS", "EACCES", "ENOENT"}, seen
     if target.name == "bubblewrap":
         missing = {
@@ -371,3 +381,140 @@ def test_clone3_cannot_make_a_mount_namespace(target: Target) -> None:
     # Our filter answers ENOSYS (glibc then falls back to clone, whose flags it checks); gVisor (runsc 20221219)
     # has no clone3 at all and answers ENOSYS itself, which is why its profile leaves the rule out (container.py).
     assert seen == {"plain": "ENOSYS", "CLONE_NEWNS": "ENOSYS", "CLONE_NEWUSER": "ENOSYS"}, seen
+
+
+# Walks every mount of the sandbox's mount table and tries to create a file (and, where that fails, a directory)
+# in every directory of it, staying on the mount's own device (nested mounts are walked as mounts of their own).
+# procfs and sysfs are tried at their mount point only: their directories are the kernel's, and /proc alone
+# holds a tree per process. Regular files mounted on their own (/etc/hosts, podman's masks) are opened for
+# appending, writing nothing. Everything written is removed at once.
+WALK_THE_MOUNTS = r"""
+import os, stat
+
+def unescape(field):
+    for code, char in (('\\040', ' '), ('\\011', '\t'), ('\\012', '\n'), ('\\134', '\\')):
+        field = field.replace(code, char)
+    return field
+
+mounts = []
+for line in open('/proc/self/mountinfo'):
+    fields = line.split()
+    tail = fields[fields.index('-') + 1:]
+    mounts.append({'point': unescape(fields[4]), 'options': fields[5], 'fstype': tail[0],
+                   'super': tail[2] if len(tail) > 2 else ''})
+points = {m['point'] for m in mounts}
+probe = '.mcp-write-probe-%d' % os.getpid()
+LIMIT = 200000
+
+def writable(directory):
+    path = os.path.join(directory, probe)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError:
+        pass
+    else:
+        os.unlink(path)
+        return True
+    try:
+        os.mkdir(path)
+    except OSError:
+        return False
+    os.rmdir(path)
+    return True
+
+checked = 0
+visited = set()
+found = {}
+file_mounts = {}
+for mount in mounts:
+    point = mount['point']
+    try:
+        info = os.lstat(point)
+    except OSError:
+        continue
+    if stat.S_ISREG(info.st_mode):
+        try:
+            os.close(os.open(point, os.O_WRONLY | os.O_APPEND))
+            file_mounts[point] = 'SUCCEEDED'
+        except OSError as exc:
+            file_mounts[point] = errno.errorcode.get(exc.errno, str(exc.errno))
+        continue
+    if not stat.S_ISDIR(info.st_mode):
+        continue
+    for top, dirs, _files in os.walk(point):
+        checked += 1
+        visited.add(top)
+        if writable(top):
+            found.setdefault(point, []).append(top)
+        if mount['fstype'] in ('proc', 'sysfs') or checked > LIMIT:
+            dirs[:] = []
+            continue
+        kept = []
+        for name in dirs:
+            path = os.path.join(top, name)
+            try:
+                same = os.lstat(path).st_dev == info.st_dev
+            except OSError:
+                continue
+            if same and path not in points:
+                kept.append(name)
+        dirs[:] = kept
+
+caps = {}
+for point in found:
+    vfs = os.statvfs(point)
+    entry = next(m for m in reversed(mounts) if m['point'] == point)
+    caps[point] = {'bytes': vfs.f_blocks * vfs.f_frsize, 'fstype': entry['fstype'], 'super': entry['super']}
+home, cwd = os.environ.get('HOME', ''), os.getcwd()
+sentinels = ('/usr/bin', '/usr/lib', '/usr/lib/python3', '/etc', '/opt/mcp-codemode', '/proc')
+unvisited = [p for p in sentinels if p not in visited]
+report({'checked': checked, 'truncated': checked > LIMIT, 'unvisited': unvisited, 'mounts': sorted(points),
+        'caps': caps,
+        'writable': {point: dirs[:5] + (['...'] if len(dirs) > 5 else []) for point, dirs in found.items()},
+        'files': {p: v for p, v in file_mounts.items() if v == 'SUCCEEDED'}, 'home': home, 'cwd': cwd,
+        'home_writable': writable(home), 'cwd_writable': writable(cwd)})
+"""
+
+
+def test_the_only_writable_places_are_the_documented_sized_tmpfs_mounts(target: Target) -> None:
+    """docs/sandbox.md and docs/security.md: /tmp and /dev/shm (tmp_size each) and /workspace (workspace_size).
+
+    Before the fix podman left /var/tmp (and gVisor /run) writable, as tmpfs without a size cap that podman's
+    --read-only adds, and bubblewrap's own /dev was an uncapped tmpfs of the sandbox uid's.
+    """
+    settings = target.bridge.settings
+    documented = {"/tmp": settings.tmp_size, "/dev/shm": settings.tmp_size, "/workspace": settings.workspace_size}
+    seen = outcome(target.run(ATTEMPT + WALK_THE_MOUNTS, timeout=120))
+    assert not seen["truncated"], seen
+    # The walk really went through the system's directories (the image's or the host's /usr: hundreds at least).
+    assert seen["checked"] > 300 and seen["unvisited"] == [], seen
+    assert set(documented) <= set(seen["mounts"]), seen
+    assert set(seen["writable"]) == set(documented), seen
+    for point, cap in documented.items():
+        found = seen["caps"][point]
+        assert found["fstype"] == "tmpfs", (point, found)
+        assert found["bytes"] == cap, (point, found, cap)
+    assert seen["files"] == {}, seen
+    assert (seen["home"], seen["cwd"]) == ("/workspace", "/workspace"), seen
+    assert seen["home_writable"] and seen["cwd_writable"], seen
+
+
+def test_no_posix_message_queue_can_be_made(target: Target) -> None:
+    """A message queue is kernel memory outside every tmpfs cap (podman shows them as files in /dev/mqueue)."""
+    code = """
+    import ctypes, errno, os, resource
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.mq_open(b'/mcp-probe', os.O_CREAT | os.O_RDWR, 0o600, None)
+    made = 'SUCCEEDED' if fd >= 0 else errno.errorcode.get(ctypes.get_errno(), 'unknown')
+    if fd >= 0:
+        libc.mq_unlink(b'/mcp-probe')
+    report({'mq_open': made, 'rlimit': list(resource.getrlimit(resource.RLIMIT_MSGQUEUE))})
+    """
+    seen = outcome(target.run(code))
+    assert seen["rlimit"] == [0, 0], seen
+    if target.name == "gvisor":
+        # gVisor does not enforce RLIMIT_MSGQUEUE: its queues live in the sentry's memory, inside the container's
+        # memory limit, and it mounts no /dev/mqueue (the walk above finds no file place for them).
+        assert seen["mq_open"] == "SUCCEEDED", seen
+    else:
+        assert seen["mq_open"] == "EMFILE", seen  # the queue's bytes exceed RLIMIT_MSGQUEUE 0

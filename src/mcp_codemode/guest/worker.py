@@ -68,6 +68,7 @@ _RLIMIT_NAMES = {
     "CORE": resource.RLIMIT_CORE,
     "CPU": resource.RLIMIT_CPU,
     "FSIZE": resource.RLIMIT_FSIZE,
+    "MSGQUEUE": resource.RLIMIT_MSGQUEUE,
     "NOFILE": resource.RLIMIT_NOFILE,
     "NPROC": resource.RLIMIT_NPROC,
 }

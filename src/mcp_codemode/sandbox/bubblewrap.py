@@ -8,7 +8,8 @@ host root and can write ``/proc/sys/kernel/core_pattern``. So, as measured in DE
   (``--unshare-user --disable-userns --assert-userns-disabled``),
 * mount a read-only root holding only ``/usr`` (and its merged-usr links), a synthetic ``/etc``, the guest
   code and the sandbox Python, read-only; ``/proc/sys`` is bound read-only over the fresh procfs,
-* give writable, size-capped tmpfs only at ``/tmp``, ``/workspace`` and ``/dev/shm``,
+* give writable, size-capped tmpfs only at ``/tmp``, ``/workspace`` and ``/dev/shm`` (the rest of ``/dev`` is
+  read-only, and RLIMIT_MSGQUEUE 0 leaves no POSIX message queue to fill),
 * clear the environment, start a new session (no TIOCSTI into our terminal), die with the bridge,
 * load the seccomp denylist of ``seccomp.py``, and
 * put the whole process tree into per-worker cgroups (memory, pids, cpu) before it execs, falling back
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..settings import Settings, format_size
+from ..state_files import passage_problem
 from . import cgroups
 from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
 from .seccomp import SeccompUnavailable, bpf_pipe, denylist_bpf
@@ -103,6 +105,18 @@ class BubblewrapBackend(Backend):
             denylist_bpf()
         except SeccompUnavailable as exc:
             return Availability(False, str(exc), "apt-get install libseccomp2")
+        state_dir = self.settings.state_dir
+        try:
+            guest_dir = self._guest_dir
+        except OSError as exc:
+            return Availability(
+                False,
+                f"cannot stage the worker in the state directory {state_dir}: {exc}",
+                "make it writable by the bridge's user, or set MCP_BRIDGE_STATE_DIR to a directory of its own",
+            )
+        blocked = passage_problem(guest_dir, self.uid, self.gid)
+        if blocked is not None:
+            return Availability(False, *blocked)
         return self._probe()
 
     def _probe(self) -> Availability:
@@ -138,6 +152,7 @@ class BubblewrapBackend(Backend):
             EnforcedLimit("memory", format_size(s.memory), memory),
             EnforcedLimit("processes", str(s.pids), pids),
             EnforcedLimit("/tmp", format_size(s.tmp_size), "tmpfs size"),
+            EnforcedLimit("/dev/shm", format_size(s.tmp_size), "tmpfs size"),
             EnforcedLimit(WORKSPACE, format_size(s.workspace_size), "tmpfs size"),
             EnforcedLimit("network", "none", "empty network namespace + seccomp (AF_UNIX only)"),
         ]
@@ -147,7 +162,8 @@ class BubblewrapBackend(Backend):
 
     def rlimits(self) -> dict[str, int]:
         cg = self.cgroup_support
-        limits = {"CORE": 0, "NOFILE": 1024}
+        # MSGQUEUE 0: no POSIX message queues, which would be a place to write outside the sized tmpfs mounts.
+        limits = {"CORE": 0, "MSGQUEUE": 0, "NOFILE": 1024}
         if not cg.memory:
             limits["AS"] = self.settings.memory
         if not cg.pids:
@@ -185,6 +201,9 @@ class BubblewrapBackend(Backend):
         argv += ["--size", str(s.tmp_size), "--tmpfs", "/tmp"]
         argv += ["--size", str(s.tmp_size), "--tmpfs", "/dev/shm"]
         argv += ["--size", str(s.workspace_size), "--tmpfs", WORKSPACE]
+        # --dev makes /dev a tmpfs of the sandbox uid's own, with no size cap: read-only once /dev/shm is mounted
+        # in it (--remount-ro is not recursive, so /dev/shm and /dev/pts keep their own flags).
+        argv += ["--remount-ro", "/dev"]
         argv += ["--chdir", WORKSPACE, "--remount-ro", "/", "--seccomp", str(seccomp_fd), "--"]
         argv += command
         if self.as_root:

@@ -7,6 +7,9 @@ Facts that shaped it (DESIGN.md §4): podman as root on a cgroup-v1 hybrid host 
 OCI runtime, and needs ``--ulimit nofile`` and ``--ulimit nproc`` set explicitly; no registry is
 reachable, so we never pull (``--pull never``) and tell the user how to build the image locally.
 
+Writable places: the same three sized tmpfs mounts as bubblewrap (``/tmp``, ``/dev/shm``, ``/workspace``) and
+nothing else; podman's ``--read-only`` would add uncapped ``/run`` and ``/var/tmp`` mounts, so they are turned off.
+
 Orphans: a killed ``podman run`` client does not stop its container, so every container is labelled with
 the bridge's pid, killed by name, and swept at start-up if its bridge is gone. The worker also exits when
 its stdin closes, which is what happens when the bridge dies, so a container never outlives it by more
@@ -170,6 +173,7 @@ class ContainerBackend(Backend):
             EnforcedLimit("memory", format_size(s.memory), mechanism),
             EnforcedLimit("processes", str(s.pids), f"{mechanism} + --ulimit nproc"),
             EnforcedLimit("/tmp", format_size(s.tmp_size), "tmpfs size"),
+            EnforcedLimit("/dev/shm", format_size(s.tmp_size), "tmpfs size"),
             EnforcedLimit(WORKSPACE, format_size(s.workspace_size), "tmpfs size"),
             EnforcedLimit("network", "none", "--network none + seccomp (AF_UNIX only)"),
         ]
@@ -193,6 +197,7 @@ class ContainerBackend(Backend):
                 f"{self.engine} --pids-limit on the sentry (gVisor needs ≥ {GVISOR_MIN_PIDS})",
             ),
             EnforcedLimit("/tmp", format_size(s.tmp_size), "tmpfs size"),
+            EnforcedLimit("/dev/shm", format_size(s.tmp_size), "tmpfs size"),
             EnforcedLimit(WORKSPACE, format_size(s.workspace_size), "tmpfs size"),
         ]
         if self.engine == "podman":
@@ -229,11 +234,18 @@ class ContainerBackend(Backend):
         if self.oci_runtime:
             argv += ["--runtime", self.oci_runtime]
         argv += ["--network", "none", "--read-only", "--cap-drop", "ALL"]
+        if self.engine == "podman":
+            # podman's --read-only also mounts /run and /var/tmp as tmpfs with no size cap (docker does not):
+            # without them the only writable places are the sized tmpfs mounts below, as on every backend.
+            argv += ["--read-only-tmpfs=false"]
         argv += ["--security-opt", "no-new-privileges", "--user", s.container_user, "--hostname", "sandbox"]
         argv += ["--security-opt", f"seccomp={self._seccomp_file}"]
         argv += ["--pids-limit", str(self.pids_limit()), "--memory", str(s.memory), "--memory-swap", str(s.memory)]
         nproc = self.nproc_ulimit()
         argv += ["--ulimit", "nofile=1024:1024", "--ulimit", f"nproc={nproc}:{nproc}", "--ulimit", "core=0:0"]
+        # No POSIX message queues (podman mounts /dev/mqueue, where a queue is a file anyone may create); gVisor
+        # does not enforce this limit, but it mounts no /dev/mqueue and keeps queues in the sentry's memory.
+        argv += ["--ulimit", "msgqueue=0:0"]
         if s.cpus:
             argv += ["--cpus", str(s.cpus)]
         argv += ["--tmpfs", f"/tmp:{tmpfs_opts},size={s.tmp_size}"]

@@ -24,7 +24,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from ..state_files import make_state_dir
+from ..state_files import open_to_the_sandbox
 from .base import GUEST_MOUNT
 from .seccomp import oci_profile
 
@@ -68,11 +68,11 @@ def stage_guest(state_dir: Path, uid: int, gid: int) -> Path:
     digest = hashlib.sha256(sys.implementation.cache_tag.encode() + b"\0")  # the bytecode's version
     for name in sorted(files):
         digest.update(name.encode() + b"\0" + files[name] + b"\0")
+    open_to_the_sandbox(state_dir)  # every time: a directory made 0700 after the worker was staged is fixed as well
     base = state_dir / "guest"
     target = base / digest.hexdigest()[:16]
     if target.is_dir():
         return target
-    make_state_dir(state_dir)
     base.mkdir(mode=0o755, exist_ok=True)
     os.chmod(base, 0o755)  # noqa: S103 - the sandbox uid must read the guest files
     scratch = Path(tempfile.mkdtemp(prefix=".staging-", dir=base))
