@@ -34,6 +34,7 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 _STRIP = (
     "var/cache/apt/*", "var/lib/apt/lists/*", "usr/share/doc/*", "usr/share/man/*", "usr/share/locale/*", "var/log/*",
 )  # fmt: skip
+_MERGED_USR_HOOK = Path("/usr/share/mmdebstrap/hooks/merged-usr")
 _TRIM = " ".join(f'"$1"/{path}' for path in _STRIP)
 # Run by mmdebstrap with the finished tree as $1 (inside its user namespace in unshare mode).
 _HOOKS = (f"rm -rf {_TRIM}", 'mkdir -p "$1/workspace" && chmod 1777 "$1/workspace"')
@@ -124,8 +125,12 @@ def _has_subids() -> bool:
 def _mmdebstrap(build: ImageBuild, binary: str, is_root: bool, tarball: Path, out: TextIO) -> None:
     mode = "root" if is_root else "unshare"
     say(out, f"bootstrapping Debian {build.suite} with mmdebstrap ({mode} mode, about 20-60 s)")
-    partial = tarball.with_name(tarball.name + ".partial")
+    partial = _partial(tarball)
+    # The merged-usr hook sets /usr up as debootstrap does; without it apt installs usrmerge, and perl with it
+    # (170 MB instead of 120 MB).
     argv = [binary, f"--mode={mode}", "--variant=minbase", "--include=python3"]
+    if _MERGED_USR_HOOK.is_dir():
+        argv += [f"--hook-dir={_MERGED_USR_HOOK}"]
     argv += [f"--customize-hook={hook}" for hook in _HOOKS]
     argv += [build.suite, str(partial), build.mirror]
     _bootstrap(argv, partial, tarball, out, build.cache_dir / "mmdebstrap.log")
@@ -145,10 +150,15 @@ def _debootstrap(build: ImageBuild, binary: str, tarball: Path, out: TextIO) -> 
                 shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
         (root / "workspace").mkdir(exist_ok=True)
         os.chmod(root / "workspace", 0o1777)  # noqa: S103 - the sandbox's working directory, as /tmp
-        partial = tarball.with_name(tarball.name + ".partial")
+        partial = _partial(tarball)
         _bootstrap(["tar", "-C", str(root), "-cf", str(partial), "."], partial, tarball, out, None)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _partial(tarball: Path) -> Path:
+    """Where a tarball is written until it is whole; mmdebstrap picks its output format by this name's suffix."""
+    return tarball.with_name(f".{tarball.stem}.partial.tar")
 
 
 def _bootstrap(argv: list[str], partial: Path, tarball: Path, out: TextIO, log: Path | None) -> None:
@@ -160,7 +170,9 @@ def _bootstrap(argv: list[str], partial: Path, tarball: Path, out: TextIO, log: 
             raise ProvisionError(f"{Path(argv[0]).name} failed (exit status {ran.returncode}){where}")
         os.replace(partial, tarball)
     finally:
-        if partial.exists():
+        if partial.is_dir():
+            shutil.rmtree(partial, ignore_errors=True)
+        elif partial.exists():
             partial.unlink()
 
 
