@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from mcp_codemode.provision import requirements
+from mcp_codemode.provision.image import remove_if_nameless
 from mcp_codemode.provision.installer import Installer, TargetPython, uv_platform
 from mcp_codemode.provision.steps import ProvisionError, hint
 
@@ -29,6 +30,7 @@ CACHE = REPO / ".cache"
 UV = CACHE / "uv" / "bin" / "uv"
 CLI = [sys.executable, "-m", "mcp_codemode"]
 PACKAGE = "toolz"
+SHARED_IMAGE = "mcp-codemode-sandbox:bookworm"
 
 
 # ------------------------------------------------------------------------------------------------- pure rules
@@ -169,17 +171,22 @@ def _image_ids(tag: str) -> list[str]:
 
 @pytest.fixture
 def test_image() -> Iterator[str]:
-    """A tag of our own; afterwards it is removed, and so is any nameless image this test left behind."""
+    """A tag of our own; afterwards it is removed, and so is any image this test left without a name.
+
+    An import of the shared tarball has the same id as the shared `mcp-codemode-sandbox:bookworm`: `rmi ID` would
+    delete that image (it refuses only an id with several names), so an id is removed only once it has none.
+    """
     fail_unless(shutil.which("podman") is not None, "podman is not installed")
     fail_unless((CACHE / "rootfs-bookworm.tar").is_file(), "the cached rootfs .cache/rootfs-bookworm.tar is missing")
     tag = f"mcp-codemode-sandbox:test-packages-{os.getpid()}"
+    shared = _image_ids(SHARED_IMAGE)
     try:
         yield tag
     finally:
         for image_id in _image_ids(tag):
             subprocess.run(["podman", "rmi", tag], capture_output=True, check=False)
-            # Never --force: an id that still has another name (the shared image) is refused and stays.
-            subprocess.run(["podman", "rmi", image_id], capture_output=True, check=False)
+            remove_if_nameless("podman", image_id)
+        assert _image_ids(SHARED_IMAGE) == shared, f"{SHARED_IMAGE}, which others use, must be left as it was"
 
 
 def test_image_build_then_packages_add_reaches_podman_sandboxes(uv_path: str, state_dir: Path, test_image: str):

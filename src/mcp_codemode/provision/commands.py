@@ -14,7 +14,6 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -70,14 +69,14 @@ def build_image(settings: Settings, options: ImageOptions, env: Mapping[str, str
         try:
             image_packages.rebuild(target, tag, carried.requested, find_installer(sys.executable), progress, new_id)
         except BaseException:
-            subprocess.run([binary, "rmi", new_id], capture_output=True, timeout=120, check=False)
+            image_build.remove_if_nameless(binary, new_id)
             raise
         if carried.base and carried.base != new_id:
-            subprocess.run([binary, "rmi", carried.base], capture_output=True, timeout=120, check=False)
+            image_build.remove_if_nameless(binary, carried.base)
     else:
         image_build.tag(binary, new_id, tag)
         if old_id and old_id != new_id:
-            subprocess.run([binary, "rmi", old_id], capture_output=True, timeout=120, check=False)
+            image_build.remove_if_nameless(binary, old_id)
     say(progress, f"{tag} ready in {engine} (image {new_id[:12]})")
     return 0
 

@@ -193,3 +193,20 @@ def tag(binary: str, image_ref: str, name: str) -> None:
     done = subprocess.run([binary, "tag", image_ref, name], capture_output=True, text=True, timeout=60, check=False)
     if done.returncode != 0:
         raise ProvisionError(f"cannot name the image {name}: {done.stderr.strip()}")
+
+
+def remove_if_nameless(binary: str, image_ref: str) -> bool:
+    """Delete an image we left without a name, and nothing else.
+
+    ``rmi ID`` deletes an image that still carries one name (podman and docker refuse only several), and an
+    import of the same tarball can share its id with an image someone else named: so an image is deleted only
+    when it has no name at all. One still used by a container, or under another image, is refused by the engine.
+    """
+    done = subprocess.run(
+        [binary, "image", "inspect", "--format", "{{json .RepoTags}}", image_ref],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    if done.returncode != 0 or done.stdout.strip() not in ("[]", "null"):
+        return False
+    removed = subprocess.run([binary, "rmi", image_ref], capture_output=True, timeout=120, check=False)
+    return removed.returncode == 0

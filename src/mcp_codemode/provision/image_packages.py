@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
-from .image import image_id, tag
+from .image import image_id, remove_if_nameless, tag
 from .installer import Installer, TargetPython
 from .requirements import requirements_text
 from .sandbox_env import make_readable
@@ -197,6 +197,6 @@ def _build(engine: Engine, context: Path, record: str, base: str, out: TextIO) -
 
 
 def _forget(engine: Engine, old_id: str | None, base: str) -> None:
-    """Remove the previous layered image, now nameless (a running container may still hold it: then it stays)."""
+    """Remove the previous layered image if it is nameless now (a running container may still hold it: it stays)."""
     if old_id and old_id != base:
-        subprocess.run([engine.binary, "rmi", old_id], capture_output=True, timeout=120, check=False)
+        remove_if_nameless(engine.binary, old_id)
