@@ -76,7 +76,8 @@ def test_a_missing_image_says_how_to_build_it():
     done = run_cli("run", "--backend", "podman", "-c", "1", env=env)
     assert done.returncode == 125
     assert "image mcp-codemode-no-such-image:latest is not present" in done.stderr
-    assert "scripts/build-image.sh" in done.stderr
+    # A command an installed wheel has (the repository's scripts are not in it); test_packages runs it.
+    assert "mcp-codemode image build --tag mcp-codemode-no-such-image:latest --engine podman" in done.stderr
 
 
 def test_a_missing_sandbox_python_is_named():

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
-from mcp_codemode.weak_setups import SetupFacts, findings, render
+from mcp_codemode.weak_setups import SetupFacts, findings, for_user, render
 from tests.conftest import fail_unless, require_usable, sandbox_settings
 
 CLI = [sys.executable, "-m", "mcp_codemode"]
@@ -108,6 +108,15 @@ def test_the_text_puts_warnings_before_hints_and_gives_each_a_fix():
     assert lines[0].startswith("warn") and "setpriv" in lines[0]
     assert lines[1].strip().startswith("fix: apt-get install util-linux")
     assert lines[2].startswith("info") and "CPU quota" in lines[2]
+
+
+def test_fixes_that_need_root_get_sudo_for_an_ordinary_user():
+    assert for_user("apt-get install util-linux", running_as_root=False) == "sudo apt-get install util-linux"
+    assert for_user("apt-get install util-linux", running_as_root=True) == "apt-get install util-linux"
+    fix = "allow unprivileged user namespaces: sysctl -w kernel.unprivileged_userns_clone=1"
+    assert "sudo sysctl -w" in for_user(fix, running_as_root=False)
+    assert for_user("sudo apt-get install x", running_as_root=False) == "sudo apt-get install x"
+    assert for_user("mcp-codemode image build --tag x", running_as_root=False) == "mcp-codemode image build --tag x"
 
 
 # ---------------------------------------------------------------------------------- the real command

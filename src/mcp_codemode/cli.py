@@ -1,4 +1,5 @@
-"""The command line: ``serve`` (the MCP server), ``run``, ``servers``, ``search`` and ``doctor``.
+"""The command line: ``serve`` (the MCP server), ``run``, ``servers``, ``search``, ``doctor``, and the set-up
+commands ``image build`` and ``packages add|remove|list``.
 
 This is the composition root: the one place that reads the process's environment, home and working
 directory, and hands them down (settings, config discovery) so no other module has to.
@@ -29,6 +30,8 @@ from . import __version__
 from .bridge import Bridge, RunRequest
 from .doctor import diagnose, render_text
 from .errors import CodemodeError, SettingsError
+from .provision import commands as provision
+from .provision.image import DEFAULT_MIRROR, DEFAULT_SUITE
 from .relay import MAX_LIMIT, MAX_OFFSET, MAX_QUERY
 from .sandbox.select import choose_backend
 from .sandbox.worker import ExecutionResult
@@ -108,7 +111,38 @@ def _parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser("doctor", help="check which sandboxes work here and what they enforce")
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
     _config_option(doctor)
+    _provision_commands(commands)
     return parser
+
+
+def _provision_commands(commands: Any) -> None:
+    """``image build`` and ``packages add|remove|list``: setting up the sandboxes with the package alone."""
+    image = commands.add_parser("image", help="build the podman/docker sandbox image locally, from Debian")
+    image_commands = image.add_subparsers(dest="image_command", required=True, metavar="ACTION")
+    build = image_commands.add_parser("build", help="bootstrap Debian (cached) and import it as the sandbox image")
+    build.add_argument("--tag", help="image name (default: MCP_BRIDGE_IMAGE or mcp-codemode-sandbox:bookworm)")
+    build.add_argument("--engine", choices=("podman", "docker"), help="where to import it (default: podman)")
+    build.add_argument(
+        "--cache-dir", type=Path, help="where the rootfs tarball is cached (else $MCP_CODEMODE_CACHE_DIR, XDG cache)"
+    )
+    build.add_argument("--suite", help=f"Debian suite (else $MCP_CODEMODE_IMAGE_SUITE or {DEFAULT_SUITE})")
+    build.add_argument("--mirror", help="Debian mirror (else $MCP_CODEMODE_IMAGE_MIRROR or deb.debian.org)")
+    build.add_argument("--force", action="store_true", help="rebuild an image that exists (its packages are kept)")
+    build.add_argument(
+        "--rootfs-only", action="store_true", help="only make the cached rootfs tarball (e.g. as root, for a user)"
+    )
+
+    packages = commands.add_parser("packages", help="add or remove Python packages of the sandboxes")
+    package_commands = packages.add_subparsers(dest="packages_command", required=True, metavar="ACTION")
+    backend_help = "the backend whose sandboxes change (default: MCP_BRIDGE_RUNTIME, else what auto picks)"
+    add = package_commands.add_parser("add", help="install packages from the package index into the sandboxes")
+    add.add_argument("specs", nargs="+", metavar="PACKAGE", help="a requirement such as pandas or toolz==1.0.0")
+    remove = package_commands.add_parser("remove", help="remove packages added with `packages add`")
+    remove.add_argument("specs", nargs="+", metavar="PACKAGE", help="a package name")
+    listing = package_commands.add_parser("list", help="show the packages added to the sandboxes")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    for parser in (add, remove, listing):
+        parser.add_argument("--backend", choices=(*provision.BACKENDS, "bwrap"), help=backend_help)
 
 
 def _config_option(parser: argparse.ArgumentParser) -> None:
@@ -202,6 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = diagnose(settings, _discovery(settings, args))
             print(json.dumps(report, indent=2) if args.json else render_text(report))
             return EXIT_OK if report["selected"]["backend"] else EXIT_BRIDGE
+        if args.command in ("image", "packages"):
+            return _provision(settings, args)
         if args.command == "run":
             cells = _cells(args)
             found = _discovery(settings, args)
@@ -212,6 +248,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return EXIT_BRIDGE
+
+
+def _provision(settings: Settings, args: argparse.Namespace) -> int:
+    if args.command == "image":
+        cache_dir = args.cache_dir or os.environ.get("MCP_CODEMODE_CACHE_DIR")
+        options = provision.ImageOptions(
+            tag=args.tag,
+            engine=args.engine,
+            cache_dir=Path(cache_dir) if cache_dir else None,
+            suite=args.suite or os.environ.get("MCP_CODEMODE_IMAGE_SUITE") or DEFAULT_SUITE,
+            mirror=args.mirror or os.environ.get("MCP_CODEMODE_IMAGE_MIRROR") or DEFAULT_MIRROR,
+            force=args.force,
+            rootfs_only=args.rootfs_only,
+        )
+        return provision.build_image(settings, options, os.environ, sys.stderr)
+    if args.packages_command == "list":
+        return provision.list_packages(settings, args.backend, args.json, sys.stdout)
+    change = provision.add if args.packages_command == "add" else provision.remove
+    return change(settings, args.backend, args.specs, sys.stdout, sys.stderr)
 
 
 def _serve_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -14,23 +14,27 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SandboxUnavailable
+from .provision import sandbox_env
 from .sandbox.bubblewrap import BubblewrapBackend
 from .sandbox.cgroups import CGROUP_ROOT, CgroupSupport
 from .sandbox.container import ContainerBackend
 from .sandbox.select import AUTO_ORDER, choose_backend, make_backend
 from .settings import Settings
 from .upstream.model import Discovery, ServerConfig
-from .weak_setups import SetupFacts, findings, render
+from .weak_setups import SetupFacts, findings, for_user, render
 
 
 def diagnose(settings: Settings, discovery: Discovery | None = None) -> dict[str, Any]:
+    """Every fix in the report is a command the reader can run as is: ``sudo`` where root is needed, and the
+    package's own commands (``mcp-codemode image build``, ``packages add``) rather than repository scripts."""
+    as_root = os.geteuid() == 0
     backends: dict[str, Any] = {}
     for name in AUTO_ORDER:
         backend = make_backend(name, settings)
         availability = backend.availability()
         entry: dict[str, Any] = {"usable": availability.usable, "reason": availability.reason}
         if availability.fix:
-            entry["fix"] = availability.fix
+            entry["fix"] = for_user(availability.fix, as_root)
         if availability.usable:
             entry["limits"] = [
                 {"name": limit.name, "value": limit.value, "mechanism": limit.mechanism}
@@ -43,17 +47,21 @@ def diagnose(settings: Settings, discovery: Discovery | None = None) -> dict[str
         choice = choose_backend(settings)
         chosen: dict[str, Any] = {"backend": choice.backend.name, "reason": choice.reason}
     except SandboxUnavailable as exc:
-        chosen = {"backend": None, "reason": str(exc)}
-    weak_spots = findings(setup_facts(settings, discovery, chosen, cgroup))
+        chosen = {"backend": None, "reason": for_user(str(exc), as_root)}
+    weak_spots = [
+        dataclasses.replace(finding, fix=for_user(finding.fix, as_root))
+        for finding in findings(setup_facts(settings, discovery, chosen, cgroup))
+    ]
     return {
         "platform": f"{platform.system()} {platform.release()} ({platform.machine()})",
         "bridge_python": sys.version.split()[0],
-        "running_as_root": os.geteuid() == 0,
+        "running_as_root": as_root,
         "runtime_setting": settings.runtime,
         "selected": chosen,
         "backends": backends,
         "image": settings.image,
         "sandbox_python": str(bubblewrap.python) if bubblewrap.python else None,
+        "sandbox_packages": sandbox_env.requested(settings.state_dir),
         "cgroups": {
             "mode": cgroup.mode,
             "memory": cgroup.memory,
@@ -176,13 +184,20 @@ def state_dir_problem(state_dir: Path) -> str:
     return ""
 
 
+def _packages_note(report: dict[str, Any]) -> str:
+    added = report.get("sandbox_packages") or []
+    if not added:
+        return ""
+    return f" (added with `mcp-codemode packages add`: {', '.join(added)})"
+
+
 def render_text(report: dict[str, Any]) -> str:
     lines = [
         f"platform:        {report['platform']}, bridge Python {report['bridge_python']}"
         + (", running as root" if report["running_as_root"] else ""),
         f"selected:        {report['selected']['backend'] or 'none'} — {report['selected']['reason']}",
         f"cgroups:         {report['cgroups']['detail']}",
-        f"sandbox python:  {report['sandbox_python'] or 'none found'}",
+        f"sandbox python:  {report['sandbox_python'] or 'none found'}" + _packages_note(report),
         f"image:           {report['image']}",
         f"state dir:       {report['state_dir']}",
         "",

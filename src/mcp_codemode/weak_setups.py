@@ -9,6 +9,7 @@ stronger option is one setting away.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
@@ -249,6 +250,16 @@ def _control(facts: SetupFacts) -> list[Finding]:
 
 
 _RULES = (_limits, _cpu, _containers, _processes, _http, _secrets, _control)
+
+
+# Commands in fix texts that only root may run. Backends write their fixes as root would type them; `doctor` shows
+# an ordinary user each one with `sudo`, so every fix it prints is a command the reader can run as is.
+_ROOT_COMMANDS = re.compile(r"(?<![\w/-])(?<!sudo )(apt-get install|sysctl -w|usermod)\b")
+
+
+def for_user(fix: str, running_as_root: bool) -> str:
+    """``fix`` as the reader types it: root-only commands get ``sudo`` when the reader is not root."""
+    return fix if running_as_root else _ROOT_COMMANDS.sub(r"sudo \1", fix)
 
 
 def render(found: Sequence[Mapping[str, str]]) -> list[str]:

@@ -49,7 +49,7 @@ OWNER_LABEL = "io.mcp-codemode.bridge-pid"
 GVISOR_MIN_PIDS = 1024
 ContainerEngine = Literal["podman", "docker"]
 _counter = itertools.count(1)
-_BUILD_HINT = "build it with: sudo scripts/build-image.sh {image} {engine}"
+_BUILD_HINT = "build it with: mcp-codemode image build --tag {image} --engine {engine}"
 
 
 class ContainerBackend(Backend):
