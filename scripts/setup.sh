@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs everything mcp-codemode needs on a Debian/Ubuntu machine, idempotently:
-# system packages (sandboxes, debootstrap, libseccomp), uv, the project's .venv, and the local
+# system packages (sandboxes, mmdebstrap/debootstrap, libseccomp), uv, the project's .venv, and the local
 # sandbox image. Run as root or through sudo; every other script starts by calling this one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 
-packages=(bubblewrap podman runc runsc catatonit uidmap debootstrap libseccomp2 python3 python3-venv
+packages=(bubblewrap podman runc runsc catatonit uidmap debootstrap mmdebstrap libseccomp2 python3 python3-venv
           util-linux procps ca-certificates python3-matplotlib python3-pil)
 # npm fetches the Node test clients (MCP Inspector, the conformance suite, a Node 22 binary); any Node will do.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
