@@ -23,18 +23,9 @@ die() {
     exit 1
 }
 
-# uv, found the way scripts/setup.sh finds (or installs) it.
-if command -v uv >/dev/null 2>&1; then
-    UV="$(command -v uv)"
-elif [ -x "$root/.cache/uv/bin/uv" ]; then
-    UV="$root/.cache/uv/bin/uv"
-else
-    die "uv is neither on PATH nor in .cache/uv; run scripts/setup.sh first"
-fi
-export UV_PYTHON_DOWNLOADS=never
-
-# Debian's interpreter when there is one: world-readable and independent of anyone's pyenv; else what uv finds.
-if [ -x /usr/bin/python3 ]; then python=(--python /usr/bin/python3); else python=(); fi
+# uv, found the way scripts/setup.sh finds (or installs) it; $python picks Debian's interpreter.
+# shellcheck source=scripts/find-uv.sh
+source "$root/scripts/find-uv.sh"
 
 # Checks that a venv holds each pin (PIN...), and when MODULE... are given that each imports.
 check_script='

@@ -31,18 +31,9 @@ if ! command -v git >/dev/null 2>&1; then
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends git
 fi
 
-# uv, found the way scripts/setup.sh finds (or installs) it.
-if command -v uv >/dev/null 2>&1; then
-    UV="$(command -v uv)"
-elif [ -x "$root/.cache/uv/bin/uv" ]; then
-    UV="$root/.cache/uv/bin/uv"
-else
-    die "uv is neither on PATH nor in .cache/uv; run scripts/setup.sh first"
-fi
-export UV_PYTHON_DOWNLOADS=never
-
-# Debian's interpreter when there is one: world-readable and independent of anyone's pyenv; else what uv finds.
-if [ -x /usr/bin/python3 ]; then python=(--python /usr/bin/python3); else python=(); fi
+# uv, found the way scripts/setup.sh finds (or installs) it; $python picks Debian's interpreter.
+# shellcheck source=scripts/find-uv.sh
+source "$root/scripts/find-uv.sh"
 
 want="$(printf '%s\n' "${pins[@]}" "$exclude_newer" "${python[@]}" | sha256sum | cut -d' ' -f1)"
 current=1

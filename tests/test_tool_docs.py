@@ -24,11 +24,8 @@ from mcp import types
 from mcp_codemode.bridge import Bridge
 from mcp_codemode.guest.mcp import _proxies, _rpc, runtime
 from mcp_codemode.upstream import catalog, stubs
-from mcp_codemode.upstream.model import Discovery
-from tests import upstreams
-from tests.conftest import fail_unless, sandbox_settings
-from tests.mcp_clients import require_bubblewrap
-from tests.test_proxy import private_state_dir, reported, run
+from tests.conftest import fail_unless
+from tests.test_proxy import reported, run, time_and_everything
 
 CORPUS = Path(__file__).resolve().parents[1] / "benchmarks" / "corpus" / "tools"
 SERVERS = ("everything", "fetch", "filesystem", "git", "memory", "sequential-thinking", "time")
@@ -714,13 +711,9 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 async def docs_bridge() -> AsyncIterator[Bridge]:
-    """A bridge on bubblewrap with the time and everything servers."""
-    require_bubblewrap()
-    with private_state_dir() as state:
-        settings = sandbox_settings(runtime="bubblewrap", state_dir=state)
-        async with Bridge(settings, Discovery(servers=(upstreams.time(), upstreams.everything()))) as bridge:
-            assert bridge.backend_name == "bubblewrap", bridge.backend_error
-            yield bridge
+    """A bridge on bubblewrap with the time and everything servers, shared by the module."""
+    async with time_and_everything() as bridge:
+        yield bridge
 
 
 @pytest.mark.anyio

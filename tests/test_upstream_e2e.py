@@ -506,15 +506,14 @@ def ask_the_bridge(
         )
     )
     environment = {"PATH": os.environ["PATH"], "HOME": str(home), "MCP_BRIDGE_STATE_DIR": str(state)}
-    listed = subprocess.run(
-        [str(BRIDGE), "servers", "--json", "--refresh"],
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE,
-        cwd=project,
-        env=environment,
-        check=False,
-    )
+
+    def bridge(*argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BRIDGE), *argv], capture_output=True, text=True, timeout=DEADLINE, cwd=project,
+            env={**environment, **extra}, check=False,
+        )  # fmt: skip
+
+    listed = bridge("servers", "--json", "--refresh")
     code = textwrap.dedent(
         """
         from mcp import runtime
@@ -526,24 +525,8 @@ def ask_the_bridge(
                 print(name, "->", exc)
         """
     )
-    ran = subprocess.run(
-        [str(BRIDGE), "run", "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE,
-        cwd=project,
-        env=environment,
-        check=False,
-    )
-    allowed = subprocess.run(
-        [str(BRIDGE), "servers", "--json", "--refresh"],
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE,
-        cwd=project,
-        env={**environment, "MCP_BRIDGE_ALLOW_SELF_SERVER": "1"},
-        check=False,
-    )
+    ran = bridge("run", "-c", code)
+    allowed = bridge("servers", "--json", "--refresh", MCP_BRIDGE_ALLOW_SELF_SERVER="1")
     assert allowed.returncode == 0, allowed.stderr
     outer_log = (where / "http-bridge.log").read_text()
     return listed, ran, Clients.rows(json.loads(allowed.stdout)), outer_log
