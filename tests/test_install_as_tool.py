@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -35,6 +36,7 @@ class ToolUser:
     def __init__(self, home: Path) -> None:
         self.home = home
         self.bin = home / "bin"
+        self.runtime_dir = home.parent / "run"
         self.timings: dict[str, float] = {}
 
     def env(self) -> dict[str, str]:
@@ -46,6 +48,8 @@ class ToolUser:
             "UV_TOOL_DIR": str(self.home / "uv-tools"),
             "UV_TOOL_BIN_DIR": str(self.bin),
             "UV_PYTHON_DOWNLOADS": "never",
+            # Rootless podman (doctor's probe) keeps a pause process and its state here; teardown ends them.
+            "XDG_RUNTIME_DIR": str(self.runtime_dir),
             **{name: os.environ[name] for name in NETWORK_ENV if name in os.environ},
         }
 
@@ -82,14 +86,37 @@ def tool_user() -> Iterator[ToolUser]:
         assert built.returncode == 0, built.stderr
         user.timings["wheel build"] = round(time.monotonic() - started, 1)
         (wheel,) = (base / "dist").glob("mcp_codemode-*.whl")
-        for folder in (user.home, user.bin):
+        user.runtime_dir.mkdir(mode=0o700)
+        for folder in (user.home, user.bin, user.runtime_dir):
             shutil.chown(folder, USER, USER)
         installed = user.timed("uv tool install", "uv", "tool", "install", "--python", "/usr/bin/python3", str(wheel))
         assert installed.returncode == 0, installed.stderr
         yield user
     finally:
         print("timings (s):", json.dumps(user.timings))
+        left = end_processes_of(user.home)
         shutil.rmtree(base, ignore_errors=True)
+    # Rootless podman leaves its pause process (`catatonit -P`) running as the sandbox uid: the later tests that
+    # count the sandbox uid's processes would take it for an escaped sandbox.
+    assert left == [] or all("catatonit" in command for command in left), left
+
+
+def end_processes_of(home: Path) -> list[str]:
+    """Kill every process the tool user left behind (found by its HOME); returns their command lines."""
+    left = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ours = f"HOME={home}".encode() in (entry / "environ").read_bytes().split(b"\0")
+            if entry.stat().st_uid != USER or not ours:
+                continue
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
+        left.append(command)
+    return left
 
 
 def test_the_installed_tool_runs_code_in_bubblewrap_as_an_ordinary_user(tool_user: ToolUser):
