@@ -77,7 +77,8 @@ def tool_user() -> Iterator[ToolUser]:
     user = ToolUser(base / "home")
     try:
         user.bin.mkdir(parents=True)
-        (user.bin / "uv").symlink_to(UV)
+        # A copy, not a link: the checkout may sit where the user cannot pass (a clone in a mode-700 mktemp -d).
+        shutil.copy2(UV, user.bin / "uv")
         started = time.monotonic()
         built = subprocess.run(
             [str(UV), "build", "--wheel", "--out-dir", str(base / "dist"), str(REPO)],

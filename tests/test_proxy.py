@@ -194,7 +194,8 @@ def test_a_state_directory_the_sandbox_cannot_reach_is_named_in_the_fix(tmp_path
             return bridge.backend_error
 
     error = asyncio.run(backend_error())
-    assert "Permission denied" in error  # the sandbox cannot start: the guest files are out of its reach
+    # Named before any sandbox starts: the first directory on the way that the sandbox uid cannot pass, and why.
+    assert "cannot pass through" in error and "(mode 0700, owner uid 0)" in error, error
     fix = error.split("Fix:", 1)[-1]
     assert str(state) in fix or "MCP_BRIDGE_STATE_DIR" in fix, error
 
