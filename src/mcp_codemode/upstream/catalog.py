@@ -17,6 +17,7 @@ from typing import Any, Literal
 from mcp import types
 
 from . import stubs
+from .tool_wire import proxy_info as proxy_info  # callers (the relay, tests) read it here
 
 Detail = Literal["name", "summary", "full", "stub"]
 DETAILS: tuple[Detail, ...] = ("name", "summary", "full", "stub")
@@ -62,15 +63,6 @@ def required_parameters(tool: types.Tool) -> list[str]:
     schema = tool.input_schema or {}
     required = schema.get("required")
     return [str(name) for name in required] if isinstance(required, list) else []
-
-
-def proxy_info(tool: types.Tool, alias: str) -> dict[str, Any]:
-    """What the guest needs to build a typed proxy: names, description and both schemas."""
-    info: dict[str, Any] = {"name": tool.name, "alias": alias, "description": tool.description or ""}
-    info["inputSchema"] = tool.input_schema or {"type": "object"}
-    if tool.output_schema:
-        info["outputSchema"] = tool.output_schema
-    return info
 
 
 def tool_doc(server: str, tool: types.Tool, alias: str, detail: Detail) -> dict[str, Any]:

@@ -26,6 +26,8 @@ from mcp import types
 
 from mcp_codemode.guest.mcp._proxies import ToolSpec, annotation
 
+from .tool_wire import proxy_info
+
 IMPORTS = "from typing import Any, Literal, NotRequired, TypedDict"
 FIRST_PARAGRAPH_CHARS = 2_000
 REST_CHARS = 300
@@ -103,8 +105,6 @@ class _Tool:
     """The stub parts of one tool: its result classes (name, body, text) and its function's text."""
 
     def __init__(self, server: str, tool: types.Tool, alias: str, taken: set[str]) -> None:
-        from .catalog import proxy_info  # what the guest builds its proxy from (catalog imports this module)
-
         self.alias = alias
         self.spec = ToolSpec(server, server, proxy_info(tool, alias))
         self.shapes: list[tuple[str, str, str]] = []
