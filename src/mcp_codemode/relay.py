@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import difflib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -35,6 +34,7 @@ from .upstream import catalog
 from .upstream.directory import Listing, ToolDirectory
 from .upstream.errors import ServerUnavailable, UnknownServer, UpstreamCallError, UpstreamTimeout
 from .upstream.model import ServerConfig
+from .upstream.suggest import close_matches, did_you_mean
 from .upstream.validate import ArgumentProblem, check_arguments
 
 log = logging.getLogger(__name__)
@@ -419,8 +419,8 @@ class Relay:
         if found is not None:
             return self._refused(f"server {found[0].name!r}", found[1], server=found[0].name)
         names = self.hub.names()
-        close = difflib.get_close_matches(name, list(names), n=3, cutoff=0.5)
-        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        close = close_matches(name, names)
+        hint = did_you_mean(close)
         return Refusal("ServerNotFound", f"no MCP server named {name!r}.{hint} Configured servers: "
                        f"{', '.join(names) or 'none'}.", name, suggestions=close)  # fmt: skip
 
@@ -433,8 +433,8 @@ class Relay:
             raise self._refused(f"{server}/{name}", refused, note, server, name)
         names = [tool.name for tool in listing.tools]
         candidates = list(dict.fromkeys(names + list(listing.aliases.values())))
-        close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.5)
-        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        close = close_matches(name, candidates)
+        hint = did_you_mean(close)
         raise Refusal("ToolNotFound", f"the {server!r} server has no tool {name!r}.{hint} Its tools: "
                       f"{', '.join(names) or 'none'}.", server, name, suggestions=close)  # fmt: skip
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
 from ..errors import CodemodeError
+from .suggest import close_matches, did_you_mean
 
 HIDDEN = "<hidden>"
 MIN_SECRET = 4  # shorter values ("1", "on") would garble every message they occur in, and guard nothing
@@ -93,8 +93,8 @@ class UnknownServer(UpstreamError):
     """No configured server has this name; the message offers close matches and every configured name."""
 
     def __init__(self, name: str, known: Sequence[str]) -> None:
-        close = get_close_matches(name, known, n=3, cutoff=0.6)
-        hint = f"; did you mean {' or '.join(repr(match) for match in close)}?" if close else ""
+        close = close_matches(name, known, n=3, cutoff=0.6)
+        hint = did_you_mean(close, lead="; did you mean ", joiner=" or ")
         listing = ", ".join(sorted(known)) if known else "none"
         super().__init__(f"no upstream MCP server named {name!r}{hint} (configured: {listing})", server=name)
         self.known = tuple(known)

@@ -8,13 +8,14 @@ server would otherwise silently ignore it.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 from typing import Any
 
 import jsonschema
 from jsonschema.exceptions import SchemaError
+
+from .suggest import close_matches, did_you_mean
 
 _NAMES = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",
           "array": "a list", "object": "a dict", "null": "None"}  # fmt: skip
@@ -72,8 +73,8 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
     if properties and not extra_allowed:
         for name in arguments:
             if name not in properties:
-                close = difflib.get_close_matches(name, list(properties), n=1, cutoff=0.5)
-                hint = f"; did you mean {close[0]!r}?" if close else "."
+                close = close_matches(name, properties, n=1)
+                hint = did_you_mean(close, lead="; did you mean ", otherwise=".")
                 raise ArgumentProblem(f"{tool}() got an unknown argument {name!r}{hint} {_takes(schema)}")
     for name in schema.get("required") or []:
         if name not in arguments:
