@@ -25,9 +25,12 @@ from typing import Any, TypeVar
 import mcp_types as types
 import pytest
 
+from mcp_codemode.upstream.connection import SelfServerSkipped
 from mcp_codemode.upstream.errors import ServerUnavailable, UnknownServer, UpstreamCallError, UpstreamTimeout
-from mcp_codemode.upstream.hub import MARK, Hub, SelfServerSkipped, backoff_delay
+from mcp_codemode.upstream.hub import Hub
+from mcp_codemode.upstream.launch import MARK
 from mcp_codemode.upstream.model import ServerConfig
+from mcp_codemode.upstream.restart import backoff_delay
 from tests import upstreams
 from tests.conftest import wait_until_gone
 

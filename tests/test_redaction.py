@@ -20,8 +20,9 @@ import pytest
 from mcp_codemode.bridge import Bridge
 from mcp_codemode.servers_report import servers_report
 from mcp_codemode.upstream.errors import HIDDEN, ServerUnavailable, secret_args, secret_values
-from mcp_codemode.upstream.hub import Hub, redaction_for
+from mcp_codemode.upstream.hub import Hub
 from mcp_codemode.upstream.model import Discovery, ServerConfig
+from mcp_codemode.upstream.redaction import redaction_for
 from tests.conftest import sandbox_settings
 from tests.mcp_clients import require_bubblewrap
 from tests.test_proxy import closed_port, private_state_dir, reported, run

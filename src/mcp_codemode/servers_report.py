@@ -22,8 +22,8 @@ import time
 from typing import Any
 
 from .settings import Settings
+from .upstream.connection import SelfServerSkipped
 from .upstream.directory import Listing, ToolDirectory
-from .upstream.hub import SelfServerSkipped
 from .upstream.model import Discovery, ServerConfig
 
 

@@ -38,8 +38,9 @@ from mcp import types
 from ..policy import Policy, Refused
 from ..settings import Settings
 from . import catalog
+from .connection import headline
 from .errors import ServerUnavailable, UpstreamCallError, UpstreamTimeout
-from .hub import Hub, headline
+from .hub import Hub
 from .listing_cache import CachedListing, ListingCache, wire
 from .model import ServerConfig
 from .ranking import Entry, Ranker

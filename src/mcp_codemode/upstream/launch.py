@@ -1,0 +1,92 @@
+"""How a stdio upstream server is launched, and what its log file says about it.
+
+Stdio servers are launched through a small ``/bin/sh`` wrapper, started by ``setpriv --pdeathsig KILL`` (and the
+server itself again under ``setpriv --pdeathsig KILL``), so that the kernel kills the wrapper when the hub's
+process dies and the server when the wrapper dies; the wrapper writes the server's pid and exit status into its
+log (prefixed by ``MARK``), where the connection reads them. This module holds that launcher's pieces, the
+command's resolution and the private log file: the process side of a connection, apart from its protocol side.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+from pathlib import Path
+from typing import TextIO
+
+from mcp.client.stdio import get_default_environment
+
+from .model import ServerConfig
+
+# Lines of a server's stderr quoted in an error, and the longest line quoted.
+STDERR_TAIL_LINES = 12
+STDERR_LINE_CHARS = 300
+# A log file this big is rotated to <alias>.log.1 when the server next starts, so logs cannot fill the disk.
+LOG_ROTATE_BYTES = 8 << 20
+# How much of a log is read to find a pid, an exit status and the last lines of stderr.
+LOG_TAIL_BYTES = 64 << 10
+# Lines the launcher and the hub write into a server's log; the prefix tells them from the server's own stderr.
+MARK = "[mcp-codemode]"
+# The outer wrapper runs the server in the foreground, so it stays its parent and sees its exit status.
+_OUTER_SCRIPT = f'"$@"; status=$?; echo "{MARK} server exited with status $status" >&2; exit $status'
+# The inner one reports the pid the server will have, then becomes it.
+_INNER_SCRIPT = f'echo "{MARK} server pid $$" >&2; exec "$@"'
+_SH = "/bin/sh"
+_PID_LINE = re.compile(re.escape(MARK) + r" server pid (\d+)")
+_EXIT_LINE = re.compile(re.escape(MARK) + r" server exited with status (\d+)")
+
+
+class _LaunchError(Exception):
+    """A stdio server cannot even be launched (command missing, bad cwd): a reason for a person, no traceback."""
+
+
+def _resolve_command(config: ServerConfig) -> str:
+    """The executable the server's command names, found as the server's own PATH would find it.
+
+    Done before launching so that a missing command is reported as such, with the PATH that was searched and
+    the file to fix, instead of as a spawn error from deep inside the SDK.
+    """
+    command = config.command
+    if not command:
+        raise _LaunchError(f"it has no command to run; add one in {config.source}")
+    if "/" in command:
+        path = Path(config.cwd or ".") / command if not os.path.isabs(command) else Path(command)
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+        raise _LaunchError(f"command {command!r} is not an executable file; fix its path in {config.source}")
+    search = (get_default_environment() | dict(config.env)).get("PATH", os.defpath)
+    found = shutil.which(command, path=search)
+    if found is None:
+        raise _LaunchError(
+            f"command {command!r} not found on PATH ({search}); install it or give its full path in {config.source}"
+        )
+    return found
+
+
+def _open_private_log(path: Path) -> TextIO:
+    """Open a server's log for appending, readable by the bridge's user only.
+
+    Servers may log what they were given (tokens in URLs, headers, their environment). Modes are set again on
+    every open, because a directory or file made by an older version, or by hand, may be world-readable.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(OSError):
+        path.parent.chmod(0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, 0o600)
+    return open(fd, "a", encoding="utf-8")
+
+
+def _describe_exit(status: int) -> str:
+    if status > 128:
+        number = status - 128
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = "unknown signal"
+        return f"it was killed by signal {number} ({name})"
+    return f"it exited with status {status}"
