@@ -353,7 +353,7 @@ async def _search(settings: Settings, discovery: Discovery, args: argparse.Names
         refused = directory.refused.get(args.server) if args.server else None
         if refused is not None:
             raise SettingsError(f"--server {args.server}: the policy refuses that server, so it is not searched: "
-                                f"{refused[1].reason} ({directory.policy.where})")  # fmt: skip
+                                f"{refused[1].reason} ({settings.policy.where})")  # fmt: skip
         page = await directory.search(query, limit=args.limit, offset=args.offset, server=args.server, wait=None)
     if args.json:
         print(json.dumps(page.reply(args.detail), indent=2, ensure_ascii=False))

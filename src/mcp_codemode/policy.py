@@ -28,21 +28,14 @@ from typing import Any
 
 from mcp import types
 
+from .upstream.gate import Refused as Refused  # its home is below the directory, which stores refusals
+
 DEFAULT_MAX_CALLS_PER_RUN = 1000
 DEFAULT_MAX_ARGUMENT_BYTES = 1 << 20
 DEFAULT_MAX_ARGUMENT_DEPTH = 32
 # Arguments deeper than this would reach recursive code on the host (the JSON encoder, the schema validator,
 # the MCP SDK's models), whose recursion limit is about 1,000 frames and several frames per level deep.
 MAX_ARGUMENT_DEPTH_CEILING = 64
-
-
-@dataclasses.dataclass(frozen=True)
-class Refused:
-    """Why the policy refuses something: ``rule`` is the key that decided (for the audit log), ``reason``
-    the sentence for the agent, without the subject (the caller says what was refused)."""
-
-    rule: str
-    reason: str
 
 
 @dataclasses.dataclass(frozen=True)

@@ -101,7 +101,7 @@ class Relay:
         self.hub = directory.hub
         self.store = store
         self.settings = settings
-        self.policy = directory.policy
+        self.policy = settings.policy
         self.audit = audit if audit is not None else AuditLog(None)
         self.rate = RateLimiter(self.policy.max_calls_per_second)
         self._entries = self._server_entries()  # the configured servers never change; a worker sends them once

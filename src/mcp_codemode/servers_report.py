@@ -155,7 +155,7 @@ async def servers_report(
             for config in discovery.servers:
                 refused = directory.refused.get(config.name)
                 if refused is not None:
-                    detail = f"{refused[1].reason} ({directory.policy.where})"
+                    detail = f"{refused[1].reason} ({settings.policy.where})"
                     rows.append(_row(config, "refused", detail=detail))
                     continue
                 log_file = directory.hub.state(config.name).log_file

@@ -12,11 +12,11 @@ a different live one, a restarted server that came back with other tools). An eq
 
 Calls never trust the cache: ``listing(name, live=True)`` is the listing of the running server.
 
-The policy (``settings.policy``) is applied here, once for every view: a refused server is not given to the
-hub at all (so nothing can start it, list it or search it), and a refused tool is left out of the listing
-its server is served with (docs, proxies, stubs, search, counts). The catalog cache keeps the whole
-listing, so a changed policy needs no refresh. Tool aliases are made from the whole listing too: they do
-not move when the policy changes.
+The policy (``settings.policy``, a ``Gate`` here: see ``gate.py``) is applied here, once for every view: a
+refused server is not given to the hub at all (so nothing can start it, list it or search it), and a refused
+tool is left out of the listing its server is served with (docs, proxies, stubs, search, counts). The
+catalog cache keeps the whole listing, so a changed policy needs no refresh. Tool aliases are made from the
+whole listing too: they do not move when the policy changes.
 
 Only asyncio is supported, as for the hub; background work runs in tasks that ``aclose`` ends.
 """
@@ -30,16 +30,16 @@ import hashlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from mcp import types
 
-from ..policy import Policy, Refused
-from ..settings import Settings
 from . import catalog
 from .connection import headline
 from .errors import ServerUnavailable, UpstreamCallError, UpstreamTimeout
+from .gate import Gate, Refused
 from .hub import Hub
 from .listing_cache import CachedListing, ListingCache, wire
 from .model import ServerConfig
@@ -114,6 +114,27 @@ class _Index:
     aliases: dict[str, dict[str, str]]  # server -> tool name -> alias, as listed when the index was built
 
 
+class DirectorySettings(Protocol):
+    """The settings the directory reads, declared here so it need not import the bridge's ``Settings`` (which
+    satisfies this as it is): where state lives, the cache's lifetime, the hub's timeouts and secrets, whether
+    a server that is a code-mode bridge is kept, and the policy, of which only the ``Gate`` questions are asked."""
+
+    @property
+    def state_dir(self) -> Path: ...
+    @property
+    def catalog_ttl(self) -> float: ...
+    @property
+    def tool_timeout(self) -> float: ...
+    @property
+    def connect_timeout(self) -> float: ...
+    @property
+    def http_tokens(self) -> tuple[str, ...]: ...
+    @property
+    def allow_self_server(self) -> bool: ...
+    @property
+    def policy(self) -> Gate: ...
+
+
 class ToolDirectory:
     """The hub, the catalog cache and the search index of one set of configured servers.
 
@@ -124,19 +145,19 @@ class ToolDirectory:
     def __init__(
         self,
         servers: Sequence[ServerConfig],
-        settings: Settings,
+        settings: DirectorySettings,
         *,
         cache: ListingCache | None = None,
         backoff: tuple[float, float] = (0.5, 30.0),
     ) -> None:
         self.settings = settings
-        self.policy: Policy = settings.policy
+        self.gate: Gate = settings.policy
         self.cache = cache if cache is not None else ListingCache(settings.state_dir, settings.catalog_ttl)
         # Refused servers, by name and by alias, for the refusal a call that names one gets; the hub never sees them.
         self.refused: dict[str, tuple[ServerConfig, Refused]] = {}
         allowed = []
         for config in servers:
-            refused = self.policy.server_refusal(config.name, config.alias)
+            refused = self.gate.server_refusal(config.name, config.alias)
             if refused is None:
                 allowed.append(config)
             else:
@@ -404,7 +425,7 @@ class ToolDirectory:
         refused: dict[str, Refused] = {}
         for tool in tools:
             alias = every_alias[tool.name]
-            verdict = self.policy.tool_refusal(config.name, config.alias, tool.name, alias, tool.annotations)
+            verdict = self.gate.tool_refusal(config.name, config.alias, tool.name, alias, tool.annotations)
             if verdict is None:
                 shown.append(tool)
             else:
