@@ -215,7 +215,11 @@ def list_resources_sync(server: str) -> list[dict[str, Any]]:
     return result
 
 
-def _resource_value(result: Any) -> Any:
+def _read_resource_value(result: Any) -> Any:
+    """The value of a whole ``read_resource`` reply: one content's value, a list of several, or None.
+
+    Named apart from ``_results.resource_value``, which converts one content item, so the two read differently.
+    """
     contents = [item for item in (result or {}).get("contents") or [] if isinstance(item, dict)]
     values = [resource_value(item) for item in contents]
     if not values:
@@ -225,12 +229,12 @@ def _resource_value(result: Any) -> Any:
 
 async def read_resource(server: str, uri: str) -> Any:
     """A resource's contents: text (parsed when it is JSON) or bytes; several contents come as a list."""
-    return _resource_value(await rpc.arequest("read_resource", server=server, uri=uri))
+    return _read_resource_value(await rpc.arequest("read_resource", server=server, uri=uri))
 
 
 def read_resource_sync(server: str, uri: str) -> Any:
     """Blocking twin of ``read_resource``."""
-    return _resource_value(rpc.request("read_resource", server=server, uri=uri))
+    return _read_resource_value(rpc.request("read_resource", server=server, uri=uri))
 
 
 def _bind_names(namespace: dict[str, Any]) -> None:
