@@ -21,12 +21,14 @@ import sys
 
 from . import _proxies
 
-# The worker builds its per-cell Display and scans last values through this module; the tests reach the scan
-# and the sniffing here too. The split into modules did not move those names for them.
+# Names that were module-level here before the split (the worker builds its per-cell Display through this
+# module; the tests reach the scan and the sniffing; code in a cell may have used the rest) stay reachable.
 from ._display import SCAN_DEPTH as SCAN_DEPTH
 from ._display import SCAN_ITEMS as SCAN_ITEMS
 from ._display import Display as Display
 from ._display import _images_in as _images_in
+from ._docs import DETAILS as DETAILS
+from ._docs import MAX_LIMIT as MAX_LIMIT
 from ._docs import (
     SearchResults,
     Stub,
@@ -38,7 +40,9 @@ from ._docs import (
     search_tool_docs_sync,
 )
 from ._images import Image
+from ._images import is_image_like as is_image_like
 from ._images import sniff as sniff
+from ._images import to_image as to_image
 from ._proxies import ServerProxy, catalog
 from ._results import Audio, Media, natural, resource_value
 from ._rpc import (
