@@ -22,7 +22,7 @@ import pytest
 from mcp import types
 
 from mcp_codemode.bridge import Bridge
-from mcp_codemode.guest.mcp import _proxies, _rpc, runtime
+from mcp_codemode.guest.mcp import _docs, _proxies, _rpc, runtime
 from mcp_codemode.upstream import catalog, stubs
 from tests.conftest import fail_unless
 from tests.test_proxy import reported, run, time_and_everything
@@ -587,6 +587,7 @@ class Recorder:
 def bridge(monkeypatch: pytest.MonkeyPatch, answer: Callable[[str, dict[str, Any]], Any]) -> Iterator[Recorder]:
     recorder = Recorder(answer)
     monkeypatch.setattr(runtime, "rpc", recorder)
+    monkeypatch.setattr(_docs, "rpc", recorder)  # the docs helpers moved to their own module
     yield recorder
 
 
