@@ -27,9 +27,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_codemode.guest import worker as guest
+from mcp_codemode.guest.protocol import MAX_DEPTH
 from mcp_codemode.sandbox.frames import (
     HEADER,
-    MAX_DEPTH,
     EncodedReply,
     FrameError,
     encode_frame,

@@ -39,6 +39,7 @@ from mcp.shared.exceptions import MCPError
 from . import __version__
 from .bridge import Bridge, RunRequest
 from .errors import CodemodeError
+from .guest.protocol import USER_SESSION_NAME_PATTERN
 from .render import cut_middle, error_result, render_result
 from .settings import Settings
 from .summary import reference_capabilities
@@ -53,7 +54,7 @@ REFERENCE_CAPABILITIES_URI = "resource://mcp-server-code-execution-mode/capabili
 PRINCIPAL_STATE_KEY = "mcp_codemode_principal"  # in the ASGI scope's state, set by the HTTP guard
 _CLOSES_KEY = "mcp_codemode_closes"  # in the SDK connection's state: the session its teardown closes
 MAX_CODE_CHARS = 1_000_000
-SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$"
+SESSION_PATTERN = USER_SESSION_NAME_PATTERN  # the name a user gives; sessions.py checks the internal key
 _SESSION_RE = re.compile(SESSION_PATTERN)
 SESSION_HEADER = "Mcp-Codemode-Session"
 _SESSION_HEADER_KEY = SESSION_HEADER.lower().encode()  # ASGI gives header names in lower case, as bytes

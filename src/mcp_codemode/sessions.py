@@ -22,13 +22,14 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import SessionLimitError
+from .guest.protocol import SESSION_KEY_PATTERN
 from .sandbox.base import Backend
 from .sandbox.worker import ExecutionResult, OutputCallback, Relay, Worker
 from .settings import Settings
 from .warm_pool import WarmPool
 
 log = logging.getLogger(__name__)
-SESSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+SESSION_NAME = re.compile(SESSION_KEY_PATTERN)  # the internal key (prefix and principal); users name with fewer
 DEFAULT_SESSION = "default"
 
 

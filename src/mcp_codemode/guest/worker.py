@@ -49,12 +49,30 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~3 ms of start-up and is only needed by type checkers
     from typing import Any
 
+# MAX_DEPTH and MAX_VALUES are re-exported: tests read them as this module's own.
+if __package__:  # imported on the host (tests) as mcp_codemode.guest.worker
+    from .protocol import ERROR_KIND_MCP, EXECUTE, INTERRUPT, MAX_INBOUND_FRAME, OUTPUT, READY, REPLY, RESULT, SHUTDOWN
+    from .protocol import MAX_DEPTH as MAX_DEPTH
+    from .protocol import MAX_VALUES as MAX_VALUES
+else:  # in the sandbox boot.py imports this file as the top-level module ``worker``, its folder on sys.path
+    from protocol import (  # type: ignore[import-not-found,no-redef]
+        ERROR_KIND_MCP,
+        EXECUTE,
+        INTERRUPT,
+        MAX_DEPTH,
+        MAX_INBOUND_FRAME,
+        MAX_VALUES,
+        OUTPUT,
+        READY,
+        REPLY,
+        RESULT,
+        SHUTDOWN,
+    )
+
 HEADER = struct.Struct(">I")
-MAX_INBOUND_FRAME = 64 * 1024 * 1024
-# The host kills a worker whose frame is nested deeper or holds more values than this (sandbox/frames.py); a
-# request built from user values is refused here first, so user code gets an error and keeps its session.
-MAX_DEPTH = 100
-MAX_VALUES = 250_000
+# The host kills a worker whose frame is nested deeper or holds more values than MAX_DEPTH/MAX_VALUES
+# (sandbox/frames.py); a request built from user values is refused here first, so user code gets an error and
+# keeps its session.
 READ_CHUNK = 65536
 # How long a result waits for the capture threads to drain what the cell wrote. The pipes are usually empty at
 # once; 0.05 s lost a cell's last line under gVisor right after a thread bomb (the readers were slow to run),
@@ -156,7 +174,7 @@ class StreamSink:
         if self.head_left > 0:
             head, text = text[: self.head_left], text[self.head_left :]
             self.head_left -= len(head)
-            self._channel.send({"type": "output", "stream": self.name, "data": head})
+            self._channel.send({"type": OUTPUT, "stream": self.name, "data": head})
         if not text:
             return
         if len(text) >= self.tail_limit:
@@ -496,11 +514,11 @@ def control_loop(stream: Any, requests: queue.Queue[dict[str, Any]], interrupter
             if not isinstance(message, dict):
                 continue
             kind = message.get("type")
-            if kind == "reply":
+            if kind == REPLY:
                 deliver(message)
-            elif kind == "interrupt":
+            elif kind == INTERRUPT:
                 interrupter.interrupt(message.get("id"))
-            elif kind in ("execute", "shutdown"):
+            elif kind in (EXECUTE, SHUTDOWN):
                 requests.put(message)
     finally:
         os._exit(0)
@@ -510,14 +528,14 @@ def undecodable_reply(payload: bytes, exc: BaseException) -> dict[str, Any] | No
     """An error reply for a reply frame that could not be decoded, read off its prefix (the host writes the
     type and id first); None when the frame is not a reply at all."""
     head = payload[:64]
-    prefix = b'{"type":"reply","id":'
+    prefix = b'{"type":"' + REPLY.encode() + b'","id":'  # as the host's encode_reply writes it
     if not head.startswith(prefix):
         return None
     digits = head[len(prefix) :].split(b",", 1)[0]
     if not digits.isdigit():
         return None
     message = f"the bridge's answer could not be decoded in the sandbox ({type(exc).__name__})"
-    return {"type": "reply", "id": int(digits), "ok": False, "error": {"kind": "MCPError", "message": message}}
+    return {"type": REPLY, "id": int(digits), "ok": False, "error": {"kind": ERROR_KIND_MCP, "message": message}}
 
 
 def load_runtime() -> Any:
@@ -558,10 +576,10 @@ def main(argv: list[str]) -> int:
         daemon=True,
         name="control",
     ).start()
-    channel.send({"type": "ready", "python": sys.version.split()[0], "pid": os.getpid()})
+    channel.send({"type": READY, "python": sys.version.split()[0], "pid": os.getpid()})
     while True:
         message = requests.get()
-        if message.get("type") == "shutdown":
+        if message.get("type") == SHUTDOWN:
             return 0
         request_id = message.get("id")
         code = message.get("code")
@@ -593,7 +611,7 @@ def main(argv: list[str]) -> int:
         if setup_notes:
             outcome["notes"] = setup_notes + list(outcome.get("notes") or [])
         outcome.update(capture.fence())
-        outcome.update(type="result", id=request_id, duration=time.perf_counter() - started)
+        outcome.update(type=RESULT, id=request_id, duration=time.perf_counter() - started)
         channel.send(outcome)
 
 

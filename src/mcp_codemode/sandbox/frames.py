@@ -23,10 +23,9 @@ import struct
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..guest.protocol import MAX_DEPTH, MAX_FRAME_BYTES, MAX_VALUES, REPLY
+
 HEADER = struct.Struct(">I")
-MAX_FRAME_BYTES = 8 * 1024 * 1024
-MAX_DEPTH = 100  # the frame object itself is level 1; a call's arguments start at level 2 (policy allows 64)
-MAX_VALUES = 250_000  # JSON values in one frame, counted from its commas and brackets (about 100 bytes of Python each)
 _REASON_CHARS = 200
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -66,8 +65,8 @@ def encode_value(value: Any) -> bytes:
 def encode_reply(request_id: int, body: dict[str, Any]) -> bytes:
     """The reply frame to request ``request_id``: ``body`` spliced in, its value pre-encoded when it is one."""
     if not isinstance(body, EncodedReply):
-        return encode_frame({"type": "reply", "id": request_id, **body})
-    head = encode_value({"type": "reply", "id": request_id, **{k: v for k, v in body.items() if k != "value"}})
+        return encode_frame({"type": REPLY, "id": request_id, **body})
+    head = encode_value({"type": REPLY, "id": request_id, **{k: v for k, v in body.items() if k != "value"}})
     return _framed(head[:-1] + b',"value":' + body.value_json + b"}")
 
 

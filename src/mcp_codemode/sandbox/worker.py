@@ -24,9 +24,21 @@ from typing import Any, Literal
 import anyio
 
 from ..errors import SandboxStartError
+from ..guest.protocol import (
+    CALL,
+    ERROR_KIND_MCP,
+    EXECUTE,
+    INTERRUPT,
+    MAX_FRAME_BYTES,
+    OUTPUT,
+    READY,
+    REPLY,
+    RESULT,
+    SHUTDOWN,
+)
 from ..settings import Settings
 from .base import Backend, Launch
-from .frames import MAX_FRAME_BYTES, FrameError, decode_frame, encode_frame, encode_reply, read_payload
+from .frames import FrameError, decode_frame, encode_frame, encode_reply, read_payload
 
 log = logging.getLogger(__name__)
 
@@ -266,19 +278,19 @@ class Worker:
         """Act on one checked frame (``size``: its payload bytes). Unknown types and stray frames are ignored."""
         kind = message["type"]
         cell = self._cell
-        if kind == "ready":
+        if kind == READY:
             version = message.get("python")
             self.python_version = version[:32] if isinstance(version, str) else ""
             self._ready.set()
-        elif kind == "output" and cell is not None:
+        elif kind == OUTPUT and cell is not None:
             stream, data = message.get("stream"), message.get("data")
             if isinstance(stream, str) and stream in cell.streams and isinstance(data, str):
                 kept = cell.streams[stream].add(data)
                 if kept and cell.on_output is not None:
                     cell.on_output(stream, kept)
-        elif kind == "result" and cell is not None and _request_id(message) == cell.id and not cell.done.done():
+        elif kind == RESULT and cell is not None and _request_id(message) == cell.id and not cell.done.done():
             cell.done.set_result(message)
-        elif kind == "call":
+        elif kind == CALL:
             self._accept_call(cell, message, size)
 
     def _accept_call(self, cell: _Cell | None, message: dict[str, Any], size: int = 0) -> None:
@@ -297,7 +309,7 @@ class Worker:
                 "await some before starting more"
             )
         if problem or cell is None:
-            self._reply(request_id, {"ok": False, "error": {"kind": "MCPError", "message": problem}})
+            self._reply(request_id, {"ok": False, "error": {"kind": ERROR_KIND_MCP, "message": problem}})
             return
         cell.call_bytes += size
         task = asyncio.create_task(self._serve_call(cell, request_id, message))
@@ -316,7 +328,7 @@ class Worker:
                 body = await cell.relay(message)
             except Exception as exc:  # a bug of ours must reach the code as an error, not hang it
                 log.exception("relaying a call of worker %s failed", self.worker_id)
-                body = {"ok": False, "error": {"kind": "MCPError", "message": f"the bridge failed: {exc}"}}
+                body = {"ok": False, "error": {"kind": ERROR_KIND_MCP, "message": f"the bridge failed: {exc}"}}
             async with self._reply_turn:  # uncontended unless replies are waiting for the guest to read
                 await self._wait_for_reader()
                 if self._cell is cell and self.alive:
@@ -339,16 +351,16 @@ class Worker:
             # An answer JSON cannot carry (a value nested past the recursion limit, say): the code must hear so.
             log.warning("a reply to worker %s could not be encoded: %s", self.worker_id, exc)
             message = f"the answer could not be sent into the sandbox ({type(exc).__name__})"
-            frame = encode_frame({"type": "reply", "id": request_id, "ok": False,
-                                  "error": {"kind": "MCPError", "message": message}})  # fmt: skip
+            frame = encode_frame({"type": REPLY, "id": request_id, "ok": False,
+                                  "error": {"kind": ERROR_KIND_MCP, "message": message}})  # fmt: skip
         if len(frame) > MAX_REPLY_BYTES:
             size = len(frame) / (1 << 20)
             message = (
                 f"the answer is {size:.1f} MB, more than the {MAX_REPLY_BYTES >> 20} MB one reply may carry; "
                 "ask the server for less (a page, a range, a filter)"
             )
-            frame = encode_frame({"type": "reply", "id": request_id, "ok": False,
-                                  "error": {"kind": "MCPError", "message": message}})  # fmt: skip
+            frame = encode_frame({"type": REPLY, "id": request_id, "ok": False,
+                                  "error": {"kind": ERROR_KIND_MCP, "message": message}})  # fmt: skip
         self._write(frame)
 
     async def _drain_stderr(self) -> None:
@@ -380,7 +392,7 @@ class Worker:
     def interrupt(self) -> None:
         """Ask the running cell to stop (KeyboardInterrupt in the guest); the namespace survives."""
         if self._cell is not None and self.alive:
-            self._send({"type": "interrupt", "id": self._cell.id})
+            self._send({"type": INTERRUPT, "id": self._cell.id})
 
     async def execute(
         self,
@@ -402,7 +414,7 @@ class Worker:
         self._cell = cell
         started = time.monotonic()
         try:
-            request: dict[str, Any] = {"type": "execute", "id": cell.id, "code": code}
+            request: dict[str, Any] = {"type": EXECUTE, "id": cell.id, "code": code}
             if summary is not None and summary != self._guest_summary:
                 request["summary"] = self._guest_summary = summary
             changes = self._context_changes(context or {})
@@ -512,7 +524,7 @@ class Worker:
             return
         if self.alive:
             # Let the worker leave on its own first: the sandbox then unwinds in order and leaves no zombies.
-            self._send({"type": "shutdown"})
+            self._send({"type": SHUTDOWN})
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._launch.process.wait(), _GRACEFUL_EXIT_SECONDS)
         await self._launch.cleanup()

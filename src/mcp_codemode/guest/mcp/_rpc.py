@@ -22,6 +22,11 @@ import contextlib
 import itertools
 import threading
 
+if __package__ != "mcp":  # imported on the host (tests) as mcp_codemode.guest.mcp._rpc
+    from ..protocol import CALL, ERROR_KIND_MCP
+else:  # in the sandbox the guest's folder is on sys.path and this package is the top-level ``mcp``
+    from protocol import CALL, ERROR_KIND_MCP  # type: ignore[import-not-found,no-redef]
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -156,7 +161,7 @@ class Rpc:
             self._open = False
             waiting = list(self._pending.values())
             self._pending.clear()
-        ended = {"ok": False, "error": {"kind": "MCPError", "message": _ENDED}}
+        ended = {"ok": False, "error": {"kind": ERROR_KIND_MCP, "message": _ENDED}}
         for pending in waiting:
             _wake(pending, ended)
 
@@ -171,7 +176,7 @@ class Rpc:
                 raise MCPError(_CLOSED, server=_text(params.get("server")), tool=_text(params.get("tool")))
             self._pending[request_id] = pending
             try:
-                self._send({"type": "call", "id": request_id, "op": op, **params})
+                self._send({"type": CALL, "id": request_id, "op": op, **params})
             except RecursionError:
                 self._pending.pop(request_id, None)
                 raise ArgumentError(
