@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import socket
@@ -21,22 +20,13 @@ from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .addresses import is_loopback
 from .errors import SettingsError
 from .server import PRINCIPAL_STATE_KEY
 from .settings import Settings
 
 log = logging.getLogger(__name__)
 MCP_PATH = "/mcp"
-_LOOPBACK_NAMES = ("localhost", "localhost.localdomain")
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_exposure(settings: Settings) -> None:
