@@ -118,7 +118,6 @@ def _cycles(internal: dict[str, set[str]]) -> list[list[str]]:
     on_stack: set[str] = set()
     result: list[list[str]] = []
     counter = 0
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
 
     def visit(node: str) -> None:
         nonlocal counter
