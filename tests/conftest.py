@@ -23,6 +23,15 @@ BACKENDS = ("bubblewrap", "podman")
 SANDBOX_UID = 65534
 
 
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """The one event loop the async tests and fixtures run on (`@pytest.mark.anyio`): asyncio, as the bridge does.
+
+    Module scope, so a module's shared async fixtures (a bridge, an HTTP server) and its tests share one loop.
+    """
+    return "asyncio"
+
+
 def sandbox_settings(**changes: Any) -> Settings:
     """Settings independent of the developer's environment, with limits small enough to hit quickly."""
     base = Settings.load(env={}, overrides={"state_dir": Settings.load(env={}).state_dir})

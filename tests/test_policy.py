@@ -208,11 +208,6 @@ max_argument_depth = 8
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def policed(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Policed]:
     require_bubblewrap()
     work = tmp_path_factory.mktemp("policy")

@@ -44,11 +44,6 @@ TOKEN_B = "b" * 16 + uuid.uuid4().hex[:16]
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     """A loopback server without a token, as a local user runs it."""
     require_bubblewrap()

@@ -35,11 +35,6 @@ pytestmark = pytest.mark.anyio
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _bubblewrap_usable() -> None:
     require_bubblewrap()

@@ -706,11 +706,6 @@ def asyncio_run(coroutine: Any) -> Any:
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def docs_bridge() -> AsyncIterator[Bridge]:
     """A bridge on bubblewrap with the time and everything servers, shared by the module."""
     async with time_and_everything() as bridge:

@@ -209,11 +209,6 @@ def raw_bridge(config: Path, state: Path, log: Path) -> Iterator[RawBridge]:
 # --------------------------------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _bubblewrap_usable() -> None:
     require_bubblewrap()
