@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp import types
 
-from mcp_codemode.upstream.ranking import Entry, Ranker, query_terms, split_words, stem, terms
+from mcp_codemode.upstream.ranking import Entry, Ranker
+from mcp_codemode.upstream.words import query_terms, split_words, stem, terms
 
 CORPUS = Path(__file__).resolve().parents[1] / "benchmarks" / "corpus" / "tools"
 
