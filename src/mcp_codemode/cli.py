@@ -42,7 +42,8 @@ from .settings import RUNTIME_CHOICES, Settings, parse_field
 from .stdio import private_stdio
 from .upstream import catalog
 from .upstream.config import discover
-from .upstream.directory import SearchPage, ToolDirectory
+from .upstream.directory import ToolDirectory
+from .upstream.listing import SearchPage
 from .upstream.model import Discovery
 from .web import bind_socket, check_exposure, serve_http
 

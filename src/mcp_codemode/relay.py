@@ -31,8 +31,9 @@ from .sandbox.frames import EncodedReply, encode_value
 from .saved_tools import SavedToolProblem, SavedToolStore
 from .settings import Settings
 from .upstream import catalog
-from .upstream.directory import Listing, ToolDirectory
+from .upstream.directory import ToolDirectory
 from .upstream.errors import ServerUnavailable, UnknownServer, UpstreamCallError, UpstreamTimeout
+from .upstream.listing import Listing
 from .upstream.model import ServerConfig
 from .upstream.suggest import close_matches, did_you_mean
 from .upstream.validate import ArgumentProblem, check_arguments

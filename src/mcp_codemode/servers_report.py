@@ -23,7 +23,8 @@ from typing import Any
 
 from .settings import Settings
 from .upstream.connection import SelfServerSkipped
-from .upstream.directory import Listing, ToolDirectory
+from .upstream.directory import ToolDirectory
+from .upstream.listing import Listing
 from .upstream.model import Discovery, ServerConfig
 
 

@@ -18,7 +18,8 @@ tool is left out of the listing its server is served with (docs, proxies, stubs,
 catalog cache keeps the whole listing, so a changed policy needs no refresh. Tool aliases are made from the
 whole listing too: they do not move when the policy changes.
 
-Only asyncio is supported, as for the hub; background work runs in tasks that ``aclose`` ends.
+Only asyncio is supported, as for the hub; background work runs in tasks that ``aclose`` ends. The values it
+hands out (``Listing``, ``SearchPage``) are in ``listing.py``.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Protocol
+from typing import Protocol
 
 from mcp import types
 
@@ -41,69 +42,12 @@ from .connection import headline
 from .errors import ServerUnavailable, UpstreamCallError, UpstreamTimeout
 from .gate import Gate, Refused
 from .hub import Hub
+from .listing import Hit, Listing, Origin, SearchPage
 from .listing_cache import CachedListing, ListingCache, wire
 from .model import ServerConfig
 from .ranking import Entry, Ranker
 
 log = logging.getLogger(__name__)
-
-Origin = Literal["live", "cached"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Listing:
-    """One server's tools as the directory serves them, where they came from, and their per-server aliases."""
-
-    server: str
-    tools: tuple[types.Tool, ...]
-    origin: Origin
-    fetched_at: float  # epoch seconds
-    digest: str  # of the tools' wire form: equal digests, equal listings
-    aliases: dict[str, str]  # tool name -> Python identifier, unique within the server
-    lookup: dict[str, types.Tool]  # by alias and by name
-    refused: Mapping[str, Refused] = dataclasses.field(default_factory=dict)  # tools the policy hides, by name/alias
-    hidden: tuple[str, ...] = ()  # the names of those tools, for the user's own view (``mcp-codemode servers``)
-
-
-@dataclasses.dataclass(frozen=True)
-class Hit:
-    score: float
-    server: str
-    tool: types.Tool
-    alias: str
-
-
-@dataclasses.dataclass(frozen=True)
-class SearchPage:
-    """One page of ranked hits, the number of all matches, and the servers the search could not look into.
-
-    ``pending``: servers whose listing is not known yet; they are being started in the background and the
-    next search includes them. ``unavailable``: (server, reason) for servers that could not be started.
-    """
-
-    query: str
-    total: int
-    offset: int
-    hits: tuple[Hit, ...]
-    pending: tuple[str, ...]
-    unavailable: tuple[tuple[str, str], ...]
-    searched: int = 0  # how many tools the query was ranked against
-
-    def reply(self, detail: catalog.Detail) -> dict[str, Any]:
-        """The page as sandboxed code (``runtime.search_tool_docs``) and ``mcp-codemode search --json`` see it."""
-        results = []
-        for hit in self.hits:
-            doc = catalog.tool_doc(hit.server, hit.tool, hit.alias, detail)
-            doc["score"] = round(hit.score, 3)
-            results.append(doc)
-        return {
-            "query": self.query,
-            "total": self.total,
-            "offset": self.offset,
-            "results": results,
-            "pending": list(self.pending),
-            "unavailable": [{"server": name, "reason": reason} for name, reason in self.unavailable],
-        }
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,77 @@
+"""What the tool directory hands out: one server's listing as served, and one page of a search's hits.
+
+Apart from the directory (``directory.py``) because they are values, read far from it: the relay builds proxies
+and refusals from a ``Listing``, ``mcp-codemode servers`` counts and names its tools, and the CLI and the
+sandbox's ``search_tool_docs`` render a ``SearchPage``. None of them needs the machinery that produces these
+(the hub, the catalog cache, the search index, background listings), and the directory stays the one place
+that keeps them current.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from mcp import types
+
+from . import catalog
+from .gate import Refused
+
+Origin = Literal["live", "cached"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Listing:
+    """One server's tools as the directory serves them, where they came from, and their per-server aliases."""
+
+    server: str
+    tools: tuple[types.Tool, ...]
+    origin: Origin
+    fetched_at: float  # epoch seconds
+    digest: str  # of the tools' wire form: equal digests, equal listings
+    aliases: dict[str, str]  # tool name -> Python identifier, unique within the server
+    lookup: dict[str, types.Tool]  # by alias and by name
+    refused: Mapping[str, Refused] = dataclasses.field(default_factory=dict)  # tools the policy hides, by name/alias
+    hidden: tuple[str, ...] = ()  # the names of those tools, for the user's own view (``mcp-codemode servers``)
+
+
+@dataclasses.dataclass(frozen=True)
+class Hit:
+    score: float
+    server: str
+    tool: types.Tool
+    alias: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchPage:
+    """One page of ranked hits, the number of all matches, and the servers the search could not look into.
+
+    ``pending``: servers whose listing is not known yet; they are being started in the background and the
+    next search includes them. ``unavailable``: (server, reason) for servers that could not be started.
+    """
+
+    query: str
+    total: int
+    offset: int
+    hits: tuple[Hit, ...]
+    pending: tuple[str, ...]
+    unavailable: tuple[tuple[str, str], ...]
+    searched: int = 0  # how many tools the query was ranked against
+
+    def reply(self, detail: catalog.Detail) -> dict[str, Any]:
+        """The page as sandboxed code (``runtime.search_tool_docs``) and ``mcp-codemode search --json`` see it."""
+        results = []
+        for hit in self.hits:
+            doc = catalog.tool_doc(hit.server, hit.tool, hit.alias, detail)
+            doc["score"] = round(hit.score, 3)
+            results.append(doc)
+        return {
+            "query": self.query,
+            "total": self.total,
+            "offset": self.offset,
+            "results": results,
+            "pending": list(self.pending),
+            "unavailable": [{"server": name, "reason": reason} for name, reason in self.unavailable],
+        }
