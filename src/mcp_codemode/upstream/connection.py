@@ -93,6 +93,7 @@ class _Connection:
     ) -> None:
         self.config = config
         self.log_file = log_file
+        self.server_log = ServerLog(config, log_file)
         self.redaction = redaction_for(config, log_file, secrets)
         self._call_timeout = call_timeout
         self._connect_timeout = connect_timeout
@@ -122,7 +123,6 @@ class _Connection:
         self._failures = 0
         self._retry_at = 0.0
         self._unreported = False  # a crash no caller has been told about yet
-        self._log_offset = 0
 
         self._tools: tuple[types.Tool, ...] | None = None
         self._tools_generation = 0
@@ -243,7 +243,14 @@ class _Connection:
             with anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout) as scope:
                 self._scope = scope
                 async with AsyncExitStack() as stack:
-                    transport = await self._open_transport(stack)
+                    transport = await open_transport(
+                        stack,
+                        self.config,
+                        self.server_log,
+                        start=self._starts,
+                        call_timeout=self._call_timeout,
+                        setpriv=self._setpriv,
+                    )
                     try:
                         client = Client(
                             _watched(transport, lambda: self._transport_ended(generation)),
@@ -255,7 +262,7 @@ class _Connection:
                     except ValueError as exc:
                         raise _LaunchError(f'{exc}; fix its "protocol" in {self.config.source}') from exc
                     await stack.enter_async_context(client)
-                    refusal = await self._refusal(client)
+                    refusal = await refusal_of(client, self.config.protocol, allow_self=self._allow_self)
                     if refusal:
                         # Leaving the stack closes the connection: a bridge it started ends with it.
                         self.refused = failure = refusal
@@ -270,13 +277,13 @@ class _Connection:
                     f"it did not complete the MCP handshake within {self._connect_timeout:g} s "
                     "(raise connect_timeout, env MCP_BRIDGE_CONNECT_TIMEOUT, if it is just slow)"
                 )
-                _, tail = self._exit_and_stderr()
+                _, tail = self.server_log.exit_and_stderr()
                 failure += f"; the end of its stderr:\n{tail}" if tail else ""
 
         except _LaunchError as exc:
             failure = str(exc)
         except Exception as exc:  # noqa: BLE001 - any transport or handshake failure is this server's outage
-            failure = self._describe_failure(exc, started=connected_at is None)
+            failure = describe_failure(self.config, self.server_log, exc, started=connected_at is None)
         finally:
             self._client = None
             self._scope = None
@@ -284,50 +291,6 @@ class _Connection:
                 # Stopped (hub closing) or cancelled before it could connect.
                 ready.set_exception(self._error("the bridge is shutting down"))
         self._finish(ready, connected_at, failure)
-
-    async def _refusal(self, client: Client) -> str:
-        """Why this connection must not be used: the server says it is a code-mode bridge ("" if it is not).
-
-        The bridge is usually in the very files it reads, and not always recognisably (a wrapper script, its
-        HTTP URL): proxying it would nest code mode inside code mode, and a copy it started would read the
-        same files and start another. The name in ``serverInfo`` is checked in either protocol era (a
-        2026-era server may not give one; then nothing can be told).
-        """
-        if self._allow_self:
-            return ""
-        info = await self._server_info(client)
-        if info is None:
-            return ""
-        bridge = bridge_identity(info.name)
-        if bridge is None:
-            return ""
-        return (
-            f"it is {bridge} (its serverInfo says {info.name} {info.version}), which would nest code mode inside "
-            f"code mode: skipped, and not started again; set {SELF_SERVER_SETTING} to use it anyway"
-        )
-
-    async def _server_info(self, client: Client) -> types.Implementation | None:
-        """The name and version the server gave itself, asking it once if connecting did not.
-
-        ``initialize`` and the ``server/discover`` of ``protocol: auto`` carry it. A 2026-era version named
-        in the config is adopted without a word to the server, so the hub sends the ``server/discover`` the
-        client skipped, bounded by ``IDENTITY_WAIT``: a server that does not answer it is not recognised,
-        and is otherwise used as it would have been.
-        """
-        info = client.server_info
-        if info is not None or self.config.protocol in ("legacy", "auto"):
-            return info
-        raw: dict[str, Any] | None = None
-        with anyio.move_on_after(IDENTITY_WAIT), contextlib.suppress(MCPError):
-            raw = await client.session.send_discover(client.protocol_version)
-        meta = raw.get("_meta") if raw is not None else None
-        stamp = meta.get(types.SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
-        if stamp is None:
-            return None
-        try:
-            return types.Implementation.model_validate(stamp)
-        except ValidationError:
-            return None
 
     def _finish(self, ready: asyncio.Future[Client], connected_at: float | None, failure: str) -> None:
         name = self.config.name
@@ -340,7 +303,7 @@ class _Connection:
         if connected_at is None and self.refused:
             self._settled_starts += 1
             self._fail(self.refused)
-            self._note(f"skipped: {self.refused}")
+            self.server_log.note(f"skipped: {self.refused}")
             logger.warning("upstream %r skipped: %s", name, self.refused)
             if not ready.done():
                 ready.set_exception(self._unavailable())
@@ -354,12 +317,12 @@ class _Connection:
         if connected_at is None:
             self._settled_starts += 1
             self._fail(failure)
-            self._note(f"failed to start: {headline(failure)}")
+            self.server_log.note(f"failed to start: {headline(failure)}")
             logger.warning("upstream %r failed to start: %s", name, failure)
             if not ready.done():
                 ready.set_exception(self._unavailable())
             return
-        reason = failure or self._crash_reason()
+        reason = failure or crash_reason(self.config, self.server_log)
         if self.config.transport != "stdio" and not failure:
             # A remote connection that closes cleanly is not a crash (idle SSE streams time out, servers restart):
             # the next call reconnects, and if the server is really gone that attempt says so.
@@ -371,13 +334,13 @@ class _Connection:
             self._failures = 0
         self._fail(reason)
         self._unreported = True
-        self._note(f"stopped unexpectedly: {headline(reason)}")
+        self.server_log.note(f"stopped unexpectedly: {headline(reason)}")
         logger.warning("upstream %r stopped unexpectedly: %s", name, reason)
 
     def _connected(self, client: Client, seconds: float) -> None:
         self._settled_starts += 1
         self._client = client
-        self.pid = self._read_pid()
+        self.pid = self.server_log.pid()
         self.protocol = client.protocol_version
         self.status = "ready"
         self.error = ""
@@ -393,106 +356,6 @@ class _Connection:
             self._dead = True
             if self._end is not None:
                 self._end.set()
-
-    async def _open_transport(self, stack: AsyncExitStack) -> Transport:
-        config = self.config
-        # An HTTP read may take as long as the longest call (the hub's own timeouts bound every request).
-        read_timeout = max(300.0, self._call_timeout, config.timeout or 0.0) + 30.0
-        if config.transport == "http":
-            http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=dict(config.headers), timeout=httpx2.Timeout(30.0, read=read_timeout))
-            )
-            logger.info("connecting to upstream %r at %s", config.name, config.url)
-            return streamable_http_client(config.url, http_client=http)
-        if config.transport == "sse":
-            logger.info("connecting to upstream %r at %s", config.name, config.url)
-            return sse_client(config.url, headers=dict(config.headers) or None, sse_read_timeout=read_timeout)
-        command = _resolve_command(config)
-        if config.cwd is not None and not os.path.isdir(config.cwd):
-            raise _LaunchError(f"its working directory {config.cwd!r} does not exist; fix cwd in {config.source}")
-        errlog = stack.enter_context(self._open_log())
-        guard = [self._setpriv, "--pdeathsig", "KILL", "--"] if self._setpriv else []
-        # sh exports PWD to what it runs; the server gets exactly its configured environment, so drop it.
-        unset = "" if "PWD" in config.env else "unset PWD; "
-        inner = [_SH, "-c", unset + _INNER_SCRIPT, "mcp-codemode-server", *guard, command, *config.args]
-        argv = [*guard, _SH, "-c", unset + _OUTER_SCRIPT, "mcp-codemode-launcher", *inner]
-        logger.info("starting upstream %r: %s", config.name, config.target)
-        params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(config.env) or None, cwd=config.cwd)
-        return stdio_client(params, errlog=errlog)
-
-    def _open_log(self) -> TextIO:
-        """Open the server's log for appending, after a line that marks this start (and where it begins)."""
-        assert self.log_file is not None
-        try:
-            if self.log_file.stat().st_size > LOG_ROTATE_BYTES:
-                self.log_file.replace(self.log_file.with_name(self.log_file.name + ".1"))
-        except FileNotFoundError:
-            pass
-        log = _open_private_log(self.log_file)
-        self._log_offset = log.tell()
-        now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        log.write(f"{MARK} {now} starting {self.config.name!r} (start {self._starts}): {self.config.target}\n")
-        log.flush()
-        return log
-
-    def _note(self, event: str) -> None:
-        """Record a failure in the server's log too, so the log alone tells what happened (even if it never ran)."""
-        if self.log_file is None:
-            return
-        now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        try:
-            with _open_private_log(self.log_file) as log:
-                log.write(f"{MARK} {now} {self.config.name!r} {event}\n")
-        except OSError as exc:
-            logger.warning("cannot write to %s: %s", self.log_file, exc)
-
-    def _read_log(self, *, tail: bool) -> str:
-        """The start (where the pid is) or the end (exit status, last words) of this start's part of the log."""
-        if self.log_file is None:
-            return ""
-        try:
-            with self.log_file.open("rb") as log:
-                size = log.seek(0, os.SEEK_END)
-                log.seek(max(self._log_offset, size - LOG_TAIL_BYTES) if tail else self._log_offset)
-                data = log.read(LOG_TAIL_BYTES)
-        except OSError:
-            return ""
-        text = data.decode("utf-8", "replace")
-        # A tail read may start mid-line: drop that partial first line.
-        return text.split("\n", 1)[-1] if tail and size - self._log_offset > LOG_TAIL_BYTES else text
-
-    def _read_pid(self) -> int | None:
-        found = _PID_LINE.findall(self._read_log(tail=False))
-        return int(found[-1]) if found else None
-
-    def _exit_and_stderr(self) -> tuple[str, str]:
-        """How the server's process ended (if it did), and the end of what it wrote to stderr, from its log."""
-        text = self._read_log(tail=True)
-        statuses = _EXIT_LINE.findall(text)
-        ending = _describe_exit(int(statuses[-1])) if statuses else ""
-        lines = [line for line in text.splitlines() if line.strip() and not line.startswith(MARK)]
-        tail = [line if len(line) <= STDERR_LINE_CHARS else line[:STDERR_LINE_CHARS] + "…" for line in lines]
-        tail = tail[-STDERR_TAIL_LINES:]
-        return ending, "\n".join("  | " + line for line in tail)
-
-    def _describe_failure(self, exc: BaseException, *, started: bool) -> str:
-        if self.config.transport != "stdio":
-            verb = "could not connect to" if started else "lost its connection to"
-            return f"it {verb} {self.config.url}: {_remote_cause(exc)}"
-        ending, tail = self._exit_and_stderr()
-        if not ending and isinstance(exc, OSError):
-            return f"it could not be started: {exc}"
-        when = "during startup" if started else "while connected"
-        leaf = _leaf(exc)
-        reason = f"{ending} {when}" if ending else f"the MCP handshake failed ({type(leaf).__name__}: {leaf})"
-        return reason + (f"; the end of its stderr:\n{tail}" if tail else "; it wrote nothing to stderr")
-
-    def _crash_reason(self) -> str:
-        if self.config.transport != "stdio":
-            return f"the connection to {self.config.url} closed"
-        ending, tail = self._exit_and_stderr()
-        reason = f"{ending} while connected" if ending else "it closed its output while connected"
-        return reason + (f"; the end of its stderr:\n{tail}" if tail else "")
 
     async def _settle(self) -> None:
         """Wait (bounded) for the owning task to finish after its transport ended or it was told to stop."""
@@ -645,3 +508,171 @@ def _consume(future: asyncio.Future[Any]) -> None:
     """Mark a start's outcome as retrieved: a failed warm-up nobody awaited is recorded in state, not an error."""
     if not future.cancelled():
         future.exception()
+
+
+class ServerLog:
+    """One server's log file: a line marking each start, the hub's notes, and the launcher's pid and exit lines."""
+
+    def __init__(self, config: ServerConfig, path: Path | None) -> None:
+        self.path = path
+        self._config = config
+        self._offset = 0  # where the current start's part of the log begins
+
+    def open(self, start: int) -> TextIO:
+        """Open the server's log for appending, after a line that marks this start (and where it begins)."""
+        assert self.path is not None
+        try:
+            if self.path.stat().st_size > LOG_ROTATE_BYTES:
+                self.path.replace(self.path.with_name(self.path.name + ".1"))
+        except FileNotFoundError:
+            pass
+        log = _open_private_log(self.path)
+        self._offset = log.tell()
+        now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        log.write(f"{MARK} {now} starting {self._config.name!r} (start {start}): {self._config.target}\n")
+        log.flush()
+        return log
+
+    def note(self, event: str) -> None:
+        """Record a failure in the server's log too, so the log alone tells what happened (even if it never ran)."""
+        if self.path is None:
+            return
+        now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        try:
+            with _open_private_log(self.path) as log:
+                log.write(f"{MARK} {now} {self._config.name!r} {event}\n")
+        except OSError as exc:
+            logger.warning("cannot write to %s: %s", self.path, exc)
+
+    def read(self, *, tail: bool) -> str:
+        """The start (where the pid is) or the end (exit status, last words) of this start's part of the log."""
+        if self.path is None:
+            return ""
+        try:
+            with self.path.open("rb") as log:
+                size = log.seek(0, os.SEEK_END)
+                log.seek(max(self._offset, size - LOG_TAIL_BYTES) if tail else self._offset)
+                data = log.read(LOG_TAIL_BYTES)
+        except OSError:
+            return ""
+        text = data.decode("utf-8", "replace")
+        # A tail read may start mid-line: drop that partial first line.
+        return text.split("\n", 1)[-1] if tail and size - self._offset > LOG_TAIL_BYTES else text
+
+    def pid(self) -> int | None:
+        found = _PID_LINE.findall(self.read(tail=False))
+        return int(found[-1]) if found else None
+
+    def exit_and_stderr(self) -> tuple[str, str]:
+        """How the server's process ended (if it did), and the end of what it wrote to stderr, from its log."""
+        text = self.read(tail=True)
+        statuses = _EXIT_LINE.findall(text)
+        ending = _describe_exit(int(statuses[-1])) if statuses else ""
+        lines = [line for line in text.splitlines() if line.strip() and not line.startswith(MARK)]
+        tail = [line if len(line) <= STDERR_LINE_CHARS else line[:STDERR_LINE_CHARS] + "…" for line in lines]
+        tail = tail[-STDERR_TAIL_LINES:]
+        return ending, "\n".join("  | " + line for line in tail)
+
+
+async def open_transport(
+    stack: AsyncExitStack,
+    config: ServerConfig,
+    server_log: ServerLog,
+    *,
+    start: int,
+    call_timeout: float,
+    setpriv: str | None,
+) -> Transport:
+    """The transport to one server: an HTTP or SSE client, or a stdio server launched (and logged) now."""
+    # An HTTP read may take as long as the longest call (the hub's own timeouts bound every request).
+    read_timeout = max(300.0, call_timeout, config.timeout or 0.0) + 30.0
+    if config.transport == "http":
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=dict(config.headers), timeout=httpx2.Timeout(30.0, read=read_timeout))
+        )
+        logger.info("connecting to upstream %r at %s", config.name, config.url)
+        return streamable_http_client(config.url, http_client=http)
+    if config.transport == "sse":
+        logger.info("connecting to upstream %r at %s", config.name, config.url)
+        return sse_client(config.url, headers=dict(config.headers) or None, sse_read_timeout=read_timeout)
+    command = _resolve_command(config)
+    if config.cwd is not None and not os.path.isdir(config.cwd):
+        raise _LaunchError(f"its working directory {config.cwd!r} does not exist; fix cwd in {config.source}")
+    errlog = stack.enter_context(server_log.open(start))
+    guard = [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+    # sh exports PWD to what it runs; the server gets exactly its configured environment, so drop it.
+    unset = "" if "PWD" in config.env else "unset PWD; "
+    inner = [_SH, "-c", unset + _INNER_SCRIPT, "mcp-codemode-server", *guard, command, *config.args]
+    argv = [*guard, _SH, "-c", unset + _OUTER_SCRIPT, "mcp-codemode-launcher", *inner]
+    logger.info("starting upstream %r: %s", config.name, config.target)
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(config.env) or None, cwd=config.cwd)
+    return stdio_client(params, errlog=errlog)
+
+
+def describe_failure(config: ServerConfig, server_log: ServerLog, exc: BaseException, *, started: bool) -> str:
+    """Why a connection failed to start or broke, from the exception and the end of the server's log."""
+    if config.transport != "stdio":
+        verb = "could not connect to" if started else "lost its connection to"
+        return f"it {verb} {config.url}: {_remote_cause(exc)}"
+    ending, tail = server_log.exit_and_stderr()
+    if not ending and isinstance(exc, OSError):
+        return f"it could not be started: {exc}"
+    when = "during startup" if started else "while connected"
+    leaf = _leaf(exc)
+    reason = f"{ending} {when}" if ending else f"the MCP handshake failed ({type(leaf).__name__}: {leaf})"
+    return reason + (f"; the end of its stderr:\n{tail}" if tail else "; it wrote nothing to stderr")
+
+
+def crash_reason(config: ServerConfig, server_log: ServerLog) -> str:
+    """Why a connection that was up has ended, from the end of the server's log."""
+    if config.transport != "stdio":
+        return f"the connection to {config.url} closed"
+    ending, tail = server_log.exit_and_stderr()
+    reason = f"{ending} while connected" if ending else "it closed its output while connected"
+    return reason + (f"; the end of its stderr:\n{tail}" if tail else "")
+
+
+async def refusal_of(client: Client, protocol: str, *, allow_self: bool) -> str:
+    """Why this connection must not be used: the server says it is a code-mode bridge ("" if it is not).
+
+    The bridge is usually in the very files it reads, and not always recognisably (a wrapper script, its
+    HTTP URL): proxying it would nest code mode inside code mode, and a copy it started would read the
+    same files and start another. The name in ``serverInfo`` is checked in either protocol era (a
+    2026-era server may not give one; then nothing can be told).
+    """
+    if allow_self:
+        return ""
+    info = await server_info(client, protocol)
+    if info is None:
+        return ""
+    bridge = bridge_identity(info.name)
+    if bridge is None:
+        return ""
+    return (
+        f"it is {bridge} (its serverInfo says {info.name} {info.version}), which would nest code mode inside "
+        f"code mode: skipped, and not started again; set {SELF_SERVER_SETTING} to use it anyway"
+    )
+
+
+async def server_info(client: Client, protocol: str) -> types.Implementation | None:
+    """The name and version the server gave itself, asking it once if connecting did not.
+
+    ``initialize`` and the ``server/discover`` of ``protocol: auto`` carry it. A 2026-era version named
+    in the config is adopted without a word to the server, so the hub sends the ``server/discover`` the
+    client skipped, bounded by ``IDENTITY_WAIT``: a server that does not answer it is not recognised,
+    and is otherwise used as it would have been.
+    """
+    info = client.server_info
+    if info is not None or protocol in ("legacy", "auto"):
+        return info
+    raw: dict[str, Any] | None = None
+    with anyio.move_on_after(IDENTITY_WAIT), contextlib.suppress(MCPError):
+        raw = await client.session.send_discover(client.protocol_version)
+    meta = raw.get("_meta") if raw is not None else None
+    stamp = meta.get(types.SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
+    if stamp is None:
+        return None
+    try:
+        return types.Implementation.model_validate(stamp)
+    except ValidationError:
+        return None
