@@ -25,8 +25,13 @@ from typing import Any, TypeVar
 import mcp_types as types
 import pytest
 
-from mcp_codemode.upstream.connection import SelfServerSkipped
-from mcp_codemode.upstream.errors import ServerUnavailable, UnknownServer, UpstreamCallError, UpstreamTimeout
+from mcp_codemode.upstream.errors import (
+    SelfServerSkipped,
+    ServerUnavailable,
+    UnknownServer,
+    UpstreamCallError,
+    UpstreamTimeout,
+)
 from mcp_codemode.upstream.hub import Hub
 from mcp_codemode.upstream.launch import MARK
 from mcp_codemode.upstream.model import ServerConfig

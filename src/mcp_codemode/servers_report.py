@@ -22,8 +22,8 @@ import time
 from typing import Any
 
 from .settings import Settings
-from .upstream.connection import SelfServerSkipped
 from .upstream.directory import ToolDirectory
+from .upstream.errors import SelfServerSkipped
 from .upstream.listing import Listing
 from .upstream.model import Discovery, ServerConfig
 

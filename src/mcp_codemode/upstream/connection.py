@@ -2,8 +2,10 @@
 
 Over 400 lines because it is one cohesive thing: a single class owns the long-lived task that holds the SDK's
 ``async with Client(...)`` (the transports' cancel scopes must be entered and left by the same task), and its
-states, restarts, log reading and error wording all turn on that one task's fields. The launcher, the restart
-rule, pagination, redaction and the stream watcher are in their own modules.
+states and restarts all turn on that one task's fields. What does not read those fields is in its own module:
+the launcher and the server's log (``launch.py``), opening the transport (``transport.py``), the wording of an
+outage (``failures.py``), asking the server who it is (``identity.py``), the restart rule, pagination, redaction
+and the stream watcher.
 
 A server whose ``serverInfo`` says it is a code-mode bridge (this one, reached through a wrapper script or by its
 HTTP URL, which config discovery cannot see through) is closed as soon as it has said so, and is never started
@@ -13,54 +15,33 @@ again: every call fails with ``SelfServerSkipped``, a ``ServerUnavailable``. ``a
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import datetime
 import logging
 import math
-import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel
-import httpx2
 import mcp_types as types
 from mcp import Client
-from mcp.client import Transport
 from mcp.client.session import IncomingMessage
-from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from .. import __version__
-from .errors import ServerUnavailable, UpstreamCallError, UpstreamTimeout
-from .launch import (
-    _EXIT_LINE,
-    _INNER_SCRIPT,
-    _OUTER_SCRIPT,
-    _PID_LINE,
-    _SH,
-    LOG_ROTATE_BYTES,
-    LOG_TAIL_BYTES,
-    MARK,
-    STDERR_LINE_CHARS,
-    STDERR_TAIL_LINES,
-    _describe_exit,
-    _LaunchError,
-    _open_private_log,
-    _resolve_command,
-)
+from .errors import SelfServerSkipped, ServerUnavailable, UpstreamCallError, UpstreamTimeout
+from .failures import crash_reason, describe_failure, headline
+from .identity import refusal_of
+from .launch import ServerLog, _LaunchError
 from .model import ServerConfig
 from .paging import _list_resources, _list_tools
 from .redaction import redaction_for
 from .restart import STABLE_AFTER, backoff_delay
-from .selfref import SELF_SERVER_SETTING, bridge_identity
 from .state import ServerState, Status
+from .transport import open_transport
 from .watch import _watched
 
 # The hub's logger: the bridge's log lines carry the logger name, and these kept theirs when the class moved here.
@@ -70,8 +51,6 @@ T = TypeVar("T")
 
 # How long a closing connection may take to wind down before it is cancelled (the SDK bounds stdio at ~6 s).
 CLOSE_GRACE = 10.0
-# How long a server connected at a named 2026-era version may take to say who it is (see _server_info).
-IDENTITY_WAIT = 5.0
 
 
 class _Connection:
@@ -474,205 +453,7 @@ class _Connection:
         await anyio.lowlevel.checkpoint()
 
 
-class SelfServerSkipped(ServerUnavailable):
-    """The server said it is a code-mode bridge (this one, most likely): closed, skipped, never started again.
-
-    A ``ServerUnavailable`` like any other to code that calls it; ``mcp-codemode servers`` lists it as skipped.
-    """
-
-
-def headline(reason: str) -> str:
-    """A reason without the stderr lines quoted after it (the log they would go into already has them)."""
-    return (reason.split("; the end of its stderr", 1)[0].splitlines() or [""])[0]
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The first real error inside (possibly nested) exception groups, which is what a person needs to read."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _remote_cause(exc: BaseException) -> str:
-    """Why an HTTP connection failed, in the words a person would search for (httpx's own are vaguer)."""
-    leaf = _leaf(exc)
-    cause: BaseException | None = leaf
-    while cause is not None:
-        if isinstance(cause, ConnectionRefusedError):
-            return "connection refused (is the server running, and on that port?)"
-        cause = cause.__cause__ or cause.__context__
-    return f"{type(leaf).__name__}: {leaf}"
-
-
 def _consume(future: asyncio.Future[Any]) -> None:
     """Mark a start's outcome as retrieved: a failed warm-up nobody awaited is recorded in state, not an error."""
     if not future.cancelled():
         future.exception()
-
-
-class ServerLog:
-    """One server's log file: a line marking each start, the hub's notes, and the launcher's pid and exit lines."""
-
-    def __init__(self, config: ServerConfig, path: Path | None) -> None:
-        self.path = path
-        self._config = config
-        self._offset = 0  # where the current start's part of the log begins
-
-    def open(self, start: int) -> TextIO:
-        """Open the server's log for appending, after a line that marks this start (and where it begins)."""
-        assert self.path is not None
-        try:
-            if self.path.stat().st_size > LOG_ROTATE_BYTES:
-                self.path.replace(self.path.with_name(self.path.name + ".1"))
-        except FileNotFoundError:
-            pass
-        log = _open_private_log(self.path)
-        self._offset = log.tell()
-        now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        log.write(f"{MARK} {now} starting {self._config.name!r} (start {start}): {self._config.target}\n")
-        log.flush()
-        return log
-
-    def note(self, event: str) -> None:
-        """Record a failure in the server's log too, so the log alone tells what happened (even if it never ran)."""
-        if self.path is None:
-            return
-        now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        try:
-            with _open_private_log(self.path) as log:
-                log.write(f"{MARK} {now} {self._config.name!r} {event}\n")
-        except OSError as exc:
-            logger.warning("cannot write to %s: %s", self.path, exc)
-
-    def read(self, *, tail: bool) -> str:
-        """The start (where the pid is) or the end (exit status, last words) of this start's part of the log."""
-        if self.path is None:
-            return ""
-        try:
-            with self.path.open("rb") as log:
-                size = log.seek(0, os.SEEK_END)
-                log.seek(max(self._offset, size - LOG_TAIL_BYTES) if tail else self._offset)
-                data = log.read(LOG_TAIL_BYTES)
-        except OSError:
-            return ""
-        text = data.decode("utf-8", "replace")
-        # A tail read may start mid-line: drop that partial first line.
-        return text.split("\n", 1)[-1] if tail and size - self._offset > LOG_TAIL_BYTES else text
-
-    def pid(self) -> int | None:
-        found = _PID_LINE.findall(self.read(tail=False))
-        return int(found[-1]) if found else None
-
-    def exit_and_stderr(self) -> tuple[str, str]:
-        """How the server's process ended (if it did), and the end of what it wrote to stderr, from its log."""
-        text = self.read(tail=True)
-        statuses = _EXIT_LINE.findall(text)
-        ending = _describe_exit(int(statuses[-1])) if statuses else ""
-        lines = [line for line in text.splitlines() if line.strip() and not line.startswith(MARK)]
-        tail = [line if len(line) <= STDERR_LINE_CHARS else line[:STDERR_LINE_CHARS] + "…" for line in lines]
-        tail = tail[-STDERR_TAIL_LINES:]
-        return ending, "\n".join("  | " + line for line in tail)
-
-
-async def open_transport(
-    stack: AsyncExitStack,
-    config: ServerConfig,
-    server_log: ServerLog,
-    *,
-    start: int,
-    call_timeout: float,
-    setpriv: str | None,
-) -> Transport:
-    """The transport to one server: an HTTP or SSE client, or a stdio server launched (and logged) now."""
-    # An HTTP read may take as long as the longest call (the hub's own timeouts bound every request).
-    read_timeout = max(300.0, call_timeout, config.timeout or 0.0) + 30.0
-    if config.transport == "http":
-        http = await stack.enter_async_context(
-            httpx2.AsyncClient(headers=dict(config.headers), timeout=httpx2.Timeout(30.0, read=read_timeout))
-        )
-        logger.info("connecting to upstream %r at %s", config.name, config.url)
-        return streamable_http_client(config.url, http_client=http)
-    if config.transport == "sse":
-        logger.info("connecting to upstream %r at %s", config.name, config.url)
-        return sse_client(config.url, headers=dict(config.headers) or None, sse_read_timeout=read_timeout)
-    command = _resolve_command(config)
-    if config.cwd is not None and not os.path.isdir(config.cwd):
-        raise _LaunchError(f"its working directory {config.cwd!r} does not exist; fix cwd in {config.source}")
-    errlog = stack.enter_context(server_log.open(start))
-    guard = [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
-    # sh exports PWD to what it runs; the server gets exactly its configured environment, so drop it.
-    unset = "" if "PWD" in config.env else "unset PWD; "
-    inner = [_SH, "-c", unset + _INNER_SCRIPT, "mcp-codemode-server", *guard, command, *config.args]
-    argv = [*guard, _SH, "-c", unset + _OUTER_SCRIPT, "mcp-codemode-launcher", *inner]
-    logger.info("starting upstream %r: %s", config.name, config.target)
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(config.env) or None, cwd=config.cwd)
-    return stdio_client(params, errlog=errlog)
-
-
-def describe_failure(config: ServerConfig, server_log: ServerLog, exc: BaseException, *, started: bool) -> str:
-    """Why a connection failed to start or broke, from the exception and the end of the server's log."""
-    if config.transport != "stdio":
-        verb = "could not connect to" if started else "lost its connection to"
-        return f"it {verb} {config.url}: {_remote_cause(exc)}"
-    ending, tail = server_log.exit_and_stderr()
-    if not ending and isinstance(exc, OSError):
-        return f"it could not be started: {exc}"
-    when = "during startup" if started else "while connected"
-    leaf = _leaf(exc)
-    reason = f"{ending} {when}" if ending else f"the MCP handshake failed ({type(leaf).__name__}: {leaf})"
-    return reason + (f"; the end of its stderr:\n{tail}" if tail else "; it wrote nothing to stderr")
-
-
-def crash_reason(config: ServerConfig, server_log: ServerLog) -> str:
-    """Why a connection that was up has ended, from the end of the server's log."""
-    if config.transport != "stdio":
-        return f"the connection to {config.url} closed"
-    ending, tail = server_log.exit_and_stderr()
-    reason = f"{ending} while connected" if ending else "it closed its output while connected"
-    return reason + (f"; the end of its stderr:\n{tail}" if tail else "")
-
-
-async def refusal_of(client: Client, protocol: str, *, allow_self: bool) -> str:
-    """Why this connection must not be used: the server says it is a code-mode bridge ("" if it is not).
-
-    The bridge is usually in the very files it reads, and not always recognisably (a wrapper script, its
-    HTTP URL): proxying it would nest code mode inside code mode, and a copy it started would read the
-    same files and start another. The name in ``serverInfo`` is checked in either protocol era (a
-    2026-era server may not give one; then nothing can be told).
-    """
-    if allow_self:
-        return ""
-    info = await server_info(client, protocol)
-    if info is None:
-        return ""
-    bridge = bridge_identity(info.name)
-    if bridge is None:
-        return ""
-    return (
-        f"it is {bridge} (its serverInfo says {info.name} {info.version}), which would nest code mode inside "
-        f"code mode: skipped, and not started again; set {SELF_SERVER_SETTING} to use it anyway"
-    )
-
-
-async def server_info(client: Client, protocol: str) -> types.Implementation | None:
-    """The name and version the server gave itself, asking it once if connecting did not.
-
-    ``initialize`` and the ``server/discover`` of ``protocol: auto`` carry it. A 2026-era version named
-    in the config is adopted without a word to the server, so the hub sends the ``server/discover`` the
-    client skipped, bounded by ``IDENTITY_WAIT``: a server that does not answer it is not recognised,
-    and is otherwise used as it would have been.
-    """
-    info = client.server_info
-    if info is not None or protocol in ("legacy", "auto"):
-        return info
-    raw: dict[str, Any] | None = None
-    with anyio.move_on_after(IDENTITY_WAIT), contextlib.suppress(MCPError):
-        raw = await client.session.send_discover(client.protocol_version)
-    meta = raw.get("_meta") if raw is not None else None
-    stamp = meta.get(types.SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
-    if stamp is None:
-        return None
-    try:
-        return types.Implementation.model_validate(stamp)
-    except ValidationError:
-        return None

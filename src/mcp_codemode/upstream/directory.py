@@ -38,8 +38,8 @@ from typing import Protocol
 from mcp import types
 
 from . import catalog
-from .connection import headline
 from .errors import ServerUnavailable, UpstreamCallError, UpstreamTimeout
+from .failures import headline
 from .gate import Gate, Refused
 from .hub import Hub
 from .listing import Hit, Listing, Origin, SearchPage

@@ -133,6 +133,13 @@ class ServerUnavailable(UpstreamError):
         self.retry_in = retry_in
 
 
+class SelfServerSkipped(ServerUnavailable):
+    """The server said it is a code-mode bridge (this one, most likely): closed, skipped, never started again.
+
+    A ``ServerUnavailable`` like any other to code that calls it; ``mcp-codemode servers`` lists it as skipped.
+    """
+
+
 class UpstreamTimeout(UpstreamError):
     """A request got no answer in time; names the setting that sets that time, so the user can raise it.
 
