@@ -54,10 +54,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .entry import _Context, _Raw
+from .entry import RawEntry, ReadContext
 from .model import ConfigProblem, Discovery, ServerConfig, SkippedServer
-from .parse import _best_effort, _EntryError, _normalise
-from .readers import FORMATS, _expand_home, _Reader, default_sources, guess_format
+from .parse import EntryError, best_effort, normalise
+from .readers import FORMATS, Reader, default_sources, expand_home, guess_format
 from .selfref import SELF_SERVER_SETTING, bridge_identity, launches_bridge
 
 __all__ = [
@@ -90,9 +90,9 @@ def discover(
     ``use_defaults`` false (``MCP_BRIDGE_DISCOVER=0``) only they are read. Never raises for a bad file or
     entry: those become ``problems``, and everything else still loads.
     """
-    reader = _Reader(home=home, cwd=cwd, env=env)
+    reader = Reader(home=home, cwd=cwd, env=env)
     for path in explicit:
-        path = _expand_home(path, home)
+        path = expand_home(path, home)
         if not path.is_absolute():
             path = cwd / path
         reader.read(path, guess_format(path), explicit=True)
@@ -126,7 +126,7 @@ def derive_alias(name: str) -> str:
 
 @dataclasses.dataclass
 class _Decision:
-    raw: _Raw
+    raw: RawEntry
     config: ServerConfig
     used: bool
     reason: str  # why it is skipped ("" when used, or when it is a problem instead)
@@ -134,10 +134,10 @@ class _Decision:
 
 
 def _decide(
-    entries: list[_Raw],
+    entries: list[RawEntry],
     file_problems: list[tuple[int, ConfigProblem]],
     sources: list[str],
-    context: _Context,
+    context: ReadContext,
     allow_self: bool,
 ) -> Discovery:
     """Per name, the first (highest-precedence) definition decides; later ones are shadowed."""
@@ -173,14 +173,14 @@ def _decide(
     )
 
 
-def _decide_winner(raw: _Raw, context: _Context, allow_self: bool) -> _Decision:
+def _decide_winner(raw: RawEntry, context: ReadContext, allow_self: bool) -> _Decision:
     if raw.disabled:
         return _Decision(raw, _lenient(raw, context), used=False, reason=f"disabled in {raw.source}")
     try:
-        config = _normalise(raw, context, strict=True)
-    except _EntryError as exc:
+        config = normalise(raw, context, strict=True)
+    except EntryError as exc:
         problem = ConfigProblem(source=raw.source, server=raw.name, reason=str(exc))
-        return _Decision(raw, _best_effort(raw), used=False, reason="", problem=problem)  # not a skip
+        return _Decision(raw, best_effort(raw), used=False, reason="", problem=problem)  # not a skip
     bridge = None if allow_self else launches_bridge(config)
     if bridge is not None:
         return _Decision(
@@ -193,14 +193,14 @@ def _decide_winner(raw: _Raw, context: _Context, allow_self: bool) -> _Decision:
     return _Decision(raw, config, used=True, reason="")
 
 
-def _lenient(raw: _Raw, context: _Context) -> ServerConfig:
+def _lenient(raw: RawEntry, context: ReadContext) -> ServerConfig:
     try:
-        return _normalise(raw, context, strict=False)
-    except _EntryError:
-        return _best_effort(raw)
+        return normalise(raw, context, strict=False)
+    except EntryError:
+        return best_effort(raw)
 
 
-def _shadowed(raw: _Raw, winner: _Decision) -> str:
+def _shadowed(raw: RawEntry, winner: _Decision) -> str:
     where = "an earlier entry in the same file" if winner.raw.source == raw.source else winner.raw.source
     if winner.used:
         return f"shadowed by {where}"

@@ -35,14 +35,14 @@ from .. import __version__
 from .errors import SelfServerSkipped, ServerUnavailable, UpstreamCallError, UpstreamTimeout
 from .failures import crash_reason, describe_failure, headline
 from .identity import refusal_of
-from .launch import ServerLog, _LaunchError
+from .launch import LaunchError, ServerLog
 from .model import ServerConfig
-from .paging import _list_resources, _list_tools
+from .paging import list_resources, list_tools
 from .redaction import redaction_for
 from .restart import STABLE_AFTER, backoff_delay
 from .state import ServerState, Status
 from .transport import open_transport
-from .watch import _watched
+from .watch import watched
 
 # The hub's logger: the bridge's log lines carry the logger name, and these kept theirs when the class moved here.
 logger = logging.getLogger("mcp_codemode.upstream.hub")
@@ -53,7 +53,7 @@ T = TypeVar("T")
 CLOSE_GRACE = 10.0
 
 
-class _Connection:
+class Connection:
     """One server's connection, its state machine (idle → connecting → ready ⇄ failed) and its caches."""
 
     def __init__(
@@ -232,14 +232,14 @@ class _Connection:
                     )
                     try:
                         client = Client(
-                            _watched(transport, lambda: self._transport_ended(generation)),
+                            watched(transport, lambda: self._transport_ended(generation)),
                             mode=self.config.protocol,
                             cache=None,  # the hub caches listings itself, invalidated by list_changed
                             message_handler=self._on_message,
                             client_info=types.Implementation(name="mcp-codemode", version=__version__),
                         )
                     except ValueError as exc:
-                        raise _LaunchError(f'{exc}; fix its "protocol" in {self.config.source}') from exc
+                        raise LaunchError(f'{exc}; fix its "protocol" in {self.config.source}') from exc
                     await stack.enter_async_context(client)
                     refusal = await refusal_of(client, self.config.protocol, allow_self=self._allow_self)
                     if refusal:
@@ -259,7 +259,7 @@ class _Connection:
                 _, tail = self.server_log.exit_and_stderr()
                 failure += f"; the end of its stderr:\n{tail}" if tail else ""
 
-        except _LaunchError as exc:
+        except LaunchError as exc:
             failure = str(exc)
         except Exception as exc:  # noqa: BLE001 - any transport or handshake failure is this server's outage
             failure = describe_failure(self.config, self.server_log, exc, started=connected_at is None)
@@ -416,7 +416,7 @@ class _Connection:
                 if self._tools is not None:
                     return self._tools
                 generation = self._tools_generation
-                listed = tuple(await self.request("tools/list", "tools/list", _list_tools, None))
+                listed = tuple(await self.request("tools/list", "tools/list", list_tools, None))
                 # A list_changed that arrived while we listed makes this listing stale: list again.
                 if generation == self._tools_generation:
                     self._tools = listed
@@ -436,7 +436,7 @@ class _Connection:
         client, _ = await self.ensure()
         if client.server_capabilities.resources is None:
             return []
-        return await self.request("resources/list", "resources/list", _list_resources, None)
+        return await self.request("resources/list", "resources/list", list_resources, None)
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification):

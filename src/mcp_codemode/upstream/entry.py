@@ -22,14 +22,14 @@ _TRANSPORTS: Final[Mapping[str, Transport]] = {
 
 
 @dataclasses.dataclass(frozen=True)
-class _Context:
+class ReadContext:
     home: Path
     cwd: Path
     env: Mapping[str, str]
 
 
 @dataclasses.dataclass
-class _Raw:
+class RawEntry:
     """One server entry as written, mapped onto common slots. Values are unchecked (``None`` = absent).
 
     The ``*_key`` fields keep the key the user wrote, so a message can say ``httpUrl`` or
@@ -62,11 +62,11 @@ class _Raw:
     errors: list[str] = dataclasses.field(default_factory=list)  # found while mapping; the first is reported
 
 
-def _transport_of(value: object) -> Transport | None:
+def transport_of(value: object) -> Transport | None:
     return _TRANSPORTS.get(value.strip().lower()) if isinstance(value, str) else None
 
 
-def _kind(value: object) -> str:
+def kind_of(value: object) -> str:
     """What a JSON/TOML value is, in words, without echoing it (it may be a secret)."""
     if isinstance(value, bool):
         return "true/false"

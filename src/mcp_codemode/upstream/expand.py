@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from .entry import _Context
+from .entry import ReadContext
 
 _VARIABLE = re.compile(r"\$\{([^{}]*)\}")
 
@@ -20,7 +20,7 @@ _VARIABLE = re.compile(r"\$\{([^{}]*)\}")
 _VARIABLE_OR_BARE = re.compile(r"\$\{([^{}]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")  # Gemini CLI also reads $VAR
 
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +39,7 @@ class _Variables:
     keeps: bool = False
 
 
-_VARIABLE_RULES: Final[Mapping[str, _Variables]] = {
+VARIABLE_RULES: Final[Mapping[str, _Variables]] = {
     "json": _Variables(),  # Claude Code's .mcp.json, Cursor, Windsurf, our own files
     "claude-code-project": _Variables(),
     "claude-code": _Variables(),
@@ -50,7 +50,7 @@ _VARIABLE_RULES: Final[Mapping[str, _Variables]] = {
 }
 
 
-class _Expander:
+class Expander:
     """``${VAR}``, ``${VAR:-default}`` and the client-specific forms, filled in as the entry's client would.
 
     A variable the entry's own ``env`` defines takes that value first: it is what the server will find in its
@@ -63,7 +63,7 @@ class _Expander:
     left as it was.
     """
 
-    def __init__(self, context: _Context, rules: _Variables, *, strict: bool) -> None:
+    def __init__(self, context: ReadContext, rules: _Variables, *, strict: bool) -> None:
         self.context = context
         self.rules = rules
         self.strict = strict
@@ -102,7 +102,7 @@ class _Expander:
             return written
         explicit = body.startswith("env:")
         name, separator, default = body.removeprefix("env:").partition(":-")
-        if not _NAME.fullmatch(name):
+        if not VARIABLE_NAME.fullmatch(name):
             if not self.rules.keeps:
                 _add(self.unknown, where)
             return written
@@ -147,7 +147,7 @@ def _add(items: list[str], item: str) -> None:
         items.append(item)
 
 
-def _expand_tilde(text: str, home: Path) -> str:
+def expand_tilde(text: str, home: Path) -> str:
     if text == "~":
         return str(home)
     if text.startswith("~/"):

@@ -49,7 +49,7 @@ from typing import Any
 import mcp_types as types
 from mcp.client.stdio import get_default_environment
 
-from .connection import _Connection
+from .connection import Connection
 from .errors import UnknownServer
 from .model import ServerConfig
 from .state import ServerState
@@ -85,7 +85,7 @@ class Hub:
         values (the bridge's HTTP tokens, credential-looking variables of its environment: ``secret_values``).
         ``allow_self`` (``MCP_BRIDGE_ALLOW_SELF_SERVER``) keeps a server that says it is a code-mode bridge."""
         secrets = tuple(secrets)
-        self._connections: dict[str, _Connection] = {}
+        self._connections: dict[str, Connection] = {}
         self._aliases: dict[str, str] = {}
         setpriv = shutil.which("setpriv", path=get_default_environment().get("PATH", os.defpath))
         if setpriv is None and any(server.transport == "stdio" for server in servers):
@@ -103,7 +103,7 @@ class Hub:
                 if candidate not in logs
             )
             logs.add(log_name)
-            self._connections[server.name] = _Connection(
+            self._connections[server.name] = Connection(
                 server,
                 log_file=log_dir / f"{log_name}.log" if server.transport == "stdio" else None,
                 call_timeout=call_timeout,
@@ -193,7 +193,7 @@ class Hub:
                 self._warming.add(task)
                 task.add_done_callback(self._warming.discard)
 
-    def _connection(self, name: str) -> _Connection:
+    def _connection(self, name: str) -> Connection:
         connection = self._connections.get(name) or self._connections.get(self._aliases.get(name, ""))
         if connection is None:
             raise UnknownServer(name, tuple(self._connections))

@@ -37,19 +37,19 @@ LOG_TAIL_BYTES = 64 << 10
 # Lines the launcher and the hub write into a server's log; the prefix tells them from the server's own stderr.
 MARK = "[mcp-codemode]"
 # The outer wrapper runs the server in the foreground, so it stays its parent and sees its exit status.
-_OUTER_SCRIPT = f'"$@"; status=$?; echo "{MARK} server exited with status $status" >&2; exit $status'
+OUTER_SCRIPT = f'"$@"; status=$?; echo "{MARK} server exited with status $status" >&2; exit $status'
 # The inner one reports the pid the server will have, then becomes it.
-_INNER_SCRIPT = f'echo "{MARK} server pid $$" >&2; exec "$@"'
-_SH = "/bin/sh"
+INNER_SCRIPT = f'echo "{MARK} server pid $$" >&2; exec "$@"'
+SH = "/bin/sh"
 _PID_LINE = re.compile(re.escape(MARK) + r" server pid (\d+)")
 _EXIT_LINE = re.compile(re.escape(MARK) + r" server exited with status (\d+)")
 
 
-class _LaunchError(Exception):
+class LaunchError(Exception):
     """A stdio server cannot even be launched (command missing, bad cwd): a reason for a person, no traceback."""
 
 
-def _resolve_command(config: ServerConfig) -> str:
+def resolve_command(config: ServerConfig) -> str:
     """The executable the server's command names, found as the server's own PATH would find it.
 
     Done before launching so that a missing command is reported as such, with the PATH that was searched and
@@ -57,16 +57,16 @@ def _resolve_command(config: ServerConfig) -> str:
     """
     command = config.command
     if not command:
-        raise _LaunchError(f"it has no command to run; add one in {config.source}")
+        raise LaunchError(f"it has no command to run; add one in {config.source}")
     if "/" in command:
         path = Path(config.cwd or ".") / command if not os.path.isabs(command) else Path(command)
         if path.is_file() and os.access(path, os.X_OK):
             return str(path)
-        raise _LaunchError(f"command {command!r} is not an executable file; fix its path in {config.source}")
+        raise LaunchError(f"command {command!r} is not an executable file; fix its path in {config.source}")
     search = (get_default_environment() | dict(config.env)).get("PATH", os.defpath)
     found = shutil.which(command, path=search)
     if found is None:
-        raise _LaunchError(
+        raise LaunchError(
             f"command {command!r} not found on PATH ({search}); install it or give its full path in {config.source}"
         )
     return found

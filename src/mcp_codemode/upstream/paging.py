@@ -11,7 +11,7 @@ from mcp import Client
 PAGE_CAP = 100
 
 
-async def _list_tools(client: Client) -> list[types.Tool]:
+async def list_tools(client: Client) -> list[types.Tool]:
     tools: list[types.Tool] = []
     cursor: str | None = None
     for _ in range(PAGE_CAP):
@@ -23,7 +23,7 @@ async def _list_tools(client: Client) -> list[types.Tool]:
     return tools
 
 
-async def _list_resources(client: Client) -> list[types.Resource]:
+async def list_resources(client: Client) -> list[types.Resource]:
     resources: list[types.Resource] = []
     cursor: str | None = None
     for _ in range(PAGE_CAP):

@@ -27,7 +27,7 @@ from mcp import types
 from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein
 
-from .words import _EXPANSIONS, _SYNONYMS, _THESAURUS, _forms, query_terms, terms
+from .words import EXPANSIONS, SYNONYMS, THESAURUS, query_terms, terms, word_forms
 
 # Field weights and length normalisation. The name says what a tool does; the first sentence of its
 # description usually restates it; the rest of the description and the parameters add vocabulary; the
@@ -118,7 +118,7 @@ class Ranker:
         # Near-miss candidates, by length (a misspelling differs little in length): the catalog's words and the
         # thesaurus's, whose readings lead back into the catalog.
         self._by_length: dict[int, list[str]] = defaultdict(list)
-        for word in sorted(set(self._vocabulary) | _THESAURUS):
+        for word in sorted(set(self._vocabulary) | THESAURUS):
             self._by_length[len(word)].append(word)
         # Which tools' names hold a term: a tool whose every name word the query covers gets a bonus.
         # The server's own name is left out: git_commit is named "commit" as far as a query about git goes.
@@ -200,7 +200,7 @@ class Ranker:
                     break
                 if candidate != word:
                     offer(_PREFIX * (len(word) / len(candidate)) ** 0.5, (candidate,))
-        if word not in known and word not in _THESAURUS and len(word) >= 4:
+        if word not in known and word not in THESAURUS and len(word) >= 4:
             for parts in _split_compound(word, known):
                 offer(_FORM, parts)
             # A misspelling of a catalog word, or of a word the thesaurus knows ("webapge" → webpage → url).
@@ -217,13 +217,13 @@ class Ranker:
     def _readings(word: str, weight: float, offer: Callable[[float, Iterable[str]], None]) -> None:
         """The word itself, its other forms, its synonyms and what it abbreviates, each with its weight."""
         offer(weight * _EXACT, (word,))
-        for synonym in _SYNONYMS.get(word, ()):
+        for synonym in SYNONYMS.get(word, ()):
             offer(weight * _SYNONYM, (synonym,))
-        for form in _forms(word):  # connect → connection → relation
+        for form in word_forms(word):  # connect → connection → relation
             offer(weight * _FORM, (form,))
-            for synonym in _SYNONYMS.get(form, ()):
+            for synonym in SYNONYMS.get(form, ()):
                 offer(weight * _FORM * _SYNONYM, (synonym,))
-        for phrase in _EXPANSIONS.get(word, ()):
+        for phrase in EXPANSIONS.get(word, ()):
             expanded = tuple(terms(phrase))
             offer(weight * _EXPANSION, expanded)
             for part in expanded:  # half an expansion still says something

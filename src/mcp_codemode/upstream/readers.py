@@ -1,7 +1,7 @@
 """The per-client readers: where each client keeps its servers, and how each file format is read into raw entries.
 
 One job: turn files (JSON, JSONC, TOML; one server per file, a ``mcpServers`` map, VS Code's ``servers``,
-Claude Code's per-project table) into ``_Raw`` entries with where they came from. Nothing here decides which
+Claude Code's per-project table) into ``RawEntry`` entries with where they came from. Nothing here decides which
 entry wins or what its fields mean; ``config`` and ``parse`` do that. The list of sources and their order is in
 ``config``'s docstring.
 """
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-from .entry import _Context, _kind, _Raw, _transport_of
+from .entry import RawEntry, ReadContext, kind_of, transport_of
 from .model import ConfigProblem
 
 # How a source is read. "dir": every *.json in a directory, each read as "json".
@@ -88,12 +88,12 @@ class _Missing(Exception):
     """The file does not exist, which for a default location is normal and not worth a word."""
 
 
-class _Reader:
+class Reader:
     """Reads sources in precedence order into raw entries, remembering each file it opened."""
 
     def __init__(self, *, home: Path, cwd: Path, env: Mapping[str, str]) -> None:
-        self.context = _Context(home=home, cwd=cwd, env=env)
-        self.entries: list[_Raw] = []
+        self.context = ReadContext(home=home, cwd=cwd, env=env)
+        self.entries: list[RawEntry] = []
         # A file's problem is keyed by how many entries were read before it, so that once entry problems
         # join in (_decide), every problem can be listed in precedence order.
         self.problems: list[tuple[int, ConfigProblem]] = []
@@ -152,7 +152,7 @@ class _Reader:
                 return
             if not isinstance(loaded, dict):
                 what = "a TOML table" if fmt == "codex" else 'a JSON object such as {"mcpServers": {...}}'
-                self._fail(identity, label, f"is not {what}: its top level is {_kind(loaded)}")
+                self._fail(identity, label, f"is not {what}: its top level is {kind_of(loaded)}")
                 return
             document = self._parsed[identity] = loaded
         self._note_source(label)
@@ -193,7 +193,7 @@ def _identity(path: Path) -> Path:
         return path
 
 
-def _expand_home(path: Path, home: Path) -> Path:
+def expand_home(path: Path, home: Path) -> Path:
     text = str(path)
     if text == "~" or text.startswith("~/"):
         return home / text[2:]
@@ -325,20 +325,20 @@ def _sections(
         raise _FileProblem('has no "mcpServers" (or "servers") object; put the servers in {"mcpServers": {...}}')
 
 
-def _map_entry(name: str, entry: object, source: str, base: Path, fmt: str) -> _Raw:
+def _map_entry(name: str, entry: object, source: str, base: Path, fmt: str) -> RawEntry:
     """Put one entry's values into the common slots, under each format's own key names."""
-    raw = _Raw(name=name, source=source, base=base, fmt=fmt)
+    raw = RawEntry(name=name, source=source, base=base, fmt=fmt)
     if not name.strip():
         raw.errors.append("has an empty name; give the server a name")
     if not isinstance(entry, dict):
-        raw.errors.append(f"must be an object with command or url, not {_kind(entry)}")
+        raw.errors.append(f"must be an object with command or url, not {kind_of(entry)}")
         return raw
     raw.command, raw.args, raw.env, raw.cwd = (entry.get(k) for k in ("command", "args", "env", "cwd"))
     raw.description, raw.protocol = entry.get("description"), entry.get("protocol")
     for key in ("disabled", "enabled"):
         flag = entry.get(key)
         if flag is not None and not isinstance(flag, bool):
-            raw.errors.append(f"{key} must be true or false, not {_kind(flag)}")
+            raw.errors.append(f"{key} must be true or false, not {kind_of(flag)}")
     raw.disabled = entry.get("disabled") is True or entry.get("enabled") is False
     if fmt == "codex":
         raw.url, raw.url_transport = entry.get("url"), "http"  # Codex speaks streamable HTTP only
@@ -365,9 +365,9 @@ def _map_entry(name: str, entry: object, source: str, base: Path, fmt: str) -> _
     return raw
 
 
-def _map_type(raw: _Raw, entry: Mapping[str, object]) -> None:
+def _map_type(raw: RawEntry, entry: Mapping[str, object]) -> None:
     declared = {key: entry[key] for key in ("type", "transport") if entry.get(key) is not None}
-    if len(declared) == 2 and _transport_of(declared["type"]) != _transport_of(declared["transport"]):
+    if len(declared) == 2 and transport_of(declared["type"]) != transport_of(declared["transport"]):
         raw.errors.append("has both type and transport, and they disagree; keep one")
     for key, value in declared.items():
         raw.type, raw.type_key = value, key

@@ -17,7 +17,7 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from .launch import _INNER_SCRIPT, _OUTER_SCRIPT, _SH, ServerLog, _LaunchError, _resolve_command
+from .launch import INNER_SCRIPT, OUTER_SCRIPT, SH, LaunchError, ServerLog, resolve_command
 from .model import ServerConfig
 
 # The hub's logger: the bridge's log lines carry the logger name, and these kept theirs when the code moved here.
@@ -45,15 +45,15 @@ async def open_transport(
     if config.transport == "sse":
         logger.info("connecting to upstream %r at %s", config.name, config.url)
         return sse_client(config.url, headers=dict(config.headers) or None, sse_read_timeout=read_timeout)
-    command = _resolve_command(config)
+    command = resolve_command(config)
     if config.cwd is not None and not os.path.isdir(config.cwd):
-        raise _LaunchError(f"its working directory {config.cwd!r} does not exist; fix cwd in {config.source}")
+        raise LaunchError(f"its working directory {config.cwd!r} does not exist; fix cwd in {config.source}")
     errlog = stack.enter_context(server_log.open(start))
     guard = [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
     # sh exports PWD to what it runs; the server gets exactly its configured environment, so drop it.
     unset = "" if "PWD" in config.env else "unset PWD; "
-    inner = [_SH, "-c", unset + _INNER_SCRIPT, "mcp-codemode-server", *guard, command, *config.args]
-    argv = [*guard, _SH, "-c", unset + _OUTER_SCRIPT, "mcp-codemode-launcher", *inner]
+    inner = [SH, "-c", unset + INNER_SCRIPT, "mcp-codemode-server", *guard, command, *config.args]
+    argv = [*guard, SH, "-c", unset + OUTER_SCRIPT, "mcp-codemode-launcher", *inner]
     logger.info("starting upstream %r: %s", config.name, config.target)
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(config.env) or None, cwd=config.cwd)
     return stdio_client(params, errlog=errlog)

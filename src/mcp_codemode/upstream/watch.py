@@ -70,7 +70,7 @@ class _WatchedReadStream(Generic[T]):
 
 
 @asynccontextmanager
-async def _watched(
+async def watched(
     transport: Transport, on_end: Callable[[], None]
 ) -> AsyncIterator[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
     async with transport as (read_stream, write_stream):

@@ -82,7 +82,7 @@ _PHRASES = [
 ]
 
 # Shell commands and jargon: one word standing for a phrase the tools spell out.
-_EXPANSIONS: dict[str, tuple[str, ...]] = {
+EXPANSIONS: dict[str, tuple[str, ...]] = {
     "mkdir": ("create directory",),
     "rmdir": ("remove directory",),
     "ls": ("list directory", "list"),
@@ -138,7 +138,7 @@ def stem(word: str) -> str:
     """A plural's singular (files → file, directories → directory, branches → branch); other words as they are.
 
     Only plurals: the tools' own vocabulary is mostly base forms, and other forms are tried as alternatives
-    of the query word instead (see ``_forms``), where a wrong guess costs nothing unless the catalog has it.
+    of the query word instead (see ``word_forms``), where a wrong guess costs nothing unless the catalog has it.
     """
     if len(word) <= 3 or not word.endswith("s") or word.endswith(("ss", "us", "is", "os")):
         return word
@@ -169,7 +169,7 @@ def query_terms(query: str) -> list[str]:
     return terms(query)
 
 
-def _forms(word: str) -> frozenset[str]:
+def word_forms(word: str) -> frozenset[str]:
     """Other forms a word may take in a tool's text: listing/list, created/create, staged/staging, writer/write."""
     bases = {word}
     for suffix in ("ing", "ed", "er", "ion", "ions", "ation", "ations", "s", "es", "ment", "al", "ly"):
@@ -199,5 +199,5 @@ def _build_synonyms() -> dict[str, set[str]]:
     return dict(synonyms)
 
 
-_SYNONYMS = _build_synonyms()
-_THESAURUS = frozenset(_SYNONYMS) | frozenset(_EXPANSIONS)
+SYNONYMS = _build_synonyms()
+THESAURUS = frozenset(SYNONYMS) | frozenset(EXPANSIONS)
