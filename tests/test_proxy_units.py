@@ -678,8 +678,8 @@ def test_natural_raises_a_tool_error_even_without_a_message():
         _proxies.natural({"isError": True, "structuredContent": {"a": 1}}, "fs", "read")
 
 
-def make_catalog() -> _proxies.Catalog:
-    cat = _proxies.Catalog()
+def make_catalog() -> _proxies.ServerRegistry:
+    cat = _proxies.ServerRegistry()
     servers: list[Any] = [
         {"name": "filesystem", "alias": "fs"},
         {"name": "github", "alias": "github"},
@@ -715,7 +715,7 @@ def test_resolve_without_servers_says_none_are_configured():
     with pytest.raises(
         _rpc.ServerNotFound, match=r"^no MCP server named 'x'\. Configured servers: none are configured\.$"
     ):
-        _proxies.Catalog().resolve("x")
+        _proxies.ServerRegistry().resolve("x")
 
 
 def test_server_map_knows_names_and_aliases():
@@ -729,7 +729,7 @@ def test_server_map_knows_names_and_aliases():
     assert servers.get("gitlab", "default") == "default"
     assert servers["fs"] is servers["filesystem"]
     assert repr(servers) == "<MCP servers: filesystem, github>"
-    assert repr(_proxies.ServerMap(_proxies.Catalog())) == "<MCP servers: none configured>"
+    assert repr(_proxies.ServerMap(_proxies.ServerRegistry())) == "<MCP servers: none configured>"
 
 
 def test_server_proxy_repr_names_server_and_alias():

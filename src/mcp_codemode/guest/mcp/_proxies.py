@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 # ------------------------------------------------------------------------------------------ servers
 
 
-class Catalog:
+class ServerRegistry:
     """The servers this session may use (sent by the bridge with each call) and the tools fetched so far."""
 
     def __init__(self) -> None:
@@ -105,13 +105,13 @@ class ServerProxy:
     public is defined on the class, so no tool name can be shadowed by a method.
     """
 
-    def __init__(self, catalog: Catalog, name: str, alias: str) -> None:
-        self._catalog = catalog
+    def __init__(self, registry: ServerRegistry, name: str, alias: str) -> None:
+        self._registry = registry
         self._name = name
         self._alias = alias
 
     def _functions(self) -> dict[str, Any]:
-        return self._catalog.tools(self._name, self._alias)
+        return self._registry.tools(self._name, self._alias)
 
     def __getattr__(self, attribute: str) -> Any:
         if attribute.startswith("__") and attribute.endswith("__"):
@@ -163,11 +163,11 @@ def _ask_about_missing(op: str, **params: Any) -> None:
 class ServerMap:
     """``mcp_servers``: every configured server by name (or alias), ``mcp_servers["filesystem"]``."""
 
-    def __init__(self, catalog: Catalog) -> None:
-        self._catalog = catalog
+    def __init__(self, registry: ServerRegistry) -> None:
+        self._registry = registry
 
     def __getitem__(self, name: str) -> ServerProxy:
-        return self._catalog.proxy(name)
+        return self._registry.proxy(name)
 
     def get(self, name: str, default: Any = None) -> Any:
         try:
@@ -176,25 +176,25 @@ class ServerMap:
             return default
 
     def __contains__(self, name: object) -> bool:
-        return any(name in (s["name"], s.get("alias")) for s in self._catalog.servers)
+        return any(name in (s["name"], s.get("alias")) for s in self._registry.servers)
 
     def __iter__(self) -> Any:
-        return iter(self._catalog.names())
+        return iter(self._registry.names())
 
     def __len__(self) -> int:
-        return len(self._catalog.servers)
+        return len(self._registry.servers)
 
     def keys(self) -> list[str]:
-        return self._catalog.names()
+        return self._registry.names()
 
     def items(self) -> list[tuple[str, ServerProxy]]:
-        return [(name, self[name]) for name in self._catalog.names()]
+        return [(name, self[name]) for name in self._registry.names()]
 
     def __repr__(self) -> str:
-        return f"<MCP servers: {', '.join(self._catalog.names()) or 'none configured'}>"
+        return f"<MCP servers: {', '.join(self._registry.names()) or 'none configured'}>"
 
 
-catalog = Catalog()
+catalog = ServerRegistry()
 
 
 class ServerModuleFinder:
