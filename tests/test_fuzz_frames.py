@@ -37,8 +37,10 @@ from mcp_codemode.sandbox.frames import (
     encode_value,
     read_frame,
 )
+from mcp_codemode.sandbox.output import _Stream
+from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import make_backend
-from mcp_codemode.sandbox.worker import ExecutionResult, Worker, _Cell, _Stream
+from mcp_codemode.sandbox.worker import Worker, _Cell
 from tests.conftest import require_usable, sandbox_settings
 from tests.mcp_clients import require_bubblewrap
 

@@ -24,7 +24,8 @@ from typing import Any
 from .errors import SessionLimitError
 from .guest.protocol import SESSION_KEY_PATTERN
 from .sandbox.base import Backend
-from .sandbox.worker import ExecutionResult, OutputCallback, Relay, Worker
+from .sandbox.results import ExecutionResult
+from .sandbox.worker import OutputCallback, Relay, Worker
 from .settings import Settings
 from .warm_pool import WarmPool
 
