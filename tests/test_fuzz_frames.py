@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcp_codemode.guest import worker as guest
+from mcp_codemode.guest import worker_channel as guest
 from mcp_codemode.guest.protocol import MAX_DEPTH
 from mcp_codemode.sandbox.frames import (
     HEADER,
