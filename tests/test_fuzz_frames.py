@@ -37,7 +37,7 @@ from mcp_codemode.sandbox.frames import (
     encode_value,
     read_frame,
 )
-from mcp_codemode.sandbox.output import _Stream
+from mcp_codemode.sandbox.output import BoundedStream
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import make_backend
 from mcp_codemode.sandbox.worker import Worker, _Cell
@@ -330,7 +330,7 @@ def test_the_dispatcher_survives_any_message(live_worker: tuple[LoopThread, Work
 
     async def go() -> ExecutionResult | None:
         cell = _Cell(next(Worker._ids), asyncio.get_running_loop().create_future(),
-                     {"stdout": _Stream(1000), "stderr": _Stream(1000)}, None, relay)  # fmt: skip
+                     {"stdout": BoundedStream(1000), "stderr": BoundedStream(1000)}, None, relay)  # fmt: skip
         if message.get("id") == "CELL":
             message["id"] = cell.id
         worker._cell = cell

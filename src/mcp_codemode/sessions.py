@@ -25,7 +25,7 @@ from .errors import SessionLimitError
 from .guest.protocol import SESSION_KEY_PATTERN
 from .sandbox.base import Backend
 from .sandbox.results import ExecutionResult
-from .sandbox.worker import OutputCallback, Relay, Worker
+from .sandbox.worker import GuestRequestHandler, OutputCallback, Worker
 from .settings import Settings
 from .warm_pool import WarmPool
 
@@ -99,7 +99,7 @@ class SessionManager:
         on_output: OutputCallback | None = None,
         summary: str | None = None,
         context: Callable[[bool], dict[str, Any]] | None = None,
-        relay: Relay | None = None,
+        relay: GuestRequestHandler | None = None,
     ) -> ExecutionResult:
         """Run ``code`` in ``session``; ``context(fresh)`` says what to send the guest (fresh: a new sandbox)."""
         check_session_name(session)

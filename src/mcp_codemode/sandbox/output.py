@@ -12,7 +12,7 @@ from typing import Any
 _MAX_DROPPED = 1 << 62  # a count the guest reports; beyond this it is a lie, and printing it must not fail
 
 
-class _Stream:
+class BoundedStream:
     """Host-side bound on one stream of one cell, split like the guest's: half head, half tail."""
 
     def __init__(self, limit: int) -> None:

@@ -28,7 +28,7 @@ class GuestError:
 
 
 @dataclasses.dataclass(frozen=True)
-class Image:
+class OutputImage:
     """An image the code showed, checked on the host: a type we can send and bytes that really are one."""
 
     mime: str
@@ -56,14 +56,14 @@ class ExecutionResult:
     duration: float = 0.0
     state_lost: bool = False
     notice: str = ""
-    images: tuple[Image, ...] = ()
+    images: tuple[OutputImage, ...] = ()
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
 
-def _guest_error(raw: Any) -> GuestError | None:
+def guest_error(raw: Any) -> GuestError | None:
     if not isinstance(raw, dict):
         return None
     fields = [raw.get(key) for key in ("type", "message", "traceback")]
@@ -71,11 +71,11 @@ def _guest_error(raw: Any) -> GuestError | None:
     return GuestError(text[0][:200] or "Exception", text[1], text[2])
 
 
-def _guest_images(raw: Any, settings: Settings) -> tuple[Image, ...]:
+def guest_images(raw: Any, settings: Settings) -> tuple[OutputImage, ...]:
     """Images from the guest that pass every check; anything else is dropped (the guest is not trusted)."""
     if not isinstance(raw, list):
         return ()
-    kept: list[Image] = []
+    kept: list[OutputImage] = []
     for item in raw[: settings.max_images]:
         if not isinstance(item, dict):
             continue
@@ -89,11 +89,11 @@ def _guest_images(raw: Any, settings: Settings) -> tuple[Image, ...]:
         except (binascii.Error, ValueError):
             continue
         if len(data) <= settings.image_limit and data.startswith(_IMAGE_MAGIC[mime]):
-            kept.append(Image(mime, data))
+            kept.append(OutputImage(mime, data))
     return tuple(kept)
 
 
-def _guest_notes(raw: Any) -> list[str]:
+def guest_notes(raw: Any) -> list[str]:
     if not isinstance(raw, list):
         return []
     return [note[:500] for note in raw[:_MAX_NOTES] if isinstance(note, str)]

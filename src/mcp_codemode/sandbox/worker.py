@@ -43,15 +43,15 @@ from ..guest.protocol import (
 from ..settings import Settings
 from .base import Backend, Launch
 from .frames import FrameError, decode_frame, encode_frame, encode_reply, read_payload
-from .output import _Stream
-from .results import ExecutionResult, Status, _guest_error, _guest_images, _guest_notes
+from .output import BoundedStream
+from .results import ExecutionResult, Status, guest_error, guest_images, guest_notes
 
 log = logging.getLogger(__name__)
 
 OutputCallback = Callable[[str, str], None]
 # Answers one request of sandboxed code (a "call" frame: op and parameters, all untrusted) with a reply body:
 # {"ok": True, "value": ...} or {"ok": False, "error": {"kind": ..., "message": ...}}.
-Relay = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+GuestRequestHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 MAX_CALLS_IN_FLIGHT = 1024  # per cell; more get an immediate error (asyncio.gather over thousands still works)
 CONCURRENT_CALLS = 64  # per cell, relayed at once; the rest wait their turn
 MAX_REPLY_BYTES = 48 * 1024 * 1024  # the guest refuses frames over 64 MiB
@@ -77,9 +77,9 @@ _GUEST_TEXT_LIMITS = 3 * 200_000  # value, message and traceback, each clipped b
 class _Cell:
     id: int
     done: asyncio.Future[dict[str, Any]]
-    streams: dict[str, _Stream]
+    streams: dict[str, BoundedStream]
     on_output: OutputCallback | None
-    relay: Relay | None = None
+    relay: GuestRequestHandler | None = None
     calls: set[asyncio.Task[None]] = dataclasses.field(default_factory=set)
     call_bytes: int = 0  # request frame bytes held by the calls in flight
     gate: asyncio.Semaphore = dataclasses.field(default_factory=lambda: asyncio.Semaphore(CONCURRENT_CALLS))
@@ -331,15 +331,15 @@ class Worker:
         summary: str | None = None,
         *,
         context: dict[str, Any] | None = None,
-        relay: Relay | None = None,
+        relay: GuestRequestHandler | None = None,
     ) -> ExecutionResult:
         """Run one cell. ``context`` goes to the guest with it (servers, saved tools); ``relay`` answers its calls."""
         if not self.alive:
             return ExecutionResult("crashed", state_lost=True, notice="The sandbox worker is not running.")
         loop = asyncio.get_running_loop()
         limit = self.settings.capture_limit
-        cell = _Cell(next(self._ids), loop.create_future(), {"stdout": _Stream(limit), "stderr": _Stream(limit)},
-                     on_output, relay)  # fmt: skip
+        streams = {"stdout": BoundedStream(limit), "stderr": BoundedStream(limit)}
+        cell = _Cell(next(self._ids), loop.create_future(), streams, on_output, relay)
         self._cell = cell
         started = time.monotonic()
         try:
@@ -396,10 +396,10 @@ class Worker:
         frame = cell.done.result()
         stdout = cell.streams["stdout"].render(frame.get("stdout_tail"), frame.get("stdout_dropped"))
         stderr = cell.streams["stderr"].render(frame.get("stderr_tail"), frame.get("stderr_dropped"))
-        error = _guest_error(frame.get("error"))
+        error = guest_error(frame.get("error"))
         value = frame.get("value") if isinstance(frame.get("value"), str) else None
         duration = time.monotonic() - started
-        images, notes = _guest_images(frame.get("images"), self.settings), _guest_notes(frame.get("notes"))
+        images, notes = guest_images(frame.get("images"), self.settings), guest_notes(frame.get("notes"))
         notice = " ".join(f"Note: {note}." for note in notes)
         if timed_out is not None:
             notice = f"Timed out after {timed_out:g} s; the code was interrupted and the session's state was kept."
