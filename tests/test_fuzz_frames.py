@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcp_codemode.guest import worker as guest
+from mcp_codemode.guest import worker_channel as guest
 from mcp_codemode.guest.protocol import MAX_DEPTH
 from mcp_codemode.sandbox.frames import (
     HEADER,
@@ -37,8 +37,10 @@ from mcp_codemode.sandbox.frames import (
     encode_value,
     read_frame,
 )
+from mcp_codemode.sandbox.output import BoundedStream
+from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import make_backend
-from mcp_codemode.sandbox.worker import ExecutionResult, Worker, _Cell, _Stream
+from mcp_codemode.sandbox.worker import Worker, _Cell
 from tests.conftest import require_usable, sandbox_settings
 from tests.mcp_clients import require_bubblewrap
 
@@ -328,7 +330,7 @@ def test_the_dispatcher_survives_any_message(live_worker: tuple[LoopThread, Work
 
     async def go() -> ExecutionResult | None:
         cell = _Cell(next(Worker._ids), asyncio.get_running_loop().create_future(),
-                     {"stdout": _Stream(1000), "stderr": _Stream(1000)}, None, relay)  # fmt: skip
+                     {"stdout": BoundedStream(1000), "stderr": BoundedStream(1000)}, None, relay)  # fmt: skip
         if message.get("id") == "CELL":
             message["id"] = cell.id
         worker._cell = cell

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from mcp_codemode import server, sessions
 from mcp_codemode.guest import protocol
-from mcp_codemode.guest import worker as guest_worker
+from mcp_codemode.guest import worker_channel as guest_worker
 from mcp_codemode.guest.mcp import _rpc
 from mcp_codemode.sandbox import frames
 from mcp_codemode.sandbox import worker as host_worker
 
 SRC = Path(protocol.__file__).resolve().parents[1]
-GUEST_FILES = [SRC / "guest" / "worker.py", SRC / "guest" / "mcp" / "_rpc.py"]
+GUEST_FILES = [*sorted((SRC / "guest").glob("worker*.py")), SRC / "guest" / "mcp" / "_rpc.py"]
 HOST_FILES = [SRC / "sandbox" / "worker.py", SRC / "sandbox" / "frames.py"]
 NAMES = {value: name for name, value in vars(protocol).items() if name.isupper() and isinstance(value, str)}
 

@@ -34,7 +34,7 @@ import mcp_types as types
 import pytest
 
 from mcp_codemode.bridge import Bridge, RunRequest
-from mcp_codemode.sandbox.worker import ExecutionResult
+from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sessions import SessionManager
 from mcp_codemode.upstream.model import Discovery
 from tests import upstreams

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from mcp_codemode.bridge import RunRequest
 from mcp_codemode.render import NO_OUTPUT, cut_middle, error_result, fit_fields, render_result
-from mcp_codemode.sandbox.worker import ExecutionResult, GuestError, Image
+from mcp_codemode.sandbox.results import ExecutionResult, GuestError, OutputImage
 from mcp_codemode.server import (
     MAX_CODE_CHARS,
     PRINCIPAL_STATE_KEY,
@@ -319,7 +319,7 @@ def test_toon_and_json_render_the_same_fields_as_documents() -> None:
 
 
 def test_structured_content_carries_status_session_and_counts() -> None:
-    image = Image("image/png", PNG)
+    image = OutputImage("image/png", PNG)
     result = ExecutionResult(
         "crashed", stdout="o" * 50_000, duration=0.25, state_lost=True, notice="n", images=(image, image)
     )
@@ -391,7 +391,9 @@ def test_a_huge_error_message_is_bounded_in_structured_content() -> None:
 
 
 def test_images_follow_the_text_as_base64_image_content() -> None:
-    result = ExecutionResult("ok", images=(Image("image/png", PNG), Image("image/jpeg", b"\xff\xd8\xff\xe0")))
+    result = ExecutionResult(
+        "ok", images=(OutputImage("image/png", PNG), OutputImage("image/jpeg", b"\xff\xd8\xff\xe0"))
+    )
     content = render_result(result, "compact", 20_000, "s").content
     assert isinstance(content[0], types.TextContent)
     images = [block for block in content[1:] if isinstance(block, types.ImageContent)]

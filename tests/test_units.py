@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_codemode.errors import SettingsError
-from mcp_codemode.guest import worker as guest
+from mcp_codemode.guest import worker_capture, worker_cells, worker_tracebacks
 from mcp_codemode.sandbox.frames import FrameError, encode_frame, read_frame
 from mcp_codemode.settings import Settings, parse_size
 
@@ -171,7 +171,7 @@ class _Collect:
 @given(st.lists(st.text(max_size=300), max_size=40), st.integers(min_value=2, max_value=400))
 def test_guest_sink_keeps_head_and_tail_and_counts_the_rest(chunks, limit):
     channel = _Collect()
-    sink = guest.StreamSink("stdout", channel, head_limit=limit // 2, tail_limit=limit - limit // 2)  # type: ignore[arg-type]
+    sink = worker_capture.StreamSink("stdout", channel, head_limit=limit // 2, tail_limit=limit - limit // 2)  # type: ignore[arg-type]
     for chunk in chunks:
         sink.feed(chunk.encode())
     tail, dropped = sink.finish()
@@ -183,7 +183,7 @@ def test_guest_sink_keeps_head_and_tail_and_counts_the_rest(chunks, limit):
 
 
 def test_guest_clip_keeps_both_ends():
-    clipped = guest.clip("a" * 100 + "b" * 100, limit=20)
+    clipped = worker_tracebacks.clip("a" * 100 + "b" * 100, limit=20)
     assert clipped.startswith("a" * 10) and clipped.endswith("b" * 10)
     assert "180 characters cut" in clipped
 
@@ -198,7 +198,7 @@ def test_encoded_frames_are_compact_json_with_a_length_prefix():
 def test_cell_sources_keep_the_recent_cells_and_those_with_code_within_the_budget() -> None:
     import linecache
 
-    sources = guest.CellSources(keep_recent=2, budget=12)
+    sources = worker_cells.CellSources(keep_recent=2, budget=12)
     names = [f"<cell t{number}>" for number in range(6)]
     for number, name in enumerate(names):
         sources.add(name, "f = 1\n" if number in (0, 1) else "1\n")

@@ -17,8 +17,9 @@ import anyio
 from .audit import AuditLog
 from .errors import CodemodeError, SandboxStartError, SandboxUnavailable
 from .relay import Relay
+from .sandbox.results import ExecutionResult
 from .sandbox.select import Choice, announce, choose_backend, passed_over_note
-from .sandbox.worker import ExecutionResult, OutputCallback
+from .sandbox.worker import OutputCallback
 from .saved_tools import SavedToolStore
 from .sessions import SessionManager
 from .settings import Settings

@@ -33,8 +33,8 @@ from .errors import CodemodeError, SettingsError
 from .provision import commands as provision
 from .provision.image import DEFAULT_MIRROR, DEFAULT_SUITE
 from .relay import MAX_LIMIT, MAX_OFFSET, MAX_QUERY
+from .sandbox.results import ExecutionResult
 from .sandbox.select import choose_backend
-from .sandbox.worker import ExecutionResult
 from .server import build_server
 from .servers_report import servers_report
 from .sessions import DEFAULT_SESSION, check_session_name

@@ -22,7 +22,7 @@ from typing import Any
 import mcp_types as types
 import toon_format
 
-from .sandbox.worker import ExecutionResult
+from .sandbox.results import ExecutionResult
 from .settings import OutputMode
 
 log = logging.getLogger(__name__)

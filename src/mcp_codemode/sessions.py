@@ -24,7 +24,8 @@ from typing import Any
 from .errors import SessionLimitError
 from .guest.protocol import SESSION_KEY_PATTERN
 from .sandbox.base import Backend
-from .sandbox.worker import ExecutionResult, OutputCallback, Relay, Worker
+from .sandbox.results import ExecutionResult
+from .sandbox.worker import GuestRequestHandler, OutputCallback, Worker
 from .settings import Settings
 from .warm_pool import WarmPool
 
@@ -98,7 +99,7 @@ class SessionManager:
         on_output: OutputCallback | None = None,
         summary: str | None = None,
         context: Callable[[bool], dict[str, Any]] | None = None,
-        relay: Relay | None = None,
+        relay: GuestRequestHandler | None = None,
     ) -> ExecutionResult:
         """Run ``code`` in ``session``; ``context(fresh)`` says what to send the guest (fresh: a new sandbox)."""
         check_session_name(session)

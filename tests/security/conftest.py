@@ -48,8 +48,8 @@ import pytest
 
 from mcp_codemode.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox.container import ContainerBackend
+from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import make_backend
-from mcp_codemode.sandbox.worker import ExecutionResult
 from mcp_codemode.settings import Settings
 from mcp_codemode.upstream.config import discover
 from tests import upstreams

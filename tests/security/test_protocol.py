@@ -34,7 +34,7 @@ import pytest
 
 from mcp_codemode.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox import worker as worker_module
-from mcp_codemode.sandbox.worker import ExecutionResult
+from mcp_codemode.sandbox.results import ExecutionResult
 
 from .conftest import Target, assert_no_secrets, explain
 

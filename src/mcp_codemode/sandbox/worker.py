@@ -3,13 +3,17 @@
 Everything the guest sends is treated as hostile: frames are bounded and validated, output is capped
 again here (the guest's own cap is a courtesy, not a guarantee), and a protocol violation ends the
 worker. The guest cannot make the host wait longer than the call's timeout plus the interrupt grace.
+
+The result types and their decoding from the guest's result frame live in ``results.py``, the host's bound on
+one output stream in ``output.py``. What stays here is one thing, the process handle and its frame loop, and it
+is over 400 lines because every part shares the same state: the launch, the running cell, the reply turn and the
+violation that ends the worker. Relaying the guest's calls (admission, the reply backlog, the kill past it) reads
+and writes that state at each step, so moving it out would hand half of the worker across a module boundary.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import collections
 import contextlib
 import copy
@@ -19,7 +23,7 @@ import logging
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 
@@ -39,14 +43,15 @@ from ..guest.protocol import (
 from ..settings import Settings
 from .base import Backend, Launch
 from .frames import FrameError, decode_frame, encode_frame, encode_reply, read_payload
+from .output import BoundedStream
+from .results import ExecutionResult, Status, guest_error, guest_images, guest_notes
 
 log = logging.getLogger(__name__)
 
-Status = Literal["ok", "error", "timeout", "crashed"]
 OutputCallback = Callable[[str, str], None]
 # Answers one request of sandboxed code (a "call" frame: op and parameters, all untrusted) with a reply body:
 # {"ok": True, "value": ...} or {"ok": False, "error": {"kind": ..., "message": ...}}.
-Relay = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+GuestRequestHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 MAX_CALLS_IN_FLIGHT = 1024  # per cell; more get an immediate error (asyncio.gather over thousands still works)
 CONCURRENT_CALLS = 64  # per cell, relayed at once; the rest wait their turn
 MAX_REPLY_BYTES = 48 * 1024 * 1024  # the guest refuses frames over 64 MiB
@@ -60,7 +65,6 @@ MAX_CALL_BYTES_IN_FLIGHT = 64 * 1024 * 1024
 REPLY_BACKLOG_BYTES = 8 * 1024 * 1024
 _UNREAD_KILL_BYTES = REPLY_BACKLOG_BYTES + MAX_REPLY_BYTES + 16 * 1024 * 1024
 _MAX_REQUEST_ID = 1 << 53  # the largest integer every JSON implementation reads exactly
-_MAX_DROPPED = 1 << 62  # a count the guest reports; beyond this it is a lie, and printing it must not fail
 _STDERR_KEEP = 8192
 _GRACEFUL_EXIT_SECONDS = 1.0
 # What the guest keeps from one cell to the next (guest/mcp/runtime.py _configure), so it is sent only on change.
@@ -69,88 +73,13 @@ _UNSENT = object()
 _GUEST_TEXT_LIMITS = 3 * 200_000  # value, message and traceback, each clipped by the guest (TEXT_LIMIT)
 
 
-@dataclasses.dataclass(frozen=True)
-class GuestError:
-    """An exception raised by the user's code, as the guest described it."""
-
-    type: str
-    message: str
-    traceback: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Image:
-    """An image the code showed, checked on the host: a type we can send and bytes that really are one."""
-
-    mime: str
-    data: bytes
-
-
-_IMAGE_MAGIC = {
-    "image/png": (b"\x89PNG\r\n\x1a\n",),
-    "image/jpeg": (b"\xff\xd8\xff",),
-    "image/gif": (b"GIF87a", b"GIF89a"),
-    "image/webp": (b"RIFF",),
-}
-_MAX_NOTES = 16
-
-
-@dataclasses.dataclass(frozen=True)
-class ExecutionResult:
-    """What one cell produced. ``notice`` is a plain sentence for timeouts and crashes."""
-
-    status: Status
-    stdout: str = ""
-    stderr: str = ""
-    value: str | None = None
-    error: GuestError | None = None
-    duration: float = 0.0
-    state_lost: bool = False
-    notice: str = ""
-    images: tuple[Image, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-
-class _Stream:
-    """Host-side bound on one stream of one cell, split like the guest's: half head, half tail."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = max(limit // 2, 1)
-        self.tail_limit = max(limit - self.limit, 0)
-        self.parts: list[str] = []
-        self.size = 0
-        self.dropped = 0
-
-    def add(self, text: str) -> str:
-        room = self.limit - self.size
-        kept = text[:room] if room > 0 else ""
-        self.dropped += len(text) - len(kept)
-        if kept:
-            self.parts.append(kept)
-            self.size += len(kept)
-        return kept
-
-    def render(self, tail: Any, guest_dropped: Any) -> str:
-        tail_text = tail if isinstance(tail, str) else ""
-        tail_text = tail_text[len(tail_text) - self.tail_limit :] if self.tail_limit else ""
-        claimed = guest_dropped if type(guest_dropped) is int and guest_dropped > 0 else 0
-        dropped = self.dropped + min(claimed, _MAX_DROPPED)
-        head = "".join(self.parts)
-        if dropped:
-            return f"{head}\n[... {dropped} characters of output dropped ...]\n{tail_text}"
-        return head + tail_text
-
-
 @dataclasses.dataclass
 class _Cell:
     id: int
     done: asyncio.Future[dict[str, Any]]
-    streams: dict[str, _Stream]
+    streams: dict[str, BoundedStream]
     on_output: OutputCallback | None
-    relay: Relay | None = None
+    relay: GuestRequestHandler | None = None
     calls: set[asyncio.Task[None]] = dataclasses.field(default_factory=set)
     call_bytes: int = 0  # request frame bytes held by the calls in flight
     gate: asyncio.Semaphore = dataclasses.field(default_factory=lambda: asyncio.Semaphore(CONCURRENT_CALLS))
@@ -402,15 +331,15 @@ class Worker:
         summary: str | None = None,
         *,
         context: dict[str, Any] | None = None,
-        relay: Relay | None = None,
+        relay: GuestRequestHandler | None = None,
     ) -> ExecutionResult:
         """Run one cell. ``context`` goes to the guest with it (servers, saved tools); ``relay`` answers its calls."""
         if not self.alive:
             return ExecutionResult("crashed", state_lost=True, notice="The sandbox worker is not running.")
         loop = asyncio.get_running_loop()
         limit = self.settings.capture_limit
-        cell = _Cell(next(self._ids), loop.create_future(), {"stdout": _Stream(limit), "stderr": _Stream(limit)},
-                     on_output, relay)  # fmt: skip
+        streams = {"stdout": BoundedStream(limit), "stderr": BoundedStream(limit)}
+        cell = _Cell(next(self._ids), loop.create_future(), streams, on_output, relay)
         self._cell = cell
         started = time.monotonic()
         try:
@@ -467,10 +396,10 @@ class Worker:
         frame = cell.done.result()
         stdout = cell.streams["stdout"].render(frame.get("stdout_tail"), frame.get("stdout_dropped"))
         stderr = cell.streams["stderr"].render(frame.get("stderr_tail"), frame.get("stderr_dropped"))
-        error = _guest_error(frame.get("error"))
+        error = guest_error(frame.get("error"))
         value = frame.get("value") if isinstance(frame.get("value"), str) else None
         duration = time.monotonic() - started
-        images, notes = _guest_images(frame.get("images"), self.settings), _guest_notes(frame.get("notes"))
+        images, notes = guest_images(frame.get("images"), self.settings), guest_notes(frame.get("notes"))
         notice = " ".join(f"Note: {note}." for note in notes)
         if timed_out is not None:
             notice = f"Timed out after {timed_out:g} s; the code was interrupted and the session's state was kept."
@@ -539,39 +468,3 @@ def _request_id(message: dict[str, Any]) -> int | None:
     bool or a float (``True == 1`` and ``1.0 == 1`` in Python), below 2**53."""
     value = message.get("id")
     return value if type(value) is int and 0 < value < _MAX_REQUEST_ID else None
-
-
-def _guest_error(raw: Any) -> GuestError | None:
-    if not isinstance(raw, dict):
-        return None
-    fields = [raw.get(key) for key in ("type", "message", "traceback")]
-    text = [value if isinstance(value, str) else "" for value in fields]
-    return GuestError(text[0][:200] or "Exception", text[1], text[2])
-
-
-def _guest_images(raw: Any, settings: Settings) -> tuple[Image, ...]:
-    """Images from the guest that pass every check; anything else is dropped (the guest is not trusted)."""
-    if not isinstance(raw, list):
-        return ()
-    kept: list[Image] = []
-    for item in raw[: settings.max_images]:
-        if not isinstance(item, dict):
-            continue
-        mime, encoded = item.get("mime"), item.get("data")
-        if not isinstance(mime, str) or mime not in _IMAGE_MAGIC or not isinstance(encoded, str):
-            continue
-        if len(encoded) > settings.image_limit * 4 // 3 + 8:
-            continue
-        try:
-            data = base64.b64decode(encoded, validate=True)
-        except (binascii.Error, ValueError):
-            continue
-        if len(data) <= settings.image_limit and data.startswith(_IMAGE_MAGIC[mime]):
-            kept.append(Image(mime, data))
-    return tuple(kept)
-
-
-def _guest_notes(raw: Any) -> list[str]:
-    if not isinstance(raw, list):
-        return []
-    return [note[:500] for note in raw[:_MAX_NOTES] if isinstance(note, str)]

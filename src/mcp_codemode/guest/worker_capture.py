@@ -1,0 +1,153 @@
+"""The capture of the user's output: the pipes behind fds 1 and 2, the threads that drain them, the bounds.
+
+Apart from the worker because it is one mechanism with its own rule, bounded at the source: each stream sends
+its head to the host as it comes and keeps only a tail ring afterwards, counting what it dropped, so a flood
+costs the host at most the configured cap; ``fence`` closes one cell's capture once what it wrote is drained.
+"""
+
+from __future__ import annotations
+
+import codecs
+import collections
+import contextlib
+import fcntl
+import os
+import select
+import sys
+import termios
+import threading
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs ~3 ms of start-up and is only needed by type checkers
+    from typing import Any
+
+if __package__:  # imported on the host (tests) as mcp_codemode.guest.worker_capture
+    from .protocol import OUTPUT
+    from .worker_channel import READ_CHUNK, Channel
+else:  # in the sandbox the guest folder is on sys.path
+    from protocol import OUTPUT  # type: ignore[import-not-found,no-redef]
+    from worker_channel import READ_CHUNK, Channel  # type: ignore[import-not-found,no-redef]
+
+# How long a result waits for the capture threads to drain what the cell wrote. The pipes are usually empty at
+# once; 0.05 s lost a cell's last line under gVisor right after a thread bomb (the readers were slow to run),
+# and a writer that never stops (a background flood) delays each result by at most this.
+FENCE_WAIT_SECONDS = 0.5
+
+
+class StreamSink:
+    """Bounded capture of one output stream for the running execution.
+
+    The first ``head_limit`` characters are streamed to the host as they come; later text is kept in a
+    tail ring of ``tail_limit`` characters, and whatever falls out of the ring is only counted.
+    """
+
+    def __init__(self, name: str, channel: Channel, head_limit: int, tail_limit: int) -> None:
+        self.name = name
+        self._channel = channel
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.head_left = head_limit
+        self.tail_limit = tail_limit
+        self.tail: collections.deque[str] = collections.deque()
+        self.tail_chars = 0
+        self.dropped = 0
+
+    def feed(self, data: bytes) -> None:
+        text = self._decoder.decode(data)
+        if not text:
+            return
+        if self.head_left > 0:
+            head, text = text[: self.head_left], text[self.head_left :]
+            self.head_left -= len(head)
+            self._channel.send({"type": OUTPUT, "stream": self.name, "data": head})
+        if not text:
+            return
+        if len(text) >= self.tail_limit:
+            self.dropped += self.tail_chars + len(text) - self.tail_limit
+            self.tail.clear()
+            text = text[len(text) - self.tail_limit :] if self.tail_limit else ""
+            self.tail_chars = 0
+        self.tail.append(text)
+        self.tail_chars += len(text)
+        while self.tail_chars > self.tail_limit and self.tail:
+            first = self.tail[0]
+            excess = self.tail_chars - self.tail_limit
+            if len(first) <= excess:
+                self.tail.popleft()
+                self.tail_chars -= len(first)
+                self.dropped += len(first)
+            else:
+                self.tail[0] = first[excess:]
+                self.tail_chars -= excess
+                self.dropped += excess
+
+    def finish(self) -> tuple[str, int]:
+        rest = self._decoder.decode(b"", final=True)
+        if rest:
+            self.feed(rest.encode("utf-8"))
+        return "".join(self.tail), self.dropped
+
+
+class Capture:
+    """Owns the pipes behind fds 1 and 2 and the threads that drain them."""
+
+    def __init__(self, channel: Channel, limit: int) -> None:
+        self._channel = channel
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._fds: dict[str, int] = {}
+        self._sinks: dict[str, StreamSink] = {}
+        self.reset()
+        for name, target in (("stdout", 1), ("stderr", 2)):
+            read_fd, write_fd = os.pipe()
+            os.dup2(write_fd, target)
+            os.close(write_fd)
+            os.set_blocking(read_fd, False)
+            self._fds[name] = read_fd
+            threading.Thread(target=self._drain, args=(name, read_fd), daemon=True, name=f"capture-{name}").start()
+
+    def reset(self) -> None:
+        half = max(self._limit // 2, 1)
+        with self._lock:
+            self._sinks = {
+                name: StreamSink(name, self._channel, head_limit=half, tail_limit=self._limit - half)
+                for name in ("stdout", "stderr")
+            }
+
+    def _drain(self, name: str, fd: int) -> None:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while True:
+            poller.poll()
+            with self._lock:
+                try:
+                    data = os.read(fd, READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    return
+                self._sinks[name].feed(data)
+
+    def fence(self) -> dict[str, Any]:
+        """Wait until everything written so far is drained, then close this execution's capture."""
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        deadline = time.monotonic() + FENCE_WAIT_SECONDS
+        buf = bytearray(4)
+        for fd in self._fds.values():
+            while True:
+                with self._lock:
+                    fcntl.ioctl(fd, termios.FIONREAD, buf)
+                    pending = int.from_bytes(buf, sys.byteorder)
+                if pending == 0 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.0002)
+        with self._lock:
+            summary: dict[str, Any] = {}
+            for name, sink in self._sinks.items():
+                tail, dropped = sink.finish()
+                summary[name + "_tail"] = tail
+                summary[name + "_dropped"] = dropped
+        self.reset()
+        return summary

@@ -1,0 +1,99 @@
+"""What one cell produced, as the host hands it on: the result types and the checks that build them from a frame.
+
+Apart from the worker because these are plain data that the faces (rendering, the CLI, the bridge) consume
+without needing the process handle, its asyncio machinery or the backends; and the decoding lives with the types
+because it is where the guest's untrusted result frame becomes them: every field is checked here (images by
+type, size and magic bytes, notes and texts by type and length), and anything that fails is dropped.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+from typing import Any, Literal
+
+from ..settings import Settings
+
+Status = Literal["ok", "error", "timeout", "crashed"]
+
+
+@dataclasses.dataclass(frozen=True)
+class GuestError:
+    """An exception raised by the user's code, as the guest described it."""
+
+    type: str
+    message: str
+    traceback: str
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputImage:
+    """An image the code showed, checked on the host: a type we can send and bytes that really are one."""
+
+    mime: str
+    data: bytes
+
+
+_IMAGE_MAGIC = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),
+}
+_MAX_NOTES = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutionResult:
+    """What one cell produced. ``notice`` is a plain sentence for timeouts and crashes."""
+
+    status: Status
+    stdout: str = ""
+    stderr: str = ""
+    value: str | None = None
+    error: GuestError | None = None
+    duration: float = 0.0
+    state_lost: bool = False
+    notice: str = ""
+    images: tuple[OutputImage, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def guest_error(raw: Any) -> GuestError | None:
+    if not isinstance(raw, dict):
+        return None
+    fields = [raw.get(key) for key in ("type", "message", "traceback")]
+    text = [value if isinstance(value, str) else "" for value in fields]
+    return GuestError(text[0][:200] or "Exception", text[1], text[2])
+
+
+def guest_images(raw: Any, settings: Settings) -> tuple[OutputImage, ...]:
+    """Images from the guest that pass every check; anything else is dropped (the guest is not trusted)."""
+    if not isinstance(raw, list):
+        return ()
+    kept: list[OutputImage] = []
+    for item in raw[: settings.max_images]:
+        if not isinstance(item, dict):
+            continue
+        mime, encoded = item.get("mime"), item.get("data")
+        if not isinstance(mime, str) or mime not in _IMAGE_MAGIC or not isinstance(encoded, str):
+            continue
+        if len(encoded) > settings.image_limit * 4 // 3 + 8:
+            continue
+        try:
+            data = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if len(data) <= settings.image_limit and data.startswith(_IMAGE_MAGIC[mime]):
+            kept.append(OutputImage(mime, data))
+    return tuple(kept)
+
+
+def guest_notes(raw: Any) -> list[str]:
+    if not isinstance(raw, list):
+        return []
+    return [note[:500] for note in raw[:_MAX_NOTES] if isinstance(note, str)]
