@@ -48,7 +48,6 @@ KNOWN_VIOLATIONS: set[tuple[str, str]] = {
     (f"{PACKAGE}.settings", f"{PACKAGE}.policy"),
     (f"{PACKAGE}.web", f"{PACKAGE}.server"),
     (f"{PACKAGE}.render", f"{PACKAGE}.sandbox.worker"),
-    (f"{PACKAGE}.relay", f"{PACKAGE}.sandbox.frames"),
 }
 
 

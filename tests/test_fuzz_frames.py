@@ -28,15 +28,8 @@ from hypothesis import strategies as st
 
 from mcp_codemode.guest import worker as guest
 from mcp_codemode.guest.protocol import MAX_DEPTH
-from mcp_codemode.sandbox.frames import (
-    HEADER,
-    EncodedReply,
-    FrameError,
-    encode_frame,
-    encode_reply,
-    encode_value,
-    read_frame,
-)
+from mcp_codemode.reply_encoding import EncodedReply, encode_value
+from mcp_codemode.sandbox.frames import HEADER, FrameError, encode_frame, encode_reply, read_frame
 from mcp_codemode.sandbox.select import make_backend
 from mcp_codemode.sandbox.worker import ExecutionResult, Worker, _Cell, _Stream
 from tests.conftest import require_usable, sandbox_settings

@@ -27,7 +27,7 @@ from mcp import types
 
 from .audit import AuditLog
 from .policy import RateLimiter, Refused
-from .sandbox.frames import EncodedReply, encode_value
+from .reply_encoding import EncodedReply, encode_value
 from .saved_tools import SavedToolProblem, SavedToolStore
 from .settings import Settings
 from .upstream import catalog

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..guest.protocol import MAX_DEPTH, MAX_FRAME_BYTES, MAX_VALUES, REPLY
+from ..reply_encoding import EncodedReply, encode_value
 
 HEADER = struct.Struct(">I")
 _REASON_CHARS = 200
@@ -43,23 +44,6 @@ def encode_frame(message: dict[str, Any]) -> bytes:
 
 def _framed(payload: bytes) -> bytes:
     return HEADER.pack(len(payload)) + payload
-
-
-class EncodedReply(dict[str, Any]):
-    """A successful reply whose ``value`` was already encoded (``value_json``), to be sent without encoding it again.
-
-    The relay encodes a tool's result once, to count its bytes for the audit log; the frame reuses those bytes.
-    A large result (a megabyte of JSON costs milliseconds to encode) used to be encoded twice.
-    """
-
-    def __init__(self, reply: dict[str, Any], value_json: bytes) -> None:
-        super().__init__(reply)
-        self.value_json = value_json
-
-
-def encode_value(value: Any) -> bytes:
-    """``value`` as the frame spells it: compact UTF-8 JSON; raises like ``encode_frame`` on what JSON cannot carry."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def encode_reply(request_id: int, body: dict[str, Any]) -> bytes:
