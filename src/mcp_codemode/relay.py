@@ -23,6 +23,14 @@ from typing import Any
 from mcp import types
 
 from .audit import AuditLog
+from .guest.protocol import (
+    ERROR_KIND_ARGUMENT,
+    ERROR_KIND_MCP,
+    ERROR_KIND_SERVER_NOT_FOUND,
+    ERROR_KIND_SERVER_UNAVAILABLE,
+    ERROR_KIND_TOOL_NOT_FOUND,
+    ERROR_KIND_TOOL_TIMEOUT,
+)
 from .relay_params import (
     MAX_LIMIT,
     MAX_NAME,
@@ -119,7 +127,7 @@ class Relay:
             return await self.guard.audited(run, lambda note: self._answer(self._call(run, message, note), message))
         handler = self._ops.get(op) if isinstance(op, str) else None
         if handler is None:
-            return Refusal("MCPError", f"unknown request {op!r:.40}").reply()
+            return Refusal(ERROR_KIND_MCP, f"unknown request {op!r:.40}").reply()
         return await self._answer(handler(owner, message), message)
 
     async def _answer(self, work: Awaitable[Any], message: dict[str, Any]) -> Reply:
@@ -131,15 +139,17 @@ class Relay:
         except UnknownServer as exc:
             return self._unknown_server(exc.server).reply()
         except ServerUnavailable as exc:
-            return Refusal("ServerUnavailable", str(exc), clipped_text(message, "server")).reply()
+            return Refusal(ERROR_KIND_SERVER_UNAVAILABLE, str(exc), clipped_text(message, "server")).reply()
         except UpstreamTimeout as exc:
             return Refusal(
-                "ToolTimeout", str(exc), clipped_text(message, "server"), clipped_text(message, "tool")
+                ERROR_KIND_TOOL_TIMEOUT, str(exc), clipped_text(message, "server"), clipped_text(message, "tool")
             ).reply()
         except UpstreamCallError as exc:
-            return Refusal("MCPError", str(exc), clipped_text(message, "server"), clipped_text(message, "tool")).reply()
+            return Refusal(
+                ERROR_KIND_MCP, str(exc), clipped_text(message, "server"), clipped_text(message, "tool")
+            ).reply()
         except SavedToolProblem as exc:
-            return Refusal("ArgumentError", str(exc)).reply()
+            return Refusal(ERROR_KIND_ARGUMENT, str(exc)).reply()
 
     # ----------------------------------------------------------------------------------------- requests
 
@@ -215,7 +225,7 @@ class Relay:
         unknown = [key for key in message if key not in SEARCH_KEYS]
         if unknown:
             named = ", ".join(f"{key!r:.40}" for key in unknown[:5])
-            raise Refusal("ArgumentError", f"search() got unknown parameter(s) {named}; it takes query, limit, "
+            raise Refusal(ERROR_KIND_ARGUMENT, f"search() got unknown parameter(s) {named}; it takes query, limit, "
                           "offset, detail and server")  # fmt: skip
         query = checked_text(message.get("query"), "query", MAX_QUERY)
         limit = checked_int(message.get("limit", 5), "limit", 1, MAX_LIMIT)
@@ -235,12 +245,12 @@ class Relay:
         note.tool = wanted
         arguments = message.get("arguments", {})
         if not isinstance(arguments, dict):
-            raise Refusal("ArgumentError", "arguments must be a dict of the tool's parameters", name, wanted)
+            raise Refusal(ERROR_KIND_ARGUMENT, "arguments must be a dict of the tool's parameters", name, wanted)
         # Measured first (without recursion) so every audit line has the arguments' hash; refused below, after
         # the names, because "this server is refused" is the more useful news.
         too_large, note.arguments = self.policy.argument_refusal(arguments)
         if note.arguments is not None and not is_unicode(note.arguments.decode("utf-8", "surrogatepass")):
-            raise Refusal("ArgumentError", "the arguments hold a lone surrogate, which is not valid Unicode text; "
+            raise Refusal(ERROR_KIND_ARGUMENT, "the arguments hold a lone surrogate, which is not valid Unicode text; "
                           "pass text as str without surrogates, or bytes as base64", name, wanted)  # fmt: skip
         config = self._call_target(name, wanted, note)
         server = note.server = config.name
@@ -252,7 +262,7 @@ class Relay:
         timeout = message.get("timeout")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or
                                     not 0 < timeout <= self.settings.max_timeout):  # fmt: skip
-            raise Refusal("ArgumentError", f"timeout must be a number of seconds above 0 and at most "
+            raise Refusal(ERROR_KIND_ARGUMENT, f"timeout must be a number of seconds above 0 and at most "
                           f"{self.settings.max_timeout}, not {timeout!r:.40}")  # fmt: skip
         # Arguments are checked against what the running server lists now, never against a cached listing.
         listing = await self.directory.listing(server, live=True)
@@ -261,7 +271,7 @@ class Relay:
         try:
             check_arguments(tool.name, tool.input_schema or {}, arguments)
         except ArgumentProblem as exc:
-            raise Refusal("ArgumentError", str(exc), server, tool.name) from None
+            raise Refusal(ERROR_KIND_ARGUMENT, str(exc), server, tool.name) from None
         self.guard.spend(run, f"{server}/{tool.name}", note)
         result = await self.hub.call_tool(server, tool.name, arguments, timeout=timeout)
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -320,7 +330,7 @@ class Relay:
         names = self.hub.names()
         close = close_matches(name, names)
         hint = did_you_mean(close)
-        return Refusal("ServerNotFound", f"no MCP server named {name!r}.{hint} Configured servers: "
+        return Refusal(ERROR_KIND_SERVER_NOT_FOUND, f"no MCP server named {name!r}.{hint} Configured servers: "
                        f"{', '.join(names) or 'none'}.", name, suggestions=close)  # fmt: skip
 
     def _find_tool(self, server: str, listing: Listing, name: str, note: CallNote | None = None) -> types.Tool:
@@ -334,5 +344,5 @@ class Relay:
         candidates = list(dict.fromkeys(names + list(listing.aliases.values())))
         close = close_matches(name, candidates)
         hint = did_you_mean(close)
-        raise Refusal("ToolNotFound", f"the {server!r} server has no tool {name!r}.{hint} Its tools: "
+        raise Refusal(ERROR_KIND_TOOL_NOT_FOUND, f"the {server!r} server has no tool {name!r}.{hint} Its tools: "
                       f"{', '.join(names) or 'none'}.", server, name, suggestions=close)  # fmt: skip

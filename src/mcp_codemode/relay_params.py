@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .guest.protocol import ERROR_KIND_ARGUMENT
 from .upstream import catalog
 
 Reply = dict[str, Any]
@@ -51,7 +52,7 @@ def checked_detail(message: dict[str, Any]) -> catalog.Detail:
     for known in catalog.DETAILS:
         if detail == known:
             return known
-    raise Refusal("ArgumentError", f"detail must be one of {', '.join(catalog.DETAILS)}, not {detail!r:.40}")
+    raise Refusal(ERROR_KIND_ARGUMENT, f"detail must be one of {', '.join(catalog.DETAILS)}, not {detail!r:.40}")
 
 
 def clipped_text(message: dict[str, Any], key: str) -> str | None:
@@ -61,23 +62,23 @@ def clipped_text(message: dict[str, Any], key: str) -> str | None:
 
 def checked_int(value: Any, what: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise Refusal("ArgumentError", f"{what} must be a whole number from {low} to {high:,}, not "
+        raise Refusal(ERROR_KIND_ARGUMENT, f"{what} must be a whole number from {low} to {high:,}, not "
                       f"{type(value).__name__} {value!r:.40}")  # fmt: skip
     if not low <= value <= high:
         shown = str(value) if abs(value) < 10**12 else "a number that large"
-        raise Refusal("ArgumentError", f"{what} must be a whole number from {low} to {high:,}, not {shown}")
+        raise Refusal(ERROR_KIND_ARGUMENT, f"{what} must be a whole number from {low} to {high:,}, not {shown}")
     return value
 
 
 def checked_text(value: Any, what: str, limit: int) -> str:
     if not isinstance(value, str):
-        raise Refusal("ArgumentError", f"{what} must be a string, not {type(value).__name__}")
+        raise Refusal(ERROR_KIND_ARGUMENT, f"{what} must be a string, not {type(value).__name__}")
     if not value.strip():
-        raise Refusal("ArgumentError", f"{what} is empty; give a {what}")
+        raise Refusal(ERROR_KIND_ARGUMENT, f"{what} is empty; give a {what}")
     if len(value) > limit:
-        raise Refusal("ArgumentError", f"{what} is {len(value):,} characters long; at most {limit:,} are accepted")
+        raise Refusal(ERROR_KIND_ARGUMENT, f"{what} is {len(value):,} characters long; at most {limit:,} are accepted")
     if not is_unicode(value):
-        raise Refusal("ArgumentError", f"{what} holds a lone surrogate, which is not valid Unicode text")
+        raise Refusal(ERROR_KIND_ARGUMENT, f"{what} holds a lone surrogate, which is not valid Unicode text")
     return value
 
 

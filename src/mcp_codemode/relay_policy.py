@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from .audit import AuditLog
+from .guest.protocol import ERROR_KIND_POLICY, ERROR_KIND_TOOL_TIMEOUT
 from .policy import Policy, RateLimiter, Refused
 from .relay_params import Refusal, Reply
 from .relay_run import Run
@@ -63,9 +64,9 @@ class CallGuard:
                 self._audit(run, note, started, outcome, result_bytes=len(reply.value_json))
         else:
             kind = str(reply.get("error", {}).get("kind"))
-            if kind == "PolicyError":
+            if kind == ERROR_KIND_POLICY:
                 self._audit(run, note, started, "refused")
-            elif kind == "ToolTimeout":
+            elif kind == ERROR_KIND_TOOL_TIMEOUT:
                 self._audit(run, note, started, "timeout")
             else:
                 self._audit(run, note, started, "error", error=kind)
@@ -103,4 +104,4 @@ class CallGuard:
                 tool: str | None = None) -> Refusal:  # fmt: skip
         if note is not None:
             note.rule = refused.rule
-        return Refusal("PolicyError", self.policy.message(subject, refused), server, tool, rule=refused.rule)
+        return Refusal(ERROR_KIND_POLICY, self.policy.message(subject, refused), server, tool, rule=refused.rule)
