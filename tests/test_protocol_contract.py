@@ -44,7 +44,8 @@ def _protocol_names_used(path: Path) -> set[str]:
 
 
 def _values(names: set[str]) -> set[str]:
-    return {getattr(protocol, name) for name in names if isinstance(getattr(protocol, name), str)}
+    # The frames' TypedDicts exist only for the type checker (imported under TYPE_CHECKING): not values here.
+    return {value for name in names if isinstance(value := getattr(protocol, name, None), str)}
 
 
 def test_the_two_directions_are_disjoint_and_complete() -> None:

@@ -9,10 +9,13 @@ these refusals and neither should need the other to do so.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .guest.protocol import ERROR_KIND_ARGUMENT
 from .upstream import catalog
+
+if TYPE_CHECKING:
+    from .guest.protocol import ErrorInfo
 
 Reply = dict[str, Any]
 MAX_NAME = 256
@@ -37,7 +40,7 @@ class Refusal(Exception):
         self.details = details
 
     def reply(self) -> Reply:
-        error: dict[str, Any] = {"kind": self.kind, "message": self.message}
+        error: ErrorInfo = {"kind": self.kind, "message": self.message}
         if self.server is not None:
             error["server"] = self.server
         if self.tool is not None:

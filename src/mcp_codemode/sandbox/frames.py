@@ -20,7 +20,7 @@ import json
 import math
 import re
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..guest.protocol import MAX_DEPTH, MAX_FRAME_BYTES, MAX_VALUES, REPLY
@@ -38,7 +38,8 @@ class FrameError(Exception):
     """The guest broke the protocol; the worker cannot be trusted any further and is killed."""
 
 
-def encode_frame(message: dict[str, Any]) -> bytes:
+def encode_frame(message: Mapping[str, Any]) -> bytes:
+    """One frame: ``message`` (a frame of ``guest/protocol.py``'s typed ``HostFrame``, or any object) framed."""
     return _framed(encode_value(message))
 
 
@@ -46,7 +47,7 @@ def _framed(payload: bytes) -> bytes:
     return HEADER.pack(len(payload)) + payload
 
 
-def encode_reply(request_id: int, body: dict[str, Any]) -> bytes:
+def encode_reply(request_id: int, body: Mapping[str, Any]) -> bytes:
     """The reply frame to request ``request_id``: ``body`` spliced in, its value pre-encoded when it is one."""
     if not isinstance(body, EncodedReply):
         return encode_frame({"type": REPLY, "id": request_id, **body})
