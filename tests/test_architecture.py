@@ -47,7 +47,6 @@ KNOWN_VIOLATIONS: set[tuple[str, str]] = {
     # wrong-way edges named in issue 21
     (f"{PACKAGE}.settings", f"{PACKAGE}.policy"),
     (f"{PACKAGE}.web", f"{PACKAGE}.server"),
-    (f"{PACKAGE}.relay", f"{PACKAGE}.sandbox.frames"),
 }
 
 

@@ -28,15 +28,8 @@ from hypothesis import strategies as st
 
 from mcp_codemode.guest import worker_channel as guest
 from mcp_codemode.guest.protocol import MAX_DEPTH
-from mcp_codemode.sandbox.frames import (
-    HEADER,
-    EncodedReply,
-    FrameError,
-    encode_frame,
-    encode_reply,
-    encode_value,
-    read_frame,
-)
+from mcp_codemode.reply_encoding import EncodedReply, encode_value
+from mcp_codemode.sandbox.frames import HEADER, FrameError, encode_frame, encode_reply, read_frame
 from mcp_codemode.sandbox.output import BoundedStream
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import make_backend

@@ -32,7 +32,7 @@ from .doctor import diagnose, render_text
 from .errors import CodemodeError, SettingsError
 from .provision import commands as provision
 from .provision.image import DEFAULT_MIRROR, DEFAULT_SUITE
-from .relay import MAX_LIMIT, MAX_OFFSET, MAX_QUERY
+from .relay_params import MAX_LIMIT, MAX_OFFSET, MAX_QUERY
 from .sandbox.results import ExecutionResult
 from .sandbox.select import choose_backend
 from .server import build_server

@@ -1,33 +1,53 @@
 """The host end of sandboxed code's requests: discovery, tool calls, resources and saved tools.
 
-Every request arrives from code we do not trust (a ``call`` frame, already size-bounded by the frame
-reader), so each parameter is type-checked here before use, and every failure becomes an error reply
-whose ``kind`` names the ``runtime`` exception the guest raises. Arguments are validated against the
-tool's schema before the upstream server sees them.
+This is the request API: it dispatches each ``call`` frame by its ``op`` and answers it. Every request
+arrives from code we do not trust, so each parameter is type-checked before use (``relay_params.py``) and
+every failure becomes an error reply whose ``kind`` names the ``runtime`` exception the guest raises.
+Arguments are validated against the tool's schema before the upstream server sees them.
 
 Listings come from the tool directory: docs, proxies and search may be answered from the catalog cache
 without starting a server, but a call is always checked against the listing of the running server.
 
-The policy hides refused servers and tools in the directory; here it refuses the calls that name them
-anyway, and holds the caps: argument size and depth (measured before anything recursive touches the
-arguments), a budget of calls per ``run_python`` call (``for_run`` gives each run its own counter) and a
-rate per owner. Every tool call, refused or not, gets one line in the audit log, cancelled ones included.
+The policy's refusals of servers and tools the calls name, its caps (argument size and depth, measured
+before anything recursive touches the arguments, the per-run budget and the rate) and the audit line of
+every tool call are in ``relay_policy.py``; whose run a request belongs to is ``relay_run.Run``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp import types
 
 from .audit import AuditLog
-from .policy import RateLimiter, Refused
-from .sandbox.frames import EncodedReply, encode_value
+from .guest.protocol import (
+    ERROR_KIND_ARGUMENT,
+    ERROR_KIND_MCP,
+    ERROR_KIND_SERVER_NOT_FOUND,
+    ERROR_KIND_SERVER_UNAVAILABLE,
+    ERROR_KIND_TOOL_NOT_FOUND,
+    ERROR_KIND_TOOL_TIMEOUT,
+)
+from .relay_params import (
+    MAX_LIMIT,
+    MAX_NAME,
+    MAX_OFFSET,
+    MAX_QUERY,
+    MAX_URI,
+    SEARCH_KEYS,
+    Refusal,
+    Reply,
+    checked_detail,
+    checked_int,
+    checked_text,
+    clipped_text,
+    is_unicode,
+)
+from .relay_policy import CallGuard, CallNote
+from .relay_run import RelayFunction, Run
 from .saved_tools import SavedToolProblem, SavedToolStore
 from .settings import Settings
 from .upstream import catalog
@@ -39,57 +59,6 @@ from .upstream.suggest import close_matches, did_you_mean
 from .upstream.validate import ArgumentProblem, check_arguments
 
 log = logging.getLogger(__name__)
-Reply = dict[str, Any]
-MAX_NAME = 256
-MAX_QUERY = 2_000
-MAX_URI = 8_192
-MAX_LIMIT = 200
-MAX_OFFSET = 100_000
-# A search request's keys: the frame's own (type, id, op) and the parameters; anything else is refused.
-_SEARCH_KEYS = frozenset({"type", "id", "op", "query", "limit", "offset", "detail", "server"})
-RelayFunction = Callable[[dict[str, Any]], Awaitable[Reply]]
-
-
-@dataclasses.dataclass
-class Run:
-    """One ``run_python`` call: whose it is, and how many tool calls it has made (its budget)."""
-
-    owner: str
-    session: str
-    calls: int = 0
-
-
-@dataclasses.dataclass
-class _CallNote:
-    """What one tool call turned out to be, for its audit line, filled in as the call is checked."""
-
-    server: str | None = None
-    tool: str | None = None
-    arguments: bytes | None = None  # canonical JSON
-    rule: str | None = None
-
-
-class Refusal(Exception):
-    """A request we answer with an error reply; ``kind`` is the runtime exception class the guest raises."""
-
-    def __init__(self, kind: str, message: str, server: str | None = None, tool: str | None = None,
-                 **details: Any) -> None:  # fmt: skip
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.server = server
-        self.tool = tool
-        self.details = details
-
-    def reply(self) -> Reply:
-        error: dict[str, Any] = {"kind": self.kind, "message": self.message}
-        if self.server is not None:
-            error["server"] = self.server
-        if self.tool is not None:
-            error["tool"] = self.tool
-        if self.details:
-            error["details"] = self.details
-        return {"ok": False, "error": error}
 
 
 class Relay:
@@ -103,8 +72,7 @@ class Relay:
         self.store = store
         self.settings = settings
         self.policy = settings.policy
-        self.audit = audit if audit is not None else AuditLog(None)
-        self.rate = RateLimiter(self.policy.max_calls_per_second)
+        self.guard = CallGuard(self.policy, audit if audit is not None else AuditLog(None))
         self._entries = self._server_entries()  # the configured servers never change; a worker sends them once
         self._ops: dict[str, Callable[[str, dict[str, Any]], Awaitable[Any]]] = {
             "servers": self._servers,
@@ -156,56 +124,12 @@ class Relay:
     async def handle(self, owner: str, message: dict[str, Any], run: Run | None = None) -> Reply:
         op = message.get("op")
         if op == "call":
-            return await self._audited_call(run if run is not None else Run(owner, ""), message)
+            run = run if run is not None else Run(owner, "")
+            return await self.guard.audited(run, lambda note: self._answer(self._call(run, message, note), message))
         handler = self._ops.get(op) if isinstance(op, str) else None
         if handler is None:
-            return Refusal("MCPError", f"unknown request {op!r:.40}").reply()
+            return Refusal(ERROR_KIND_MCP, f"unknown request {op!r:.40}").reply()
         return await self._answer(handler(owner, message), message)
-
-    async def _audited_call(self, run: Run, message: dict[str, Any]) -> Reply:
-        note = _CallNote()
-        started = time.monotonic()
-        try:
-            reply = await self._answer(self._call(run, message, note), message)
-        except asyncio.CancelledError:
-            self._audit(run, note, started, "cancelled")
-            raise
-        except Exception as exc:  # a bug of ours; the worker turns it into an error reply
-            self._audit(run, note, started, "error", error=type(exc).__name__)
-            raise
-        if reply.get("ok"):
-            value = reply.get("value")
-            outcome = "tool_error" if isinstance(value, dict) and value.get("isError") else "ok"
-            try:  # encoded once: the audit counts these bytes and the reply frame reuses them
-                reply = EncodedReply(reply, encode_value(value))
-            except (TypeError, ValueError, RecursionError):  # the worker tells the code it could not be sent
-                self._audit(run, note, started, outcome)
-            else:
-                self._audit(run, note, started, outcome, result_bytes=len(reply.value_json))
-        else:
-            kind = str(reply.get("error", {}).get("kind"))
-            if kind == "PolicyError":
-                self._audit(run, note, started, "refused")
-            elif kind == "ToolTimeout":
-                self._audit(run, note, started, "timeout")
-            else:
-                self._audit(run, note, started, "error", error=kind)
-        return reply
-
-    def _audit(self, run: Run, note: _CallNote, started: float, outcome: str, *, result_bytes: int | None = None,
-               error: str | None = None) -> None:  # fmt: skip
-        self.audit.record(
-            session=run.session,
-            owner=run.owner,
-            server=note.server,
-            tool=note.tool,
-            arguments=note.arguments,
-            outcome=outcome,
-            duration=time.monotonic() - started,
-            result_bytes=result_bytes,
-            rule=note.rule if outcome == "refused" else None,
-            error=error,
-        )
 
     async def _answer(self, work: Awaitable[Any], message: dict[str, Any]) -> Reply:
         """The reply to one request: its value, or the error the guest raises as a runtime exception."""
@@ -216,13 +140,17 @@ class Relay:
         except UnknownServer as exc:
             return self._unknown_server(exc.server).reply()
         except ServerUnavailable as exc:
-            return Refusal("ServerUnavailable", str(exc), _text(message, "server")).reply()
+            return Refusal(ERROR_KIND_SERVER_UNAVAILABLE, str(exc), clipped_text(message, "server")).reply()
         except UpstreamTimeout as exc:
-            return Refusal("ToolTimeout", str(exc), _text(message, "server"), _text(message, "tool")).reply()
+            return Refusal(
+                ERROR_KIND_TOOL_TIMEOUT, str(exc), clipped_text(message, "server"), clipped_text(message, "tool")
+            ).reply()
         except UpstreamCallError as exc:
-            return Refusal("MCPError", str(exc), _text(message, "server"), _text(message, "tool")).reply()
+            return Refusal(
+                ERROR_KIND_MCP, str(exc), clipped_text(message, "server"), clipped_text(message, "tool")
+            ).reply()
         except SavedToolProblem as exc:
-            return Refusal("ArgumentError", str(exc)).reply()
+            return Refusal(ERROR_KIND_ARGUMENT, str(exc)).reply()
 
     # ----------------------------------------------------------------------------------------- requests
 
@@ -283,7 +211,7 @@ class Relay:
 
     async def _docs(self, owner: str, message: dict[str, Any]) -> Any:
         server = self._server(message)
-        detail = self._detail(message)
+        detail = checked_detail(message)
         listing = await self.directory.listing(server)
         wanted = message.get("tool")
         if wanted is None:
@@ -291,19 +219,19 @@ class Relay:
                 config = self.hub.config(server)
                 return catalog.server_stub(server, config.alias, config.description, listing.tools, listing.aliases)
             return [catalog.tool_doc(server, tool, listing.aliases[tool.name], detail) for tool in listing.tools]
-        tool = self._find_tool(server, listing, _checked_text(wanted, "tool", MAX_NAME))
+        tool = self._find_tool(server, listing, checked_text(wanted, "tool", MAX_NAME))
         return catalog.tool_doc(server, tool, listing.aliases[tool.name], detail)
 
     async def _search(self, owner: str, message: dict[str, Any]) -> dict[str, Any]:
-        unknown = [key for key in message if key not in _SEARCH_KEYS]
+        unknown = [key for key in message if key not in SEARCH_KEYS]
         if unknown:
             named = ", ".join(f"{key!r:.40}" for key in unknown[:5])
-            raise Refusal("ArgumentError", f"search() got unknown parameter(s) {named}; it takes query, limit, "
+            raise Refusal(ERROR_KIND_ARGUMENT, f"search() got unknown parameter(s) {named}; it takes query, limit, "
                           "offset, detail and server")  # fmt: skip
-        query = _checked_text(message.get("query"), "query", MAX_QUERY)
-        limit = _checked_int(message.get("limit", 5), "limit", 1, MAX_LIMIT)
-        offset = _checked_int(message.get("offset", 0), "offset", 0, MAX_OFFSET)
-        detail = self._detail(message)
+        query = checked_text(message.get("query"), "query", MAX_QUERY)
+        limit = checked_int(message.get("limit", 5), "limit", 1, MAX_LIMIT)
+        offset = checked_int(message.get("offset", 0), "offset", 0, MAX_OFFSET)
+        detail = checked_detail(message)
         wanted = message.get("server")
         server = None if wanted is None else self._server(message)
         page = await self.directory.search(
@@ -311,31 +239,31 @@ class Relay:
         )
         return page.reply(detail)
 
-    async def _call(self, run: Run, message: dict[str, Any], note: _CallNote) -> dict[str, Any]:
-        name = _checked_text(message.get("server"), "server", MAX_NAME)
+    async def _call(self, run: Run, message: dict[str, Any], note: CallNote) -> dict[str, Any]:
+        name = checked_text(message.get("server"), "server", MAX_NAME)
         note.server = name
-        wanted = _checked_text(message.get("tool"), "tool", MAX_NAME)
+        wanted = checked_text(message.get("tool"), "tool", MAX_NAME)
         note.tool = wanted
         arguments = message.get("arguments", {})
         if not isinstance(arguments, dict):
-            raise Refusal("ArgumentError", "arguments must be a dict of the tool's parameters", name, wanted)
+            raise Refusal(ERROR_KIND_ARGUMENT, "arguments must be a dict of the tool's parameters", name, wanted)
         # Measured first (without recursion) so every audit line has the arguments' hash; refused below, after
         # the names, because "this server is refused" is the more useful news.
         too_large, note.arguments = self.policy.argument_refusal(arguments)
-        if note.arguments is not None and not _is_unicode(note.arguments.decode("utf-8", "surrogatepass")):
-            raise Refusal("ArgumentError", "the arguments hold a lone surrogate, which is not valid Unicode text; "
+        if note.arguments is not None and not is_unicode(note.arguments.decode("utf-8", "surrogatepass")):
+            raise Refusal(ERROR_KIND_ARGUMENT, "the arguments hold a lone surrogate, which is not valid Unicode text; "
                           "pass text as str without surrogates, or bytes as base64", name, wanted)  # fmt: skip
         config = self._call_target(name, wanted, note)
         server = note.server = config.name
         typed = self.policy.name_refusal(server, config.alias, (wanted,))
         if typed is not None:
-            raise self._refused(f"{server}/{wanted}", typed, note, server, wanted)
+            raise self.guard.refused(f"{server}/{wanted}", typed, note, server, wanted)
         if too_large is not None:
-            raise self._refused(f"{server}/{wanted}", too_large, note, server, wanted)
+            raise self.guard.refused(f"{server}/{wanted}", too_large, note, server, wanted)
         timeout = message.get("timeout")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or
                                     not 0 < timeout <= self.settings.max_timeout):  # fmt: skip
-            raise Refusal("ArgumentError", f"timeout must be a number of seconds above 0 and at most "
+            raise Refusal(ERROR_KIND_ARGUMENT, f"timeout must be a number of seconds above 0 and at most "
                           f"{self.settings.max_timeout}, not {timeout!r:.40}")  # fmt: skip
         # Arguments are checked against what the running server lists now, never against a cached listing.
         listing = await self.directory.listing(server, live=True)
@@ -344,12 +272,12 @@ class Relay:
         try:
             check_arguments(tool.name, tool.input_schema or {}, arguments)
         except ArgumentProblem as exc:
-            raise Refusal("ArgumentError", str(exc), server, tool.name) from None
-        self._spend(run, f"{server}/{tool.name}", note)
+            raise Refusal(ERROR_KIND_ARGUMENT, str(exc), server, tool.name) from None
+        self.guard.spend(run, f"{server}/{tool.name}", note)
         result = await self.hub.call_tool(server, tool.name, arguments, timeout=timeout)
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
-    def _call_target(self, name: str, tool: str, note: _CallNote) -> ServerConfig:
+    def _call_target(self, name: str, tool: str, note: CallNote) -> ServerConfig:
         """The server a call names; one the policy refuses is refused here, without being started or listed."""
         try:
             return self.hub.config(name)
@@ -359,26 +287,7 @@ class Relay:
                 raise
             config, refused = found
             note.server = config.name
-            raise self._refused(f"{config.name}/{tool}", refused, note, config.name, tool) from None
-
-    def _spend(self, run: Run, subject: str, note: _CallNote) -> None:
-        """Take one call from the run's budget and the owner's rate; a call refused here costs neither."""
-        policy = self.policy
-        if policy.max_calls_per_run and run.calls >= policy.max_calls_per_run:
-            reason = (f"the per-run call budget of {policy.max_calls_per_run:,} tool calls is used up "
-                      "(max_calls_per_run); the next run_python call starts with a fresh budget")  # fmt: skip
-            raise self._refused(subject, Refused("max_calls_per_run", reason), note)
-        if not self.rate.take(run.owner):
-            reason = (f"the rate cap of {policy.max_calls_per_second:g} tool calls per second is reached "
-                      f"(max_calls_per_second); wait {self.rate.wait_hint()} and call again")  # fmt: skip
-            raise self._refused(subject, Refused("max_calls_per_second", reason), note)
-        run.calls += 1
-
-    def _refused(self, subject: str, refused: Refused, note: _CallNote | None = None, server: str | None = None,
-                 tool: str | None = None) -> Refusal:  # fmt: skip
-        if note is not None:
-            note.rule = refused.rule
-        return Refusal("PolicyError", self.policy.message(subject, refused), server, tool, rule=refused.rule)
+            raise self.guard.refused(f"{config.name}/{tool}", refused, note, config.name, tool) from None
 
     async def _resources(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
         resources = await self.hub.list_resources(self._server(message))
@@ -386,7 +295,7 @@ class Relay:
 
     async def _read_resource(self, owner: str, message: dict[str, Any]) -> dict[str, Any]:
         server = self._server(message)
-        uri = _checked_text(message.get("uri"), "uri", MAX_URI)
+        uri = checked_text(message.get("uri"), "uri", MAX_URI)
         result = await self.hub.read_resource(server, uri)
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
@@ -411,75 +320,30 @@ class Relay:
 
     def _server(self, message: dict[str, Any]) -> str:
         """The configured server a request names (by name or alias); the hub's UnknownServer carries suggestions."""
-        return self.hub.config(_checked_text(message.get("server"), "server", MAX_NAME)).name
+        return self.hub.config(checked_text(message.get("server"), "server", MAX_NAME)).name
 
     def _unknown_server(self, name: str) -> Refusal:
         """ServerNotFound in the words sandboxed code sees everywhere (the same as ``mcp_servers[...]``), or the
         policy's refusal for a server it hides; suggestions never name a hidden server."""
         found = self.directory.refused.get(name)
         if found is not None:
-            return self._refused(f"server {found[0].name!r}", found[1], server=found[0].name)
+            return self.guard.refused(f"server {found[0].name!r}", found[1], server=found[0].name)
         names = self.hub.names()
         close = close_matches(name, names)
         hint = did_you_mean(close)
-        return Refusal("ServerNotFound", f"no MCP server named {name!r}.{hint} Configured servers: "
+        return Refusal(ERROR_KIND_SERVER_NOT_FOUND, f"no MCP server named {name!r}.{hint} Configured servers: "
                        f"{', '.join(names) or 'none'}.", name, suggestions=close)  # fmt: skip
 
-    def _find_tool(self, server: str, listing: Listing, name: str, note: _CallNote | None = None) -> types.Tool:
+    def _find_tool(self, server: str, listing: Listing, name: str, note: CallNote | None = None) -> types.Tool:
         found = listing.lookup.get(name)
         if found is not None:
             return found
         refused = listing.refused.get(name)
         if refused is not None:
-            raise self._refused(f"{server}/{name}", refused, note, server, name)
+            raise self.guard.refused(f"{server}/{name}", refused, note, server, name)
         names = [tool.name for tool in listing.tools]
         candidates = list(dict.fromkeys(names + list(listing.aliases.values())))
         close = close_matches(name, candidates)
         hint = did_you_mean(close)
-        raise Refusal("ToolNotFound", f"the {server!r} server has no tool {name!r}.{hint} Its tools: "
+        raise Refusal(ERROR_KIND_TOOL_NOT_FOUND, f"the {server!r} server has no tool {name!r}.{hint} Its tools: "
                       f"{', '.join(names) or 'none'}.", server, name, suggestions=close)  # fmt: skip
-
-    @staticmethod
-    def _detail(message: dict[str, Any]) -> catalog.Detail:
-        detail = message.get("detail", "summary")
-        for known in catalog.DETAILS:
-            if detail == known:
-                return known
-        raise Refusal("ArgumentError", f"detail must be one of {', '.join(catalog.DETAILS)}, not {detail!r:.40}")
-
-
-def _text(message: dict[str, Any], key: str) -> str | None:
-    value = message.get(key)
-    return value[:MAX_NAME] if isinstance(value, str) else None
-
-
-def _checked_int(value: Any, what: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise Refusal("ArgumentError", f"{what} must be a whole number from {low} to {high:,}, not "
-                      f"{type(value).__name__} {value!r:.40}")  # fmt: skip
-    if not low <= value <= high:
-        shown = str(value) if abs(value) < 10**12 else "a number that large"
-        raise Refusal("ArgumentError", f"{what} must be a whole number from {low} to {high:,}, not {shown}")
-    return value
-
-
-def _checked_text(value: Any, what: str, limit: int) -> str:
-    if not isinstance(value, str):
-        raise Refusal("ArgumentError", f"{what} must be a string, not {type(value).__name__}")
-    if not value.strip():
-        raise Refusal("ArgumentError", f"{what} is empty; give a {what}")
-    if len(value) > limit:
-        raise Refusal("ArgumentError", f"{what} is {len(value):,} characters long; at most {limit:,} are accepted")
-    if not _is_unicode(value):
-        raise Refusal("ArgumentError", f"{what} holds a lone surrogate, which is not valid Unicode text")
-    return value
-
-
-def _is_unicode(text: str) -> bool:
-    """Whether ``text`` can be encoded as UTF-8: a lone surrogate cannot, and handing one to the SDK fails its
-    encoder mid-request, which closes the connection to a server every session shares."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

@@ -1,4 +1,5 @@
-"""The host–guest protocol, written down once: frame types, limits, error kinds and session-name rules.
+"""The host–guest protocol, written down once: frame types and fields, limits, error kinds, request ops,
+the protocol version and the session-name rules.
 
 Host and guest exchange length-prefixed JSON frames (``sandbox/frames.py`` on the host, ``worker.py`` and
 ``mcp/_rpc.py`` in the sandbox). Before this module each side spelled the frame types, the limits and the error
@@ -6,29 +7,83 @@ kinds as its own literals, with nothing checking that they agreed; now both impo
 ``tests/test_protocol_contract.py`` fails when one side uses a name or a limit this module does not define.
 
 It lives in the guest package because the guest may import nothing of the host, while the host may import a
-pure guest module: standard library only, Python >= 3.10, and no import at all, so it adds nothing to a
-sandbox's start-up. Inside the sandbox it is imported as the top-level module ``protocol`` (``boot.py`` puts
-the guest directory on ``sys.path``); on the host as ``mcp_codemode.guest.protocol``.
+pure guest module: standard library only, Python >= 3.10, and no import at all at run time, so it adds nothing
+to a sandbox's start-up. The frames' fields are ``TypedDict``s for the type checker only (under
+``TYPE_CHECKING``, like the guest's other annotations): importing ``typing`` would cost every sandbox's start
+a few milliseconds for names nothing checks at run time; host modules import them under ``TYPE_CHECKING`` too.
+Inside the sandbox it is imported as the top-level module ``protocol`` (``boot.py`` puts the guest directory
+on ``sys.path``); on the host as ``mcp_codemode.guest.protocol``.
 """
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Final, Literal, NotRequired, TypedDict
+
+# The version of this protocol. Bump it when a change would make an older guest and a newer host (or the
+# reverse) misread each other: a frame type, op or required field added, removed or renamed, a field's meaning
+# or type changed, a limit lowered, an error kind removed. Adding an optional field both sides ignore when
+# absent does not bump it. (Nothing sends or checks it yet: the ready frame will carry it.)
+PROTOCOL_VERSION: Final = 1
+
 # Frame types the guest sends to the host, and the host to the guest: each frame is a JSON object whose
 # ``type`` is one of these.
-READY = "ready"  # guest -> host, once, when the worker can run cells: {"type", "python", "pid"}
-OUTPUT = "output"  # guest -> host: a piece of a cell's stdout/stderr: {"type", "stream", "data"}
-RESULT = "result"  # guest -> host: a cell finished: {"type", "id", "duration", "ok", ...}
-CALL = "call"  # guest -> host: a request to the bridge (an upstream tool, a listing...): {"type", "id", "op", ...}
-EXECUTE = "execute"  # host -> guest: run a cell: {"type", "id", "code", ...}
-INTERRUPT = "interrupt"  # host -> guest: stop the running cell: {"type", "id"}
-SHUTDOWN = "shutdown"  # host -> guest: exit: {"type"}
-REPLY = "reply"  # host -> guest: the answer to a CALL: {"type", "id", "ok", "value" | "error"}
+READY: Final = "ready"  # guest -> host, once, when the worker can run cells: {"type", "python", "pid"}
+OUTPUT: Final = "output"  # guest -> host: a piece of a cell's stdout/stderr: {"type", "stream", "data"}
+RESULT: Final = "result"  # guest -> host: a cell finished: {"type", "id", "duration", "status", ...}
+CALL: Final = "call"  # guest -> host: a request to the bridge (a tool call, a listing...): {"type", "id", "op", ...}
+EXECUTE: Final = "execute"  # host -> guest: run a cell: {"type", "id", "code", ...}
+INTERRUPT: Final = "interrupt"  # host -> guest: stop the running cell: {"type", "id"}
+SHUTDOWN: Final = "shutdown"  # host -> guest: exit: {"type"}
+REPLY: Final = "reply"  # host -> guest: the answer to a CALL: {"type", "id", "ok", "value" | "error"}
 
 GUEST_FRAME_TYPES = frozenset({READY, OUTPUT, RESULT, CALL})
 HOST_FRAME_TYPES = frozenset({EXECUTE, INTERRUPT, SHUTDOWN, REPLY})
 
-# The ``kind`` of the error in a refused REPLY: the guest raises its ``mcp.MCPError`` for it.
-ERROR_KIND_MCP = "MCPError"
+# The ``kind`` of the error in a refused REPLY: the name of the ``mcp.runtime`` exception class the guest raises
+# for it (``_rpc.ERRORS`` maps each kind to its class; an unknown kind raises ``MCPError``).
+ERROR_KIND_MCP: Final = "MCPError"  # any other failure of a request (the base of all the others)
+ERROR_KIND_TOOL: Final = "ToolError"  # raised by the guest itself, for a result the server marked isError
+ERROR_KIND_TOOL_NOT_FOUND: Final = "ToolNotFound"
+ERROR_KIND_SERVER_NOT_FOUND: Final = "ServerNotFound"
+ERROR_KIND_ARGUMENT: Final = "ArgumentError"
+ERROR_KIND_SERVER_UNAVAILABLE: Final = "ServerUnavailable"
+ERROR_KIND_TOOL_TIMEOUT: Final = "ToolTimeout"
+ERROR_KIND_POLICY: Final = "PolicyError"
+ERROR_KINDS = frozenset(
+    {
+        ERROR_KIND_MCP,
+        ERROR_KIND_TOOL,
+        ERROR_KIND_TOOL_NOT_FOUND,
+        ERROR_KIND_SERVER_NOT_FOUND,
+        ERROR_KIND_ARGUMENT,
+        ERROR_KIND_SERVER_UNAVAILABLE,
+        ERROR_KIND_TOOL_TIMEOUT,
+        ERROR_KIND_POLICY,
+    }
+)
+# The kinds only the guest raises: the host never sends them in a REPLY.
+GUEST_ONLY_ERROR_KINDS = frozenset({ERROR_KIND_TOOL})
+
+# The ``op`` of a CALL frame: what sandboxed code asks the bridge for. The host answers any other op with an
+# ``MCPError`` reply.
+CALL_OPS = frozenset(
+    {
+        "servers",
+        "describe",
+        "loaded",
+        "tools",
+        "docs",
+        "search",
+        "call",
+        "resources",
+        "read_resource",
+        "save_tool",
+        "saved_tools",
+        "delete_saved_tool",
+    }
+)
 
 # Limits. The host kills a worker whose frame is larger, nested deeper or holds more values than this; the
 # guest refuses a request built from user values that would break them first, so user code gets an error and
@@ -43,3 +98,126 @@ MAX_INBOUND_FRAME = 64 * 1024 * 1024  # a frame the guest reads from the host
 # a prefix and the principal (``stdio:NAME``, ``p:OWNER:NAME``, ``h:ID``); the key allows ':' and is longer.
 USER_SESSION_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$"
 SESSION_KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
+
+
+if TYPE_CHECKING:
+    # The fields of every frame. What arrives from the guest is untrusted: the host reads a guest frame as a
+    # plain dict and checks each field's type before use; these say what a well-behaved side sends.
+
+    class ReadyFrame(TypedDict):
+        type: Literal["ready"]
+        python: str  # the guest's Python version, "3.11.2"
+        pid: int
+
+    class OutputFrame(TypedDict):
+        type: Literal["output"]
+        stream: str  # "stdout" or "stderr"
+        data: str
+
+    class CellError(TypedDict):
+        """An exception a cell raised, as the guest describes it (traceback trimmed to the user's frames)."""
+
+        type: str
+        message: str
+        traceback: str
+
+    class ImageData(TypedDict):
+        mime: str
+        data: str  # base64
+
+    class ResultFrame(TypedDict):
+        type: Literal["result"]
+        id: int  # the EXECUTE frame's
+        duration: float  # seconds, measured in the guest
+        status: str  # "ok", "error" or "interrupted"
+        value: NotRequired[str | None]  # the repr of the cell's last expression
+        error: NotRequired[CellError]
+        notes: NotRequired[list[str]]
+        images: NotRequired[list[ImageData]]
+        stdout_tail: NotRequired[str]
+        stdout_dropped: NotRequired[int]
+        stderr_tail: NotRequired[str]
+        stderr_dropped: NotRequired[int]
+
+    class CallFrame(TypedDict):
+        """A request; its parameters sit beside ``op`` (which ones depends on the op)."""
+
+        type: Literal["call"]
+        id: int  # fresh per request; the REPLY carries it back
+        op: str  # one of CALL_OPS
+        server: NotRequired[str]
+        tool: NotRequired[str | None]
+        arguments: NotRequired[dict[str, Any]]
+        timeout: NotRequired[float | None]
+        detail: NotRequired[str]
+        query: NotRequired[str]
+        limit: NotRequired[int]
+        offset: NotRequired[int]
+        uri: NotRequired[str]
+        name: NotRequired[str]
+        source: NotRequired[str]
+        description: NotRequired[str]
+
+    class CellPolicy(TypedDict):
+        max_argument_depth: int
+        where: str  # where the policy comes from, for messages
+
+    class SavedToolSource(TypedDict):
+        name: str
+        source: str
+
+    class CellContext(TypedDict):
+        """What the bridge sends with a cell: the servers and catalog versions, and for a new sandbox the saved
+        tools. The host sends only what changed since the last cell, so every field may be missing."""
+
+        servers: NotRequired[list[dict[str, Any]]]
+        versions: NotRequired[dict[str, Any]]
+        policy: NotRequired[CellPolicy]
+        saved: NotRequired[list[SavedToolSource]]
+        saved_problems: NotRequired[list[str]]
+
+    class ExecuteFrame(TypedDict):
+        type: Literal["execute"]
+        id: int
+        code: str
+        summary: NotRequired[str]  # the tool call's summary, shown by mcp.runtime; sent when it changed
+        context: NotRequired[CellContext]
+
+    class InterruptFrame(TypedDict):
+        type: Literal["interrupt"]
+        id: int  # the running cell's
+
+    class ShutdownFrame(TypedDict):
+        type: Literal["shutdown"]
+
+    class ErrorInfo(TypedDict):
+        """Why a request failed: ``kind`` is one of ERROR_KINDS, the exception class the guest raises."""
+
+        kind: str
+        message: str
+        server: NotRequired[str]
+        tool: NotRequired[str]
+        details: NotRequired[dict[str, Any]]  # e.g. {"suggestions": [...]} or {"rule": "..."}
+
+    class ReplyValue(TypedDict):
+        """The body of a REPLY that answers its request: ``value`` is the op's answer."""
+
+        ok: Literal[True]
+        value: Any
+
+    class ReplyRefusal(TypedDict):
+        ok: Literal[False]
+        error: ErrorInfo
+
+    class ReplyFrame(TypedDict):
+        """A REPLY as it is framed: the body's fields beside ``type`` and ``id`` (the CALL frame's)."""
+
+        type: Literal["reply"]
+        id: int
+        ok: bool
+        value: NotRequired[Any]
+        error: NotRequired[ErrorInfo]
+
+    ReplyBody = ReplyValue | ReplyRefusal
+    GuestFrame = ReadyFrame | OutputFrame | ResultFrame | CallFrame
+    HostFrame = ExecuteFrame | InterruptFrame | ShutdownFrame | ReplyFrame

@@ -20,10 +20,11 @@ import json
 import math
 import re
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..guest.protocol import MAX_DEPTH, MAX_FRAME_BYTES, MAX_VALUES, REPLY
+from ..reply_encoding import EncodedReply, encode_value
 
 HEADER = struct.Struct(">I")
 _REASON_CHARS = 200
@@ -37,7 +38,8 @@ class FrameError(Exception):
     """The guest broke the protocol; the worker cannot be trusted any further and is killed."""
 
 
-def encode_frame(message: dict[str, Any]) -> bytes:
+def encode_frame(message: Mapping[str, Any]) -> bytes:
+    """One frame: ``message`` (a frame of ``guest/protocol.py``'s typed ``HostFrame``, or any object) framed."""
     return _framed(encode_value(message))
 
 
@@ -45,24 +47,7 @@ def _framed(payload: bytes) -> bytes:
     return HEADER.pack(len(payload)) + payload
 
 
-class EncodedReply(dict[str, Any]):
-    """A successful reply whose ``value`` was already encoded (``value_json``), to be sent without encoding it again.
-
-    The relay encodes a tool's result once, to count its bytes for the audit log; the frame reuses those bytes.
-    A large result (a megabyte of JSON costs milliseconds to encode) used to be encoded twice.
-    """
-
-    def __init__(self, reply: dict[str, Any], value_json: bytes) -> None:
-        super().__init__(reply)
-        self.value_json = value_json
-
-
-def encode_value(value: Any) -> bytes:
-    """``value`` as the frame spells it: compact UTF-8 JSON; raises like ``encode_frame`` on what JSON cannot carry."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def encode_reply(request_id: int, body: dict[str, Any]) -> bytes:
+def encode_reply(request_id: int, body: Mapping[str, Any]) -> bytes:
     """The reply frame to request ``request_id``: ``body`` spliced in, its value pre-encoded when it is one."""
     if not isinstance(body, EncodedReply):
         return encode_frame({"type": REPLY, "id": request_id, **body})

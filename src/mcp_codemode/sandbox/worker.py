@@ -22,8 +22,8 @@ import itertools
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -45,6 +45,9 @@ from .base import Backend, Launch
 from .frames import FrameError, decode_frame, encode_frame, encode_reply, read_payload
 from .output import BoundedStream
 from .results import ExecutionResult, Status, guest_error, guest_images, guest_notes
+
+if TYPE_CHECKING:
+    from ..guest.protocol import CellContext, ExecuteFrame
 
 log = logging.getLogger(__name__)
 
@@ -302,7 +305,7 @@ class Worker:
             while size > _STDERR_KEEP and len(self._stderr_tail) > 1:
                 size -= len(self._stderr_tail.popleft())
 
-    def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, message: Mapping[str, Any]) -> None:
         self._write(encode_frame(message))
 
     def _write(self, frame: bytes) -> None:
@@ -343,12 +346,12 @@ class Worker:
         self._cell = cell
         started = time.monotonic()
         try:
-            request: dict[str, Any] = {"type": EXECUTE, "id": cell.id, "code": code}
+            request: ExecuteFrame = {"type": EXECUTE, "id": cell.id, "code": code}
             if summary is not None and summary != self._guest_summary:
                 request["summary"] = self._guest_summary = summary
             changes = self._context_changes(context or {})
             if changes:
-                request["context"] = changes
+                request["context"] = cast("CellContext", changes)
             self._send(request)
             if await self._wait(cell, timeout):
                 return self._finish(cell, started)

@@ -23,9 +23,29 @@ import itertools
 import threading
 
 if __package__ != "mcp":  # imported on the host (tests) as mcp_codemode.guest.mcp._rpc
-    from ..protocol import CALL, ERROR_KIND_MCP
+    from ..protocol import (
+        CALL,
+        ERROR_KIND_ARGUMENT,
+        ERROR_KIND_MCP,
+        ERROR_KIND_POLICY,
+        ERROR_KIND_SERVER_NOT_FOUND,
+        ERROR_KIND_SERVER_UNAVAILABLE,
+        ERROR_KIND_TOOL,
+        ERROR_KIND_TOOL_NOT_FOUND,
+        ERROR_KIND_TOOL_TIMEOUT,
+    )
 else:  # in the sandbox the guest's folder is on sys.path and this package is the top-level ``mcp``
-    from protocol import CALL, ERROR_KIND_MCP  # type: ignore[import-not-found,no-redef]
+    from protocol import (  # type: ignore[import-not-found,no-redef]
+        CALL,
+        ERROR_KIND_ARGUMENT,
+        ERROR_KIND_MCP,
+        ERROR_KIND_POLICY,
+        ERROR_KIND_SERVER_NOT_FOUND,
+        ERROR_KIND_SERVER_UNAVAILABLE,
+        ERROR_KIND_TOOL,
+        ERROR_KIND_TOOL_NOT_FOUND,
+        ERROR_KIND_TOOL_TIMEOUT,
+    )
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,11 +100,17 @@ class PolicyError(MCPError):
     """The bridge's policy refused the call; the message names the rule (``details["rule"]`` holds its key)."""
 
 
+# The exception class of each error kind of the protocol's table (a kind is its class's name).
 ERRORS: dict[str, type[MCPError]] = {
-    cls.__name__: cls
-    for cls in (MCPError, ToolError, ToolNotFound, ServerNotFound, ArgumentError, ServerUnavailable, ToolTimeout,
-                PolicyError)
-}  # fmt: skip
+    ERROR_KIND_MCP: MCPError,
+    ERROR_KIND_TOOL: ToolError,
+    ERROR_KIND_TOOL_NOT_FOUND: ToolNotFound,
+    ERROR_KIND_SERVER_NOT_FOUND: ServerNotFound,
+    ERROR_KIND_ARGUMENT: ArgumentError,
+    ERROR_KIND_SERVER_UNAVAILABLE: ServerUnavailable,
+    ERROR_KIND_TOOL_TIMEOUT: ToolTimeout,
+    ERROR_KIND_POLICY: PolicyError,
+}
 for _cls in ERRORS.values():
     _cls.__module__ = "mcp.runtime"  # tracebacks say mcp.runtime.ToolError, the name code catches it by
 
