@@ -406,7 +406,10 @@ def _cells(args: argparse.Namespace) -> list[str]:
         try:
             cells.append(Path(args.file).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
-            raise CodemodeError(f"cannot read {args.file}: {exc}") from None
+            raise CodemodeError(
+                f"cannot read {args.file}: {exc}",
+                fix="give a UTF-8 file you can read, - for standard input, or -c CODE",
+            ) from None
     if not cells:
         raise CodemodeError("nothing to run: give code with -c CODE, a FILE, or - to read standard input")
     return cells

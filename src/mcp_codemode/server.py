@@ -104,7 +104,7 @@ def run_python_tool(settings: Settings) -> types.Tool:
     )
 
 
-class InvalidArguments(ValueError):
+class InvalidArguments(CodemodeError, ValueError):
     """A ``run_python`` argument we cannot use; the message says what to send instead."""
 
 
