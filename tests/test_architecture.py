@@ -46,7 +46,6 @@ EXTRA_FORBIDDEN = {
 KNOWN_VIOLATIONS: set[tuple[str, str]] = {
     # wrong-way edges named in issue 21
     (f"{PACKAGE}.settings", f"{PACKAGE}.policy"),
-    (f"{PACKAGE}.web", f"{PACKAGE}.server"),
     (f"{PACKAGE}.render", f"{PACKAGE}.sandbox.worker"),
     (f"{PACKAGE}.relay", f"{PACKAGE}.sandbox.frames"),
 }

@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_codemode.bridge import RunRequest
+from mcp_codemode.principals import PRINCIPAL_STATE_KEY
 from mcp_codemode.render import NO_OUTPUT, cut_middle, error_result, fit_fields, render_result
 from mcp_codemode.sandbox.worker import ExecutionResult, GuestError, Image
 from mcp_codemode.server import (
     MAX_CODE_CHARS,
-    PRINCIPAL_STATE_KEY,
     InvalidArguments,
     parse_arguments,
     place,
