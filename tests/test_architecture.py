@@ -45,7 +45,6 @@ EXTRA_FORBIDDEN = {
 #: edge is gone (the test fails on a stale entry, so the set only shrinks).
 KNOWN_VIOLATIONS: set[tuple[str, str]] = {
     # wrong-way edges named in issue 21
-    (f"{PACKAGE}.settings", f"{PACKAGE}.policy"),
     (f"{PACKAGE}.render", f"{PACKAGE}.sandbox.worker"),
     (f"{PACKAGE}.relay", f"{PACKAGE}.sandbox.frames"),
 }

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from .errors import SettingsError
-from .policy import MAX_ARGUMENT_DEPTH_CEILING, Policy, check_pattern
+from .policy_rules import MAX_ARGUMENT_DEPTH_CEILING, Policy, check_pattern
 
 T = TypeVar("T", int, float)
 RuntimeChoice = Literal["auto", "bubblewrap", "podman", "docker"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import __version__
-from .policy import Policy
+from .policy_rules import Policy
 from .settings import Settings, format_size
 
 
