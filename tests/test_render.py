@@ -24,7 +24,8 @@ from mcp_codemode.server import (
     place,
     run_python_tool,
 )
-from mcp_codemode.settings import OUTPUT_MODES, OutputMode, Settings
+from mcp_codemode.settings import Settings
+from mcp_codemode.settings_fields import OUTPUT_MODES, OutputMode
 
 SETTINGS = Settings()
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32

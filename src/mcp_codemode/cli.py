@@ -38,7 +38,8 @@ from .sandbox.worker import ExecutionResult
 from .server import build_server
 from .servers_report import servers_report
 from .sessions import DEFAULT_SESSION, check_session_name
-from .settings import RUNTIME_CHOICES, Settings, parse_field
+from .settings import Settings
+from .settings_fields import RUNTIME_CHOICES, parse_field
 from .stdio import private_stdio
 from .upstream import catalog
 from .upstream.config import discover

@@ -1,6 +1,6 @@
 """What sandboxed code may reach: which servers and tools, how many calls, how large their arguments.
 
-The policy is trusted configuration (the ``[policy]`` table of the settings file, parsed in ``settings.py``);
+The policy is trusted configuration (the ``[policy]`` table of the settings file, parsed in ``settings_file.py``);
 everything it judges comes from code we do not trust. It is applied in two ways:
 
 - *Hiding*: a refused server is left out of the tool directory altogether (never started, never listed,

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 
 from . import __version__
 from .policy_rules import Policy
-from .settings import Settings, format_size
+from .settings import Settings
+from .settings_fields import format_size
 
 
 def capability_summary(settings: Settings, backend: str, servers: Mapping[str, str] | None = None,
