@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mcp_codemode.settings import Settings, format_size
+from mcp_codemode.settings import Settings
+from mcp_codemode.settings_fields import format_size
 
 Stats = dict[str, float | int]
 

@@ -20,7 +20,7 @@ import pytest
 
 from mcp_codemode.audit import AuditLog
 from mcp_codemode.bridge import Bridge
-from mcp_codemode.policy import Policy, canonical_json
+from mcp_codemode.policy_rules import Policy, canonical_json
 from mcp_codemode.relay import Relay
 from mcp_codemode.relay_run import Run
 from mcp_codemode.saved_tools import SavedToolStore

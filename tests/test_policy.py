@@ -22,7 +22,8 @@ from mcp import types
 
 from mcp_codemode.bridge import Bridge
 from mcp_codemode.errors import SettingsError
-from mcp_codemode.policy import Policy, RateLimiter, Refused, canonical_json, nesting_depth
+from mcp_codemode.policy import RateLimiter, Refused
+from mcp_codemode.policy_rules import Policy, canonical_json, nesting_depth
 from mcp_codemode.servers_report import servers_report
 from mcp_codemode.settings import Settings
 from mcp_codemode.summary import capability_summary

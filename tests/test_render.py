@@ -14,17 +14,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_codemode.bridge import RunRequest
+from mcp_codemode.principals import PRINCIPAL_STATE_KEY
 from mcp_codemode.render import NO_OUTPUT, cut_middle, error_result, fit_fields, render_result
 from mcp_codemode.sandbox.results import ExecutionResult, GuestError, OutputImage
 from mcp_codemode.server import (
     MAX_CODE_CHARS,
-    PRINCIPAL_STATE_KEY,
     InvalidArguments,
     parse_arguments,
     place,
     run_python_tool,
 )
-from mcp_codemode.settings import OUTPUT_MODES, OutputMode, Settings
+from mcp_codemode.settings import Settings
+from mcp_codemode.settings_fields import OUTPUT_MODES, OutputMode
 
 SETTINGS = Settings()
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32

@@ -78,7 +78,6 @@ class Bridge:
             self._choice = choice
             self.backend_name = choice.backend.name
             note = passed_over_note(choice)
-            self.sessions = await SessionManager(choice.backend, self.settings).__aenter__()
         self.summary = capability_summary(
             self.settings,
             self.backend_name,
@@ -86,6 +85,10 @@ class Bridge:
             self.backend_error,
             note,
         )
+        if self._choice is not None:
+            # The summary is the bridge's, the same for every call: handed down once, not passed with each run.
+            sessions = SessionManager(self._choice.backend, self.settings, summary=self.summary)
+            self.sessions = await sessions.__aenter__()
         return self
 
     async def __aexit__(
@@ -117,7 +120,6 @@ class Bridge:
                 timeout=request.timeout,
                 reset=request.reset,
                 on_output=on_output,
-                summary=self.summary,
                 context=lambda fresh: self.relay.context(owner, fresh),
                 relay=self.relay.for_run(owner, key),
             )

@@ -2,7 +2,9 @@
 commands ``image build`` and ``packages add|remove|list``.
 
 This is the composition root: the one place that reads the process's environment, home and working
-directory, and hands them down (settings, config discovery) so no other module has to.
+directory, and hands them down (settings, config discovery) so no other module has to. The commands' bodies
+live beside it and receive what this builds: ``cli_serve.py`` (``serve``) and ``cli_commands.py`` (``run``,
+``search``).
 
 Exit statuses of ``run`` follow shell habits: 0 success, 1 the code raised (or the sandbox died under it),
 124 timeout (as ``timeout(1)``), 125 the bridge itself could not run the code (bad settings, no backend).
@@ -12,42 +14,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import os
-import signal
-import socket
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO, cast
-
-import anyio
-from mcp.server.stdio import stdio_server
+from typing import Any
 
 from . import __version__
-from .bridge import Bridge, RunRequest
+from .cli_commands import EXIT_BRIDGE, EXIT_OK, read_cells, run_cells, search
+from .cli_serve import serve
 from .doctor import diagnose, render_text
 from .errors import CodemodeError, SettingsError
 from .provision import commands as provision
 from .provision.image import DEFAULT_MIRROR, DEFAULT_SUITE
-from .relay_params import MAX_LIMIT, MAX_OFFSET, MAX_QUERY
-from .sandbox.results import ExecutionResult
-from .sandbox.select import choose_backend
-from .server import build_server
+from .relay_params import MAX_LIMIT, MAX_OFFSET
 from .servers_report import servers_report
 from .sessions import DEFAULT_SESSION, check_session_name
-from .settings import RUNTIME_CHOICES, Settings, parse_field
-from .stdio import private_stdio
+from .settings import Settings
+from .settings_fields import RUNTIME_CHOICES, parse_field
 from .upstream import catalog
 from .upstream.config import discover
-from .upstream.directory import ToolDirectory
-from .upstream.listing import SearchPage
 from .upstream.model import Discovery
-from .web import bind_socket, check_exposure, serve_http
 
-EXIT_OK, EXIT_RAISED, EXIT_TIMEOUT, EXIT_BRIDGE = 0, 1, 124, 125
 log = logging.getLogger("mcp_codemode")
 
 
@@ -232,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK
         if args.command == "search":
             found = _discovery(settings, args)
-            return asyncio.run(_search(settings, found, args))
+            return asyncio.run(search(settings, found, args))
         if args.command == "doctor":
             report = diagnose(settings, _discovery(settings, args))
             print(json.dumps(report, indent=2) if args.json else render_text(report))
@@ -240,9 +230,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("image", "packages"):
             return _provision(settings, args)
         if args.command == "run":
-            cells = _cells(args)
+            cells = read_cells(args)
             found = _discovery(settings, args)
-            return asyncio.run(_run(settings, found, cells, args.timeout, args.session))
+            return asyncio.run(run_cells(settings, found, cells, args.timeout, args.session))
     except CodemodeError as exc:
         print(f"mcp-codemode: {exc}", file=sys.stderr)
         return EXIT_BRIDGE
@@ -293,169 +283,6 @@ def _configure_logging(settings: Settings) -> None:
         handler.setFormatter(logging.Formatter("mcp-codemode: %(message)s"))
     logging.basicConfig(level=settings.log_level, handlers=[handler], force=True)
     logging.captureWarnings(True)
-
-
-async def serve(settings: Settings, transport: str, discovery: Discovery | None = None) -> None:
-    """Serve until the client hangs up (stdio) or the process is told to stop (SIGTERM, SIGHUP, Ctrl-C).
-
-    SIGTERM must unwind through the bridge like Ctrl-C does, or every sandbox and cgroup would outlive us:
-    it sets an event that stops serving (over stdio by cancelling, over HTTP through uvicorn's graceful
-    exit; uvicorn also re-raises the signal to the handler it found, which is this one). The stdio channel
-    is driven without threads, so the cancellation does not wait for the client's next line.
-    """
-    sock = None
-    if transport == "http":
-        check_exposure(settings)
-        sock = bind_socket(settings)
-    with contextlib.closing(sock) if sock is not None else contextlib.nullcontext():
-        await _serve(settings, sock, discovery)
-
-
-async def _serve(settings: Settings, sock: socket.socket | None, discovery: Discovery | None) -> None:
-    stop = anyio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(signum, stop.set)
-    async with Bridge(settings, discovery) as bridge:
-        if sock is not None:
-            await serve_http(build_server(bridge, "http"), settings, sock, stop)
-            return
-        async with anyio.create_task_group() as group:
-
-            async def stop_on_signal() -> None:
-                await stop.wait()
-                log.info("stopping: closing every sandbox")
-                group.cancel_scope.cancel()
-
-            group.start_soon(stop_on_signal)
-            server = build_server(bridge, "stdio")
-            with private_stdio() as (lines, output):
-                channel = stdio_server(
-                    stdin=cast("anyio.AsyncFile[str]", lines), stdout=cast("anyio.AsyncFile[str]", output)
-                )
-                async with channel as (read_stream, write_stream):
-                    await server.run(read_stream, write_stream, server.create_initialization_options())
-            group.cancel_scope.cancel()
-
-
-async def _search(settings: Settings, discovery: Discovery, args: argparse.Namespace) -> int:
-    """``mcp-codemode search``: rank every configured server's tools, waiting for the listings it lacks.
-
-    No sandbox is involved. Servers whose listing is not in the catalog cache (or is stale) are started and
-    listed first, so a first search is complete and the next one, from the cache, starts no server at all.
-    Status 0 when something matched, 1 when nothing did (as grep).
-    """
-    query = " ".join(args.query).strip()
-    if not query:
-        raise SettingsError("the query is empty; say what you want to do, as in: mcp-codemode search 'read a file'")
-    if len(query) > MAX_QUERY:
-        raise SettingsError(f"the query is {len(query):,} characters long; at most {MAX_QUERY:,} are accepted")
-    async with ToolDirectory(discovery.servers, settings) as directory:
-        refused = directory.refused.get(args.server) if args.server else None
-        if refused is not None:
-            raise SettingsError(f"--server {args.server}: the policy refuses that server, so it is not searched: "
-                                f"{refused[1].reason} ({settings.policy.where})")  # fmt: skip
-        page = await directory.search(query, limit=args.limit, offset=args.offset, server=args.server, wait=None)
-    if args.json:
-        print(json.dumps(page.reply(args.detail), indent=2, ensure_ascii=False))
-    else:
-        print(_search_text(page, args.detail, len(discovery.servers)))
-    return EXIT_OK if page.total else EXIT_RAISED
-
-
-def _search_text(page: SearchPage, detail: catalog.Detail, configured: int) -> str:
-    lines: list[str] = []
-    if not configured:
-        lines.append("No MCP servers are configured, so there is nothing to search. Add some to a client's config")
-        lines.append("(see docs/configuration.md) or pass --config FILE.")
-    elif not page.total:
-        lines.append(f"No tool matches {page.query!r} (searched {page.searched} tools).")
-        lines.append("Try other words (what the tool does: 'list files', 'current time'), or see what is configured")
-        lines.append("with `mcp-codemode servers`.")
-    elif not page.hits:
-        lines.append(f"{page.total} matches for {page.query!r}; none from offset {page.offset}: lower --offset")
-    else:
-        first, last = page.offset + 1, page.offset + len(page.hits)
-        shown = f"{len(page.hits)} of {page.total}" if page.offset == 0 else f"{first}-{last} of {page.total}"
-        lines.append(f"{shown} {'match' if page.total == 1 else 'matches'} for {page.query!r}")
-        width = max(len(f"{hit.score:.2f}") for hit in page.hits)
-        for hit in page.hits:
-            required = ", ".join(catalog.required_parameters(hit.tool))
-            line = f"  {hit.score:>{width}.2f}  {hit.server}.{hit.alias}({required})"
-            summary = catalog.first_line(hit.tool.description)
-            if summary and detail != "name":
-                line += f" — {summary}"
-            lines.append(line)
-            if detail in ("full", "stub"):
-                doc = catalog.tool_doc(hit.server, hit.tool, hit.alias, detail)
-                text = doc["stub"] if detail == "stub" else json.dumps(doc, indent=2, ensure_ascii=False)
-                lines += [("      " + row).rstrip() for row in str(text).splitlines()] + [""]
-        if page.offset + len(page.hits) < page.total:
-            lines.append(f"More with --offset {page.offset + len(page.hits)}.")
-    if page.pending:
-        lines.append(f"Not searched yet (still starting): {', '.join(page.pending)}; search again in a moment.")
-    for server, reason in page.unavailable:
-        lines.append(f"Not searched: {server} is unavailable: {reason}")
-    return "\n".join(lines)
-
-
-def _cells(args: argparse.Namespace) -> list[str]:
-    cells = list(args.codes or [])
-    if args.file == "-":
-        cells.append(sys.stdin.read())
-    elif args.file:
-        try:
-            cells.append(Path(args.file).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CodemodeError(f"cannot read {args.file}: {exc}") from None
-    if not cells:
-        raise CodemodeError("nothing to run: give code with -c CODE, a FILE, or - to read standard input")
-    return cells
-
-
-async def _run(settings: Settings, discovery: Discovery, cells: list[str], timeout: float | None, session: str) -> int:
-    choice = choose_backend(settings)  # before anything starts: no backend means exit 125 with every reason
-    streams: dict[str, TextIO] = {"stdout": sys.stdout, "stderr": sys.stderr}
-    shown = {"stdout": 0, "stderr": 0}
-
-    def echo(stream: str, text: str) -> None:
-        streams[stream].write(text)
-        streams[stream].flush()
-        shown[stream] += len(text)
-
-    async with Bridge(settings, discovery, choice) as bridge:  # logs the choice (a warning if auto passed one over)
-        for code in cells:
-            shown.update(stdout=0, stderr=0)
-            request = RunRequest(code, timeout=timeout)
-            result = await bridge.run(request, f"cli:{session}", on_output=echo)
-            # Output was streamed live; only a truncation marker and the kept tail are still unprinted.
-            echo("stdout", result.stdout[shown["stdout"] :])
-            echo("stderr", result.stderr[shown["stderr"] :])
-            status = _report(result)
-            if status != EXIT_OK:
-                return status
-    return EXIT_OK
-
-
-def _report(result: ExecutionResult) -> int:
-    """Print what the live stream could not: truncation tails, the last value, the error, notices."""
-    if result.value is not None:
-        print(result.value, flush=True)
-    if result.error is not None:
-        sys.stderr.write(result.error.traceback or f"{result.error.type}: {result.error.message}\n")
-    if result.notice:
-        print(f"mcp-codemode: {result.notice}", file=sys.stderr)
-    if result.images:
-        print(
-            f"mcp-codemode: {len(result.images)} image(s) not shown: `run` prints text only; an MCP client of "
-            "`serve` receives them",
-            file=sys.stderr,
-        )
-    if result.status == "ok":
-        return EXIT_OK
-    if result.status == "timeout":
-        return EXIT_TIMEOUT
-    return EXIT_RAISED
 
 
 if __name__ == "__main__":

@@ -8,7 +8,21 @@ from __future__ import annotations
 
 
 class CodemodeError(Exception):
-    """Base class of every error the bridge raises deliberately."""
+    """Base class of every error the bridge raises deliberately.
+
+    Most messages already end with what to do ("...; set X or install Y"), written into the text where the
+    sentence reads best. Where the fix is a separate thought, pass it as ``fix``: it is appended after a
+    semicolon, so every deliberate error reads "what is wrong; what to do" and the fix stays readable on its
+    own (``exc.fix``) for callers that show it apart. Without ``fix`` the message is exactly the text given.
+    """
+
+    def __init__(self, *args: object, fix: str | None = None) -> None:
+        super().__init__(*args)
+        self.fix = fix
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return f"{text}; {self.fix}" if self.fix else text
 
 
 class SettingsError(CodemodeError):

@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable
 
 from .audit import AuditLog
 from .guest.protocol import ERROR_KIND_POLICY, ERROR_KIND_TOOL_TIMEOUT
-from .policy import Policy, RateLimiter, Refused
+from .policy import RateLimiter, Refused
+from .policy_rules import Policy
 from .relay_params import Refusal, Reply
 from .relay_run import Run
 from .reply_encoding import EncodedReply, encode_value

@@ -23,7 +23,7 @@ import mcp_types as types
 import toon_format
 
 from .sandbox.results import ExecutionResult
-from .settings import OutputMode
+from .settings_fields import OutputMode
 
 log = logging.getLogger(__name__)
 ERROR_MESSAGE_LIMIT = 1000  # the error's one-line summary for programs; the traceback carries it whole

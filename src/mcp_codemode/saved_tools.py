@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .errors import CodemodeError
 from .state_files import write_json
 
 MAX_SOURCE_CHARS = 100_000
@@ -24,7 +25,7 @@ MAX_TOOLS_PER_OWNER = 200
 MAX_NAME_CHARS = 64
 
 
-class SavedToolProblem(ValueError):
+class SavedToolProblem(CodemodeError, ValueError):
     """A save or delete the store refuses; the message says what to change."""
 
 

@@ -40,6 +40,7 @@ from . import __version__
 from .bridge import Bridge, RunRequest
 from .errors import CodemodeError
 from .guest.protocol import USER_SESSION_NAME_PATTERN
+from .principals import PRINCIPAL_STATE_KEY
 from .render import cut_middle, error_result, render_result
 from .settings import Settings
 from .summary import reference_capabilities
@@ -51,7 +52,6 @@ CAPABILITIES_URI = "codemode://capabilities"
 # The reference bridge's name for it, for prompts and clients written for that bridge: read, not listed, so a
 # client that lists resources sees one capabilities text, not two that say the same.
 REFERENCE_CAPABILITIES_URI = "resource://mcp-server-code-execution-mode/capabilities"
-PRINCIPAL_STATE_KEY = "mcp_codemode_principal"  # in the ASGI scope's state, set by the HTTP guard
 _CLOSES_KEY = "mcp_codemode_closes"  # in the SDK connection's state: the session its teardown closes
 MAX_CODE_CHARS = 1_000_000
 SESSION_PATTERN = USER_SESSION_NAME_PATTERN  # the name a user gives; sessions.py checks the internal key
@@ -104,7 +104,7 @@ def run_python_tool(settings: Settings) -> types.Tool:
     )
 
 
-class InvalidArguments(ValueError):
+class InvalidArguments(CodemodeError, ValueError):
     """A ``run_python`` argument we cannot use; the message says what to send instead."""
 
 

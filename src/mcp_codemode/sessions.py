@@ -60,9 +60,11 @@ class Session:
 class SessionManager:
     """Owns every live session of one bridge; ``close()`` leaves no worker behind."""
 
-    def __init__(self, backend: Backend, settings: Settings) -> None:
+    def __init__(self, backend: Backend, settings: Settings, summary: str | None = None) -> None:
+        """``summary``: the capability text every worker's guest is given (None: none, as in tests)."""
         self.backend = backend
         self.settings = settings
+        self.summary = summary
         self._sessions: dict[str, Session] = {}
         self._forgotten: dict[str, str] = {}  # names closed by expiry/eviction -> why, for the next call
         self._reaper: asyncio.Task[None] | None = None
@@ -97,7 +99,6 @@ class SessionManager:
         timeout: float | None = None,
         reset: bool = False,
         on_output: OutputCallback | None = None,
-        summary: str | None = None,
         context: Callable[[bool], dict[str, Any]] | None = None,
         relay: GuestRequestHandler | None = None,
     ) -> ExecutionResult:
@@ -128,7 +129,7 @@ class SessionManager:
                 code,
                 self.settings.clamp_timeout(timeout),
                 on_output,
-                summary,
+                self.summary,
                 context=context(fresh) if context is not None else None,
                 relay=relay,
             )

@@ -7,7 +7,6 @@ loopback), then the SDK's transport. The token a request used becomes its princi
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import logging
@@ -22,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .addresses import is_loopback
 from .errors import SettingsError
-from .server import PRINCIPAL_STATE_KEY
+from .principals import PRINCIPAL_STATE_KEY, principal_of
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -37,11 +36,6 @@ def check_exposure(settings: Settings) -> None:
             "token with --token or MCP_BRIDGE_HTTP_TOKEN (for example MCP_BRIDGE_HTTP_TOKEN=$(openssl rand -hex 24)),"
             " or listen on 127.0.0.1"
         )
-
-
-def principal_of(token: str) -> str:
-    """A stable, non-secret name for a token: sessions stay with it when the token list is reordered."""
-    return "t-" + hashlib.sha256(token.encode()).hexdigest()[:12]
 
 
 def _local_origins() -> list[str]:

@@ -29,7 +29,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..settings import Settings, format_size
+from ..settings import Settings
+from ..settings_fields import format_size
 from ..state_files import passage_problem
 from . import cgroups
 from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import SandboxUnavailable
-from ..settings import Settings, format_size
+from ..settings import Settings
+from ..settings_fields import format_size
 from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
 from .processes import pid_alive
 from .staging import stage_guest

@@ -20,6 +20,8 @@ import os
 import tempfile
 from typing import Any
 
+from ..errors import CodemodeError
+
 DENIED_SYSCALLS: tuple[str, ...] = (
     # Looking into or steering other processes.
     "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
@@ -52,7 +54,7 @@ TIOCSTI = 0x5412
 TIOCLINUX = 0x541C
 
 
-class SeccompUnavailable(Exception):
+class SeccompUnavailable(CodemodeError):
     """libseccomp (the shared library or its Python binding) is missing."""
 
 

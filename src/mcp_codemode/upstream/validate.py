@@ -15,6 +15,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import SchemaError
 
+from ..errors import CodemodeError
 from .suggest import close_matches, did_you_mean
 
 _NAMES = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",
@@ -22,7 +23,7 @@ _NAMES = {"string": "a string", "integer": "an integer", "number": "a number", "
 _PYTHON_NAMES = {str: "str", int: "int", float: "float", bool: "bool", list: "list", dict: "dict", type(None): "None"}
 
 
-class ArgumentProblem(ValueError):
+class ArgumentProblem(CodemodeError, ValueError):
     """The arguments do not fit the schema; the message is meant for the model."""
 
 

@@ -1,0 +1,70 @@
+"""``mcp-codemode serve``: the MCP face over stdio or HTTP, until the client hangs up or a signal stops it.
+
+Why a module apart from ``cli.py``: serving is the one long-running command, and its signal handling, socket
+and stdio wiring have nothing in common with parsing arguments; ``cli.py`` builds the settings and discovery
+and hands them here, and this builds the bridge and the face from them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+from typing import cast
+
+import anyio
+from mcp.server.stdio import stdio_server
+
+from .bridge import Bridge
+from .server import build_server
+from .settings import Settings
+from .stdio import private_stdio
+from .upstream.model import Discovery
+from .web import bind_socket, check_exposure, serve_http
+
+log = logging.getLogger("mcp_codemode")
+
+
+async def serve(settings: Settings, transport: str, discovery: Discovery | None = None) -> None:
+    """Serve until the client hangs up (stdio) or the process is told to stop (SIGTERM, SIGHUP, Ctrl-C).
+
+    SIGTERM must unwind through the bridge like Ctrl-C does, or every sandbox and cgroup would outlive us:
+    it sets an event that stops serving (over stdio by cancelling, over HTTP through uvicorn's graceful
+    exit; uvicorn also re-raises the signal to the handler it found, which is this one). The stdio channel
+    is driven without threads, so the cancellation does not wait for the client's next line.
+    """
+    sock = None
+    if transport == "http":
+        check_exposure(settings)
+        sock = bind_socket(settings)
+    with contextlib.closing(sock) if sock is not None else contextlib.nullcontext():
+        await _serve(settings, sock, discovery)
+
+
+async def _serve(settings: Settings, sock: socket.socket | None, discovery: Discovery | None) -> None:
+    stop = anyio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(signum, stop.set)
+    async with Bridge(settings, discovery) as bridge:
+        if sock is not None:
+            await serve_http(build_server(bridge, "http"), settings, sock, stop)
+            return
+        async with anyio.create_task_group() as group:
+
+            async def stop_on_signal() -> None:
+                await stop.wait()
+                log.info("stopping: closing every sandbox")
+                group.cancel_scope.cancel()
+
+            group.start_soon(stop_on_signal)
+            server = build_server(bridge, "stdio")
+            with private_stdio() as (lines, output):
+                channel = stdio_server(
+                    stdin=cast("anyio.AsyncFile[str]", lines), stdout=cast("anyio.AsyncFile[str]", output)
+                )
+                async with channel as (read_stream, write_stream):
+                    await server.run(read_stream, write_stream, server.create_initialization_options())
+            group.cancel_scope.cancel()

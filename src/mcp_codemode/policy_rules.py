@@ -1,0 +1,183 @@
+"""What sandboxed code may reach: which servers and tools, how many calls, how large their arguments.
+
+The policy is trusted configuration (the ``[policy]`` table of the settings file, parsed in ``settings_file.py``);
+everything it judges comes from code we do not trust. It is applied in two ways:
+
+- *Hiding*: a refused server is left out of the tool directory altogether (never started, never listed,
+  never searched), and a refused tool is left out of its server's listing, so nothing the sandbox can look
+  at names either. An agent that cannot see a tool does not plan around it.
+- *Refusing*: a call that names a refused server or tool anyway (typed from memory, forged in a raw
+  frame), or that is over a budget or a cap, is answered with a ``PolicyError`` whose message names the
+  rule, before anything is sent upstream.
+
+Matching is ``fnmatchcase`` (case-sensitive shell globs: ``*``, ``?``, ``[abc]``). Deny wins over allow,
+and an empty allow list allows nothing. Servers match by name or alias; tool patterns are
+``SERVER/TOOL`` (split on the first ``/``; a pattern without one means ``*/TOOL``) and their tool part
+matches the tool's name or its Python alias, so ``delete_*`` also catches a tool named ``delete-file``.
+
+Why a module apart from ``policy.py``: these rules are a value the settings build and every layer reads, pure
+and stateless, so they sit with the settings below the bridge; ``policy.py`` keeps what enforcing them needs at
+run time (the per-owner rate limiter) with the relay that uses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable
+from fnmatch import fnmatchcase
+from typing import Any
+
+from mcp import types
+
+from .upstream.gate import Refused
+
+DEFAULT_MAX_CALLS_PER_RUN = 1000
+DEFAULT_MAX_ARGUMENT_BYTES = 1 << 20
+DEFAULT_MAX_ARGUMENT_DEPTH = 32
+# Arguments deeper than this would reach recursive code on the host (the JSON encoder, the schema validator,
+# the MCP SDK's models), whose recursion limit is about 1,000 frames and several frames per level deep.
+MAX_ARGUMENT_DEPTH_CEILING = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """The ``[policy]`` table; the defaults allow every server and tool, with caps no honest program meets."""
+
+    allow_servers: tuple[str, ...] = ("*",)
+    deny_servers: tuple[str, ...] = ()
+    allow_tools: tuple[str, ...] = ("*",)
+    deny_tools: tuple[str, ...] = ()
+    read_only: bool = False
+    max_calls_per_run: int = DEFAULT_MAX_CALLS_PER_RUN  # 0: no limit
+    max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
+    max_argument_depth: int = DEFAULT_MAX_ARGUMENT_DEPTH
+    max_calls_per_second: float = 0  # per owner; 0: no limit
+    source: str = ""  # the settings file it came from, named in every refusal
+
+    @property
+    def where(self) -> str:
+        return f"settings file {self.source}" if self.source else "the default policy"
+
+    @property
+    def restricts(self) -> bool:
+        """Whether anything beyond the default caps applies (the capability summary then says so)."""
+        return self.without_source() != Policy()
+
+    @property
+    def narrows(self) -> bool:
+        """Whether it hides servers or tools (or all but read-only ones), which `doctor` asks of a setup."""
+        defaults = Policy()
+        lists = (self.allow_servers, self.deny_servers, self.allow_tools, self.deny_tools)
+        return self.read_only or lists != (defaults.allow_servers, (), defaults.allow_tools, ())
+
+    def without_source(self) -> Policy:
+        return dataclasses.replace(self, source="")
+
+    # -- servers and tools -------------------------------------------------------------------------------------
+
+    def server_refusal(self, name: str, alias: str) -> Refused | None:
+        names = (name, alias)
+        for pattern in self.deny_servers:
+            if any(fnmatchcase(candidate, pattern) for candidate in names):
+                return Refused("deny_servers", f'denied by deny_servers pattern "{pattern}"')
+        if not any(fnmatchcase(candidate, pattern) for pattern in self.allow_servers for candidate in names):
+            return Refused("allow_servers", f"matched by no allow_servers pattern ({_listed(self.allow_servers)})")
+        return None
+
+    def tool_refusal(
+        self, server: str, server_alias: str, tool: str, tool_alias: str, annotations: types.ToolAnnotations | None
+    ) -> Refused | None:
+        """Whether a listed tool is refused: by the patterns, or by ``read_only`` from its annotations."""
+        refused = self.name_refusal(server, server_alias, (tool, tool_alias), deny_only=False)
+        if refused is not None:
+            return refused
+        if self.read_only and not (annotations is not None and annotations.read_only_hint is True):
+            return Refused("read_only", "read_only is on and the tool is not annotated readOnlyHint: true")
+        return None
+
+    def name_refusal(
+        self, server: str, server_alias: str, tools: Iterable[str], *, deny_only: bool = True
+    ) -> Refused | None:
+        """The patterns' verdict on a tool known only by name(s); ``deny_only`` for a name the caller typed,
+        which may be an alias whose tool an allow pattern names otherwise (the listing decides those)."""
+        servers = (server, server_alias)
+        names = tuple(tools)
+        for pattern in self.deny_tools:
+            if _tool_match(pattern, servers, names):
+                return Refused("deny_tools", f'denied by deny_tools pattern "{pattern}"')
+        if not deny_only and not any(_tool_match(pattern, servers, names) for pattern in self.allow_tools):
+            return Refused("allow_tools", f"matched by no allow_tools pattern ({_listed(self.allow_tools)})")
+        return None
+
+    # -- arguments ---------------------------------------------------------------------------------------------
+
+    def argument_refusal(self, arguments: dict[str, Any]) -> tuple[Refused | None, bytes | None]:
+        """The caps on one call's arguments, and their canonical JSON when they are within the depth cap.
+
+        The depth is measured without recursion before anything recursive touches the value, so a value
+        nested ten thousand deep is refused cheaply instead of exhausting the host's stack.
+        """
+        if nesting_depth(arguments, self.max_argument_depth) > self.max_argument_depth:
+            reason = f"the arguments are nested more than {self.max_argument_depth} deep (max_argument_depth)"
+            return Refused("max_argument_depth", reason), None
+        encoded = canonical_json(arguments)
+        if len(encoded) > self.max_argument_bytes:
+            reason = (f"the arguments are {len(encoded):,} bytes of JSON, more than max_argument_bytes "
+                      f"({self.max_argument_bytes:,})")  # fmt: skip
+            return Refused("max_argument_bytes", reason), encoded
+        return None, encoded
+
+    def message(self, subject: str, refused: Refused) -> str:
+        """The sentence sandboxed code sees: what was refused, the rule, and where the rule was set."""
+        return f"policy refused {subject}: {refused.reason} ({self.where})"
+
+
+def _listed(patterns: tuple[str, ...]) -> str:
+    if not patterns:
+        return "the list is empty"
+    shown = ", ".join(f'"{pattern}"' for pattern in patterns[:8])
+    return f"{shown}, …" if len(patterns) > 8 else shown
+
+
+def _tool_match(pattern: str, servers: tuple[str, str], tools: tuple[str, ...]) -> bool:
+    server_part, slash, tool_part = pattern.partition("/")
+    if not slash:
+        server_part, tool_part = "*", pattern
+    return any(fnmatchcase(s, server_part) for s in servers) and any(fnmatchcase(t, tool_part) for t in tools)
+
+
+def check_pattern(pattern: str, tools: bool) -> str:
+    """A pattern as the settings file gave it, or ValueError saying what is wrong with it."""
+    if not pattern.strip() or pattern != pattern.strip():
+        raise ValueError(f"pattern {pattern!r} is empty or has spaces around it")
+    if tools:
+        server_part, slash, tool_part = pattern.partition("/")
+        if slash and (not server_part or not tool_part):
+            raise ValueError(f'pattern {pattern!r} needs both parts around "/": "SERVER/TOOL", such as "git/git_*"')
+    return pattern
+
+
+def nesting_depth(value: Any, stop_after: int) -> int:
+    """How deep objects and arrays nest in ``value`` (the value itself counts: ``{}`` is 1, ``{"a": []}`` 2),
+    computed iteratively; the walk stops as soon as ``stop_after`` is exceeded."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > stop_after:
+            return deepest
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
+
+
+def canonical_json(value: Any) -> bytes:
+    """The arguments as compact JSON with sorted keys: the size the caps count and the text the audit hashes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")

@@ -1,0 +1,287 @@
+"""What each setting is called outside and what it accepts: the catalogue of fields and their parsers.
+
+Why a module apart from ``settings.py``: the ``Settings`` dataclass says what the bridge can be told, this says
+how each value is spelled in the environment, a settings file or a flag, and checks it on the way in (with the
+variable, what was expected and an example in every error). The table grows one line per setting; keeping it
+here leaves ``settings.py`` short enough to read as the list of knobs and the order sources win in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from .errors import SettingsError
+
+T = TypeVar("T", int, float)
+RuntimeChoice = Literal["auto", "bubblewrap", "podman", "docker"]
+OutputMode = Literal["compact", "toon", "json"]
+OUTPUT_MODES: tuple[OutputMode, ...] = ("compact", "toon", "json")
+RUNTIME_CHOICES: tuple[RuntimeChoice, ...] = ("auto", "bubblewrap", "podman", "docker")
+_RUNTIME_ALIASES: dict[str, RuntimeChoice] = {"bwrap": "bubblewrap"}
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+DEFAULT_IMAGE = "mcp-codemode-sandbox:bookworm"
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """Parse ``512m``, ``1g``, ``1.5GiB`` or plain bytes, the way container runtimes do (binary units)."""
+    match = _SIZE_RE.match(text)
+    if not match:
+        raise ValueError(text)
+    number, unit, _ = match.groups()
+    value = int(float(number) * _SIZE_UNITS[unit.lower()])
+    if value <= 0:
+        raise ValueError(text)
+    return value
+
+
+def format_size(value: int) -> str:
+    for unit, factor in (("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10)):
+        if value % factor == 0:
+            return f"{value // factor}{unit}"
+    return str(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """How one setting is named outside and checked on the way in."""
+
+    name: str
+    env: str
+    parse: Callable[[str], Any]
+    expect: str
+    example: str
+
+
+def _bounded(parse: Callable[[str], T], low: T, high: T) -> Callable[[str], T]:
+    """``parse``, refusing values outside ``low..high`` (inclusive)."""
+
+    def parse_in_range(text: str) -> T:
+        value = parse(text.strip())
+        if not low <= value <= high:
+            raise ValueError(text)
+        return value
+
+    return parse_in_range
+
+
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    return _bounded(int, low, high)
+
+
+def _float_in(low: float, high: float) -> Callable[[str], float]:
+    return _bounded(float, low, high)
+
+
+def _size_in(low: int, high: int) -> Callable[[str], int]:
+    return _bounded(parse_size, low, high)
+
+
+def _runtime(text: str) -> RuntimeChoice:
+    value = text.strip().lower()
+    value = _RUNTIME_ALIASES.get(value, value)
+    if value not in RUNTIME_CHOICES:
+        raise ValueError(text)
+    return value
+
+
+def _log_level(text: str) -> str:
+    value = text.strip().upper()
+    if value not in LOG_LEVELS:
+        raise ValueError(text)
+    return value
+
+
+def _output_mode(text: str) -> OutputMode:
+    value = text.strip().lower()
+    if value not in OUTPUT_MODES:
+        raise ValueError(text)
+    return value
+
+
+def _words(text: str) -> tuple[str, ...]:
+    """A comma-separated list; empty items are dropped."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def _tokens(text: str) -> tuple[str, ...]:
+    tokens = _words(text)
+    if any(len(token) < 16 for token in tokens):
+        raise ValueError("a bearer token shorter than 16 characters is too easy to guess")
+    return tokens
+
+
+def _user(text: str) -> str:
+    if not re.fullmatch(r"\d+(:\d+)?", text.strip()):
+        raise ValueError(text)
+    return text.strip()
+
+
+def _nonempty(text: str) -> str:
+    if not text.strip():
+        raise ValueError(text)
+    return text.strip()
+
+
+def _optional_path(text: str) -> Path | None:
+    return Path(text).expanduser() if text.strip() else None
+
+
+def _args(text: str) -> tuple[str, ...]:
+    return tuple(shlex.split(text))
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(text)
+
+
+def _paths(text: str) -> tuple[Path, ...]:
+    """Config file paths separated by the OS path separator (':' here), like PATH."""
+    return tuple(Path(item).expanduser() for item in text.split(os.pathsep) if item.strip())
+
+
+def _optional_float(text: str) -> float | None:
+    return _float_in(0.01, 1024)(text) if text.strip() else None
+
+
+AuditLog = Path | Literal["off"] | None  # None: the default place under the state directory
+
+
+def _audit_log(text: str) -> AuditLog:
+    value = text.strip()
+    if value.lower() == "off":
+        return "off"
+    return Path(value).expanduser() if value else None
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("runtime", "MCP_BRIDGE_RUNTIME", _runtime, "one of auto, bubblewrap, podman, docker", "auto"),
+    Field("image", "MCP_BRIDGE_IMAGE", _nonempty, "a container image name", DEFAULT_IMAGE),
+    Field("timeout", "MCP_BRIDGE_TIMEOUT", _int_in(1, 86400), "whole seconds from 1 to 86400", "30"),
+    Field("max_timeout", "MCP_BRIDGE_MAX_TIMEOUT", _int_in(1, 86400), "whole seconds from 1 to 86400", "120"),
+    Field("memory", "MCP_BRIDGE_MEMORY", parse_size, "a size such as 512m or 1g", "512m"),
+    Field("pids", "MCP_BRIDGE_PIDS", _int_in(8, 1_000_000), "a whole number of processes, at least 8", "128"),
+    Field("cpus", "MCP_BRIDGE_CPUS", _optional_float, "a number of CPUs such as 1 or 0.5 (empty: no limit)", "0.5"),
+    Field("container_user", "MCP_BRIDGE_CONTAINER_USER", _user, "UID or UID:GID", "65534:65534"),
+    Field(
+        "state_dir",
+        "MCP_BRIDGE_STATE_DIR",
+        lambda t: Path(_nonempty(t)).expanduser(),
+        "a directory",
+        "/var/lib/mcp-codemode",
+    ),
+    Field("log_level", "MCP_BRIDGE_LOG_LEVEL", _log_level, "one of " + ", ".join(LOG_LEVELS), "INFO"),
+    Field("oci_runtime", "MCP_BRIDGE_OCI_RUNTIME", str.strip, "an OCI runtime such as runc or runsc", "runc"),
+    Field("container_args", "MCP_BRIDGE_CONTAINER_ARGS", _args, "extra arguments, shell-quoted", "--cpus 1"),
+    Field("sandbox_python", "MCP_BRIDGE_SANDBOX_PYTHON", _optional_path, "a python3 path", "/usr/bin/python3"),
+    Field("sandbox_uid", "MCP_BRIDGE_SANDBOX_UID", _int_in(1, 2**31 - 2), "a non-root uid", "65534"),
+    Field("tmp_size", "MCP_BRIDGE_TMP_SIZE", parse_size, "a size such as 64m", "64m"),
+    Field("workspace_size", "MCP_BRIDGE_WORKSPACE_SIZE", parse_size, "a size such as 128m", "128m"),
+    Field("capture_limit", "MCP_BRIDGE_CAPTURE_LIMIT", _size_in(1 << 10, 16 << 20), "a size from 1k to 16m", "1m"),
+    Field("max_sessions", "MCP_BRIDGE_MAX_SESSIONS", _int_in(1, 10_000), "a whole number, at least 1", "16"),
+    Field(
+        "warm_pool",
+        "MCP_BRIDGE_WARM_POOL",
+        _int_in(0, 64),
+        "a whole number of pre-started sandboxes from 0 to 64 (0: none)",
+        "2",
+    ),
+    Field("session_idle_timeout", "MCP_BRIDGE_SESSION_IDLE_TIMEOUT", _float_in(1, 10**7), "seconds", "900"),
+    Field("interrupt_grace", "MCP_BRIDGE_INTERRUPT_GRACE", _float_in(0.05, 600), "seconds", "2"),
+    Field("startup_timeout", "MCP_BRIDGE_STARTUP_TIMEOUT", _float_in(1, 3600), "seconds", "60"),
+    Field("output_mode", "MCP_BRIDGE_OUTPUT_MODE", _output_mode, "one of " + ", ".join(OUTPUT_MODES), "compact"),
+    Field("output_limit", "MCP_BRIDGE_OUTPUT_LIMIT", _int_in(500, 10_000_000), "characters, at least 500", "20000"),
+    Field("image_limit", "MCP_BRIDGE_IMAGE_LIMIT", _size_in(1 << 10, 16 << 20), "a size from 1k to 16m", "2m"),
+    Field("max_images", "MCP_BRIDGE_MAX_IMAGES", _int_in(0, 64), "a whole number from 0 to 64", "8"),
+    Field("progress_interval", "MCP_BRIDGE_PROGRESS_INTERVAL", _float_in(0.05, 5), "seconds, at most 5", "2"),
+    Field("http_host", "MCP_BRIDGE_HTTP_HOST", _nonempty, "a host name or address to bind", "127.0.0.1"),
+    Field("http_port", "MCP_BRIDGE_HTTP_PORT", _int_in(0, 65535), "a TCP port (0: any free port)", "8765"),
+    Field(
+        "http_tokens",
+        "MCP_BRIDGE_HTTP_TOKEN",
+        _tokens,
+        "one or more bearer tokens of at least 16 characters, comma-separated",
+        "$(openssl rand -hex 24)",
+    ),
+    Field(
+        "allowed_origins",
+        "MCP_BRIDGE_ALLOWED_ORIGINS",
+        _words,
+        "comma-separated origins such as https://app.example.com",
+        "https://app.example.com",
+    ),
+    Field("log_file", "MCP_BRIDGE_LOG_FILE", _optional_path, "a file path (empty: standard error)", "/tmp/bridge.log"),
+    Field(
+        "servers_config",
+        "MCP_SERVERS_CONFIG",
+        _paths,
+        "MCP server config files separated by ':'",
+        "~/my-servers.json:/etc/mcp/team.json",
+    ),
+    Field("discover_servers", "MCP_BRIDGE_DISCOVER", _bool, "true or false", "false"),
+    Field("allow_self_server", "MCP_BRIDGE_ALLOW_SELF_SERVER", _bool, "true or false (or 1 / 0)", "1"),
+    Field("tool_timeout", "MCP_BRIDGE_TOOL_TIMEOUT", _float_in(0.1, 86400), "seconds per proxied tool call", "60"),
+    Field("connect_timeout", "MCP_BRIDGE_CONNECT_TIMEOUT", _float_in(0.1, 3600), "seconds to start a server", "30"),
+    Field(
+        "catalog_ttl",
+        "MCP_BRIDGE_CATALOG_TTL",
+        _float_in(0, 10**8),
+        "seconds a cached tool listing stays fresh (0: refresh on every use)",
+        "86400",
+    ),
+    Field(
+        "search_wait",
+        "MCP_BRIDGE_SEARCH_WAIT",
+        _float_in(0, 600),
+        "seconds a search waits for servers whose tools are not known yet, at most 600 (0: do not wait)",
+        "3",
+    ),
+    Field(
+        "audit_log",
+        "MCP_BRIDGE_AUDIT_LOG",
+        _audit_log,
+        "a file path, off, or empty for <state_dir>/audit/audit.jsonl",
+        "~/mcp-audit.jsonl",
+    ),
+    Field("audit_max_bytes", "MCP_BRIDGE_AUDIT_MAX_BYTES", _size_in(4 << 10, 1 << 40), "a size from 4k", "10m"),
+    Field("audit_backups", "MCP_BRIDGE_AUDIT_BACKUPS", _int_in(0, 100), "a whole number from 0 to 100", "5"),
+)
+SECRET_FIELDS = frozenset({"http_tokens"})
+FIELD_BY_NAME = {f.name: f for f in FIELDS}
+
+
+def parse_field(name: str, raw: str, where: str) -> Any:
+    """Parse one setting given outside the usual places (a command-line flag), with the usual error."""
+    return parse_value(FIELD_BY_NAME[name], raw, where)
+
+
+def parse_value(field: Field, raw: object, where: str) -> Any:
+    text = raw if isinstance(raw, str) else ("" if raw is None else str(raw))
+    if isinstance(raw, bool):
+        text = "true" if raw else "false"
+    if isinstance(raw, list) and field.name == "servers_config":
+        text = os.pathsep.join(str(item) for item in raw)
+    if isinstance(raw, list) and field.name in ("container_args", "http_tokens", "allowed_origins"):
+        if field.name == "container_args":
+            return tuple(str(item) for item in raw)
+        text = ",".join(str(item) for item in raw)
+    try:
+        return field.parse(text)
+    except (ValueError, TypeError):
+        if field.name in SECRET_FIELDS:
+            text = "<hidden>"
+        raise SettingsError(
+            f"{where}={text!r} is not valid: expected {field.expect} (for example {field.env}={field.example})"
+        ) from None

@@ -1,0 +1,49 @@
+"""Every deliberate error derives from one base, and that base can carry the fix apart from the message.
+
+Pure logic; the last test drives the real command line's ``main`` in-process (it fails before any sandbox is
+chosen), the one place a ``fix`` is shown today.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from mcp_codemode.cli import main
+from mcp_codemode.errors import CodemodeError, SettingsError
+from mcp_codemode.sandbox.seccomp import SeccompUnavailable
+from mcp_codemode.saved_tools import SavedToolProblem
+from mcp_codemode.server import InvalidArguments
+from mcp_codemode.upstream.validate import ArgumentProblem
+
+
+@pytest.mark.parametrize("error", [SeccompUnavailable, ArgumentProblem, SavedToolProblem, InvalidArguments])
+def test_every_deliberate_error_derives_from_the_one_base(error):
+    assert issubclass(error, CodemodeError)
+
+
+@pytest.mark.parametrize("error", [ArgumentProblem, SavedToolProblem, InvalidArguments])
+def test_errors_callers_catch_as_value_errors_still_are(error):
+    assert issubclass(error, ValueError)
+
+
+def test_without_a_fix_the_message_is_exactly_the_text_given():
+    assert str(SettingsError("MCP_BRIDGE_TIMEOUT='30s' is not valid")) == "MCP_BRIDGE_TIMEOUT='30s' is not valid"
+    assert CodemodeError("x").fix is None
+
+
+def test_a_fix_follows_the_message_and_survives_pickling():
+    error = SettingsError("the port is taken", fix="choose another with --port")
+    assert str(error) == "the port is taken; choose another with --port"
+    assert error.fix == "choose another with --port"
+    copy = pickle.loads(pickle.dumps(error))
+    assert str(copy) == str(error)
+    assert copy.fix == error.fix
+
+
+def test_an_unreadable_file_to_run_says_what_to_give_instead(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "missing.py")]) == 125
+    stderr = capsys.readouterr().err
+    assert stderr.startswith(f"mcp-codemode: cannot read {tmp_path / 'missing.py'}: ")
+    assert stderr.endswith("; give a UTF-8 file you can read, - for standard input, or -c CODE\n")
