@@ -26,10 +26,10 @@ from mcp_codemode.saved_tools import SavedToolStore
 from mcp_codemode.settings import Settings
 from mcp_codemode.upstream.directory import ToolDirectory
 from mcp_codemode.upstream.model import Discovery
-from tests import upstreams
-from tests.conftest import sandbox_settings
-from tests.mcp_clients import require_bubblewrap
-from tests.test_proxy import private_state_dir, reported, run
+from tests.support import upstreams
+from tests.support.backends import sandbox_settings
+from tests.support.cells import private_state_dir, reported, run
+from tests.support.clients import require_bubblewrap
 
 SECRET = "sk-live-0123456789abcdef-DO-NOT-LOG"
 FIELDS = ["time", "session", "owner", "server", "tool", "args_sha256", "args_bytes", "outcome", "duration_ms",

@@ -23,7 +23,7 @@ import pytest
 
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from mcp_codemode.weak_setups import SetupFacts, findings, for_user, render
-from tests.conftest import fail_unless, require_usable, sandbox_settings
+from tests.support.backends import fail_unless, require_usable, sandbox_settings
 
 CLI = [sys.executable, "-m", "mcp_codemode"]
 STRONG = SetupFacts(

@@ -1,7 +1,7 @@
 """The upstream hub against real MCP servers: the npm and PyPI reference servers, started by their entry points.
 
 Every test runs its own event loop (``asyncio.run``) and its own Hub, so each starts from nothing and proves that
-nothing outlives it. Servers missing on this machine fail under CI=true and skip elsewhere (tests/upstreams.py).
+nothing outlives it. Servers missing on this machine fail under CI=true and skip elsewhere (tests/support/upstreams.py).
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from mcp_codemode.upstream.hub import Hub
 from mcp_codemode.upstream.launch import MARK
 from mcp_codemode.upstream.model import ServerConfig
 from mcp_codemode.upstream.restart import backoff_delay
-from tests import upstreams
-from tests.conftest import wait_until_gone
+from tests.support import upstreams
+from tests.support.processes import wait_until_gone
+from tests.support.upstreams import GROWER
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[1]
@@ -298,29 +299,10 @@ def test_unknown_server_names_close_matches_and_every_configured_server(tmp_path
 
 # -- notifications, concurrency, timeouts -----------------------------------------------------------------------
 
-_GROWER = textwrap.dedent(
-    """
-    from mcp.server.mcpserver import Context, MCPServer
-
-    server = MCPServer("grower")
-
-    @server.tool()
-    async def grow(name: str, ctx: Context) -> str:
-        \"\"\"Add a tool called `name`, then tell the client the tool list changed.\"\"\"
-        def added() -> str:
-            return name
-        server.add_tool(added, name=name, description="added at run time")
-        await ctx.session.send_tool_list_changed()
-        return f"added {name}"
-
-    server.run()
-    """
-)
-
 
 def test_tools_list_changed_refreshes_the_cache_and_calls_back(tmp_path: Path) -> None:
     grower_py = tmp_path / "grower.py"
-    grower_py.write_text(_GROWER)
+    grower_py.write_text(GROWER)
     grower = ServerConfig(
         name="grower", alias="grower", transport="stdio", source="test", command=sys.executable, args=(str(grower_py),)
     )
@@ -624,7 +606,7 @@ _DRIVER = textwrap.dedent(
     from pathlib import Path
 
     from mcp_codemode.upstream.hub import Hub
-    from tests import upstreams
+    from tests.support import upstreams
 
     async def main() -> None:
         work = Path(sys.argv[1])

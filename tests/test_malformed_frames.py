@@ -18,10 +18,10 @@ from typing import Any
 
 from mcp_codemode.bridge import Bridge
 from mcp_codemode.upstream.model import Discovery
-from tests import upstreams
-from tests.conftest import sandbox_settings
-from tests.mcp_clients import require_bubblewrap
-from tests.test_proxy import private_state_dir, reported, run
+from tests.support import upstreams
+from tests.support.backends import sandbox_settings
+from tests.support.cells import private_state_dir, reported, run
+from tests.support.clients import require_bubblewrap
 
 FLOOD = 10_000
 BREAKERS = 50

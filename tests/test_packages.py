@@ -23,7 +23,7 @@ from mcp_codemode.provision.image import remove_if_nameless
 from mcp_codemode.provision.installer import Installer, TargetPython, uv_platform
 from mcp_codemode.provision.steps import ProvisionError, hint
 
-from .conftest import fail_unless
+from .support.backends import fail_unless
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / ".cache"

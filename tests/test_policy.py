@@ -1,7 +1,7 @@
 """The policy: its parsing and matching (pure logic), then what sandboxed code sees and may do under it.
 
 The end-to-end tests run real code in bubblewrap through ``Bridge.run`` against the real reference servers of
-tests/upstreams.py, with the policy read from a real settings file. They prove that a refused server or tool is
+tests/support/upstreams.py, with the policy read from a real settings file. They prove that a refused server or tool is
 nowhere the sandbox can look (servers, describe, docs at every detail, search, proxies, the summary), that a
 refused server is never started, and that every way of calling something refused (a proxy attribute,
 ``runtime.call_tool``, a hand-made request frame) raises ``runtime.PolicyError`` naming the rule, which code can
@@ -27,10 +27,10 @@ from mcp_codemode.servers_report import servers_report
 from mcp_codemode.settings import Settings
 from mcp_codemode.summary import capability_summary
 from mcp_codemode.upstream.model import Discovery
-from tests import upstreams
-from tests.conftest import sandbox_settings
-from tests.mcp_clients import require_bubblewrap
-from tests.test_proxy import private_state_dir, reported, run
+from tests.support import upstreams
+from tests.support.backends import sandbox_settings
+from tests.support.cells import private_state_dir, reported, run
+from tests.support.clients import require_bubblewrap
 
 pytestmark = pytest.mark.anyio
 

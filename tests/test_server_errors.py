@@ -7,7 +7,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.mcp_clients import SERVE, clean_environ
+from tests.support.clients import SERVE, clean_environ
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

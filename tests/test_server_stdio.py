@@ -17,8 +17,8 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_codemode.sandbox import cgroups
 
-from .conftest import fail_unless
-from .mcp_clients import (
+from .support.backends import fail_unless
+from .support.clients import (
     LEGACY_VERSION,
     LISTING_LIMIT,
     MODES,

@@ -33,7 +33,7 @@ from mcp_codemode.sandbox.container import ContainerBackend
 from mcp_codemode.sandbox.select import announce, choose_backend
 from mcp_codemode.sandbox.staging import guest_sources, stage_guest
 from mcp_codemode.state_files import open_to_the_sandbox
-from tests.conftest import fail_unless, require_usable, sandbox_settings
+from tests.support.backends import fail_unless, require_usable, sandbox_settings
 
 # The flags word of a pyc header (PEP 552): bit 0 hash-based, bit 1 check the source.
 UNCHECKED_HASH_FLAGS = 0b01

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import fail_unless
+from tests.support.backends import fail_unless
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"

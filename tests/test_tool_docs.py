@@ -24,8 +24,8 @@ from mcp import types
 from mcp_codemode.bridge import Bridge
 from mcp_codemode.guest.mcp import _docs, _proxies, _rpc, runtime
 from mcp_codemode.upstream import catalog, stubs
-from tests.conftest import fail_unless
-from tests.test_proxy import reported, run, time_and_everything
+from tests.support.backends import fail_unless
+from tests.support.cells import reported, run, time_and_everything
 
 CORPUS = Path(__file__).resolve().parents[1] / "benchmarks" / "corpus" / "tools"
 SERVERS = ("everything", "fetch", "filesystem", "git", "memory", "sequential-thinking", "time")

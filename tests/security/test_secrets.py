@@ -14,8 +14,8 @@ import platform
 import textwrap
 from pathlib import Path
 
-from tests.conftest import fail_unless
 from tests.security.conftest import ATTEMPT, BRIDGE_SECRET_ENV, UPSTREAM_SECRET_ENV, Target, outcome
+from tests.support.backends import fail_unless
 
 READ_ATTEMPT = """
 import errno, os
