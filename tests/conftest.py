@@ -12,8 +12,26 @@ from mcp_codemode.sandbox.select import make_backend
 from mcp_codemode.sessions import SessionManager
 from tests.support.backends import BACKENDS, require_usable, sandbox_settings
 from tests.support.processes import our_containers, sandbox_processes, wait_until_gone
+from tests.support.purity import forbid_processes_and_network
 
 T = TypeVar("T")
+# A test that asks for one of these (even through another fixture) runs a real sandbox: it is marked backend
+# without having to say so. Whole modules of such tests say it once, with ``pytestmark = pytest.mark.backend``.
+BACKEND_FIXTURES = frozenset({"backend_name"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by ``-m``
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``backend`` every test whose fixtures include a real backend, so ``-m "not backend"`` leaves it out."""
+    for item in items:
+        if BACKEND_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.backend)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A session with no backend test (``-m "not backend"``, or pure files alone) may start no process at all."""
+    if session.items and not any(item.get_closest_marker("backend") for item in session.items):
+        session.config.add_cleanup(forbid_processes_and_network())
 
 
 @pytest.fixture(scope="module")

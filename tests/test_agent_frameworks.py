@@ -32,6 +32,8 @@ from .support.clients import (
     server_env,
 )
 
+pytestmark = pytest.mark.backend
+
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS_PYTHON = ROOT / ".cache" / "clients" / "bin" / "python"
 LANGCHAIN_PYTHON = ROOT / ".cache" / "clients-langchain" / "bin" / "python"  # mcp 1.x: scripts/setup-clients.sh

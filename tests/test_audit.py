@@ -149,6 +149,7 @@ def test_a_log_that_cannot_be_written_warns_once_and_never_raises(
 # ------------------------------------------------------------------------------------------- real calls
 
 
+@pytest.mark.backend
 @pytest.mark.anyio
 async def test_calls_from_the_sandbox_get_a_line_per_outcome_without_argument_values(tmp_path: Path) -> None:
     require_bubblewrap()
@@ -195,6 +196,7 @@ async def test_calls_from_the_sandbox_get_a_line_per_outcome_without_argument_va
     assert (error["outcome"], error["error"]) == ("error", "ArgumentError")
 
 
+@pytest.mark.backend
 @pytest.mark.anyio
 async def test_a_call_cancelled_in_flight_gets_a_line_and_an_unwritable_log_breaks_no_call(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"

@@ -17,6 +17,8 @@ import pytest
 
 from .support.clients import require_bubblewrap
 
+pytestmark = pytest.mark.backend
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -15,6 +15,8 @@ import pytest
 
 from .support.processes import our_containers, sandbox_processes, wait_until_gone
 
+pytestmark = pytest.mark.backend
+
 CLI = [sys.executable, "-m", "mcp_codemode"]
 
 

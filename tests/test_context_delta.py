@@ -19,6 +19,8 @@ from tests.support.backends import sandbox_settings
 from tests.support.cells import private_state_dir, reported, run
 from tests.support.clients import require_bubblewrap
 
+pytestmark = pytest.mark.backend
+
 
 @pytest.mark.anyio
 async def test_the_context_is_sent_on_change_and_the_names_come_back(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -284,6 +284,7 @@ def worker_messages(draw: st.DrawFn) -> dict[str, Any]:
     return message
 
 
+@pytest.mark.backend
 @settings(max_examples=250, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(worker_messages())
 def test_the_dispatcher_survives_any_message(live_worker: tuple[LoopThread, Worker], message: dict[str, Any]) -> None:
@@ -317,6 +318,7 @@ def test_the_dispatcher_survives_any_message(live_worker: tuple[LoopThread, Work
         assert calls == [message] or not calls  # relayed as it was, or still queued when the cell ended
 
 
+@pytest.mark.backend
 def test_the_worker_still_runs_code_after_the_fuzzing(live_worker: tuple[LoopThread, Worker]) -> None:
     loop, worker = live_worker
     result = loop.run(worker.execute("6 * 7", timeout=30))

@@ -28,6 +28,8 @@ from tests.support import upstreams
 from tests.support.backends import sandbox_settings
 from tests.support.fuzzing import LoopThread, json_values
 
+pytestmark = pytest.mark.backend
+
 KINDS = set(_rpc.ERRORS)
 QUICK_TOOLS = ["echo", "get-sum", "get-tiny-image", "get-annotated-message", "get-structured-content"]
 OPS = ["servers", "describe", "loaded", "tools", "docs", "search", "call", "resources", "read_resource", "save_tool",

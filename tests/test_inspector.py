@@ -17,6 +17,8 @@ import pytest
 
 from .support.inspector import BRIDGE, INSPECTOR, inspector, node_command, result_of, running_bridge
 
+pytestmark = pytest.mark.backend
+
 ERAS = ("legacy", "modern")
 TRANSPORTS = ("stdio", "http")
 RUN_PYTHON_ARGUMENTS = {"code", "servers", "timeout", "session", "reset"}

@@ -21,6 +21,8 @@ import pytest
 
 from .support.backends import fail_unless
 
+pytestmark = pytest.mark.backend
+
 REPO = Path(__file__).resolve().parent.parent
 UV = REPO / ".cache" / "uv" / "bin" / "uv"
 USER = 65534

@@ -259,6 +259,7 @@ def rows_of(result: Any) -> dict[str, list[Any]]:
     return {row[0]: row[1:] for row in reported(result)}
 
 
+@pytest.mark.backend
 async def test_a_refused_server_is_nowhere_the_sandbox_looks_and_is_never_started(policed: Policed) -> None:
     bridge = policed.bridge
     assert "time-hidden" not in bridge.hub.names() and "time-hidden" not in bridge.servers
@@ -313,6 +314,7 @@ async def test_a_refused_server_is_nowhere_the_sandbox_looks_and_is_never_starte
     assert (policed.state / "logs" / "time.log").exists()
 
 
+@pytest.mark.backend
 async def test_a_refused_tool_is_hidden_and_every_way_of_calling_it_raises_policy_error(policed: Policed) -> None:
     result = await run(
         policed.bridge,
@@ -361,6 +363,7 @@ async def test_a_refused_tool_is_hidden_and_every_way_of_calling_it_raises_polic
     assert rows["after"] == ["no error", "'Echo: still here'"]
 
 
+@pytest.mark.backend
 async def test_the_call_budget_is_per_run_and_refused_calls_do_not_spend_it(policed: Policed) -> None:
     code = with_attempt("""
         rows = [await attempt("refused", lambda: runtime.call_tool("everything", "get-env", {}))]
@@ -382,6 +385,7 @@ async def test_the_call_budget_is_per_run_and_refused_calls_do_not_spend_it(poli
     assert [again[f"call {n}"][0] for n in (1, 2, 3, 4)] == ["no error"] * 3 + ["PolicyError"]
 
 
+@pytest.mark.backend
 async def test_arguments_over_the_size_or_depth_cap_are_refused_and_the_bridge_goes_on(policed: Policed) -> None:
     result = await run(
         policed.bridge,
@@ -418,6 +422,7 @@ async def test_arguments_over_the_size_or_depth_cap_are_refused_and_the_bridge_g
     assert rows["after"] == ["no error", "'Echo: fine'"]
 
 
+@pytest.mark.backend
 async def test_read_only_offers_and_lets_through_only_tools_annotated_read_only(tmp_path: Path) -> None:
     require_bubblewrap()
     settings_file = tmp_path / "read-only.toml"
@@ -458,6 +463,7 @@ async def test_read_only_offers_and_lets_through_only_tools_annotated_read_only(
     assert rows["read"][0] == "no error"
 
 
+@pytest.mark.backend
 async def test_the_rate_cap_is_per_owner_across_sessions(tmp_path: Path) -> None:
     require_bubblewrap()
     # One call per 100 s on average, in bursts of one: the second call is over the cap however slow the machine.
@@ -479,6 +485,7 @@ async def test_the_rate_cap_is_per_owner_across_sessions(tmp_path: Path) -> None
     assert other["call"][0] == "no error"
 
 
+@pytest.mark.backend
 async def test_the_servers_report_shows_a_refused_server_as_refused_without_starting_it(tmp_path: Path) -> None:
     policy = Policy(deny_servers=("time",), deny_tools=("everything/get-env",), source="/x.toml")
     settings = sandbox_settings(state_dir=tmp_path / "state", policy=policy)

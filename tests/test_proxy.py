@@ -47,6 +47,8 @@ from tests.support.cells import (
 )
 from tests.support.clients import images_of, require_bubblewrap, stdio_client_for, text_of
 
+pytestmark = pytest.mark.backend
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

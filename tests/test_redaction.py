@@ -27,6 +27,8 @@ from tests.support.backends import sandbox_settings
 from tests.support.cells import closed_port, private_state_dir, reported, run
 from tests.support.clients import require_bubblewrap
 
+pytestmark = pytest.mark.backend
+
 SECRET = "s3cr3t-token-4d1c9b77"
 PATH_SECRET = "path-secret-5e02"
 URL_SECRET = "url-secret-a83f11"

@@ -34,6 +34,8 @@ from tests.support.clients import clean_environ, require_bubblewrap
 from tests.support.inspector import BRIDGE
 from tests.support.upstreams import GROWER
 
+pytestmark = pytest.mark.backend
+
 T = TypeVar("T")
 DEADLINE = 60.0  # bound on polling for a background listing: a hang fails the test instead of the run
 CLI_DEADLINE = 120.0

@@ -9,6 +9,8 @@ from mcp import Client, StdioServerParameters
 
 from tests.support.clients import SERVE, clean_environ
 
+pytestmark = pytest.mark.backend
+
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 def test_without_a_usable_sandbox_every_call_explains_the_problem_and_the_fix(mode: str) -> None:

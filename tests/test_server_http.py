@@ -39,7 +39,7 @@ from .support.clients import (
 )
 from .support.processes import wait_until_gone
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backend]
 TOKEN_A = "a" * 16 + uuid.uuid4().hex[:16]
 TOKEN_B = "b" * 16 + uuid.uuid4().hex[:16]
 

@@ -31,7 +31,7 @@ from .support.clients import (
     text_of,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backend]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

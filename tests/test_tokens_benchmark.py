@@ -26,6 +26,8 @@ if str(BENCHMARKS) not in sys.path:  # benchmarks/ is not a package: its scripts
 import tokens  # noqa: E402
 from common import BenchmarkError  # noqa: E402
 
+pytestmark = pytest.mark.backend
+
 PINNED = json.loads((ROOT / "tests" / "node" / "package.json").read_text())["devDependencies"]["gpt-tokenizer"]
 SETUP = "run scripts/setup-node.sh"
 

@@ -712,6 +712,7 @@ async def docs_bridge() -> AsyncIterator[Bridge]:
         yield bridge
 
 
+@pytest.mark.backend
 @pytest.mark.anyio
 async def test_sandboxed_code_reads_a_server_as_a_stub_module_that_runs(docs_bridge: Bridge) -> None:
     result = await run(
@@ -749,6 +750,7 @@ async def test_sandboxed_code_reads_a_server_as_a_stub_module_that_runs(docs_bri
     assert seen["structured_fields"] == ["conditions", "humidity", "temperature"]
 
 
+@pytest.mark.backend
 @pytest.mark.anyio
 async def test_sandboxed_code_searches_with_stubs_and_pages(docs_bridge: Bridge) -> None:
     result = await run(

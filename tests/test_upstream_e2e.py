@@ -44,6 +44,8 @@ from tests.support.clients import (
 from tests.support.inspector import BRIDGE, inspector, result_of
 from tests.support.processes import Proc, descendants
 
+pytestmark = pytest.mark.backend
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 DEADLINE = 60.0  # bound on waiting for a process to answer or end: a hang fails the test instead of the run
 TODO_FILES = {

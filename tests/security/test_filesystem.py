@@ -17,6 +17,8 @@ import pytest
 from tests.security.conftest import ATTEMPT, Target, outcome
 from tests.support.backends import fail_unless
 
+pytestmark = pytest.mark.backend
+
 OUTSIDE = (
     "/evil",
     "/usr/evil",

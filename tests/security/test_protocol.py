@@ -39,6 +39,8 @@ from tests.support.cells import explain
 
 from .conftest import Target, assert_no_secrets
 
+pytestmark = pytest.mark.backend
+
 VIOLATION = "killed for breaking the frame protocol"
 
 # Finds the worker's private channel to the bridge: the lowest write-only pipe among fds >= 3 (the

@@ -25,12 +25,16 @@ import subprocess
 import uuid
 from typing import Any
 
+import pytest
+
 from mcp_codemode.sandbox.container import OWNER_LABEL
 from tests.support.backends import SANDBOX_UID
 from tests.support.cells import explain
 from tests.support.processes import our_containers, sandbox_processes, wait_until_gone
 
 from .conftest import Target, outcome
+
+pytestmark = pytest.mark.backend
 
 CAPTURE_LIMIT = 64 << 10  # the suite's capture_limit (tests/support/backends.py sandbox_settings)
 PIDS = 64  # the suite's process limit
