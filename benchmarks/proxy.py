@@ -68,7 +68,7 @@ Usage
     meant to rest on). ``--backend`` picks the sandbox (default bubblewrap). ``--upstreams`` picks the servers:
     ``everything`` (@modelcontextprotocol/server-everything, its ``echo`` tool; installed by
     scripts/setup-node.sh) and ``time`` (mcp-server-time, ``get_current_time``; installed by
-    scripts/setup-upstreams.sh). Both are started by their real entry points, as tests/upstreams.py does. The
+    scripts/setup-upstreams.sh). Both are started by their real entry points, as tests/support/upstreams.py does. The
     bridge runs with a temporary state directory, so no saved tools or logs of the user's are read or written.
 """
 
@@ -158,7 +158,7 @@ class Upstream:
 
 
 def stdio_config(name: str, command: Path, *args: str) -> ServerConfig:
-    """Shaped like tests/upstreams.py's ``_config``: the real entry point, no npx/uvx layers."""
+    """Shaped like tests/support/upstreams.py's ``_config``: the real entry point, no npx/uvx layers."""
     return ServerConfig(
         name=name,
         alias=identifier(name),

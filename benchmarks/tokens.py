@@ -10,7 +10,7 @@ What is measured
     bridge
         ``mcp-codemode serve`` over stdio (started by the official SDK client, as an agent's client starts it),
         configured through a temporary config file with the seven reference servers (everything, filesystem,
-        memory, sequential-thinking, time, git, fetch, started by their real entry points as tests/upstreams.py
+        memory, sequential-thinking, time, git, fetch, started by their real entry points as tests/support/upstreams.py
         does), and asked for ``tools/list``. What is counted is the JSON-RPC ``result`` object exactly as it
         arrived (taken from the client's read stream before the SDK turns it into a model, so no defaults are
         added), serialized as compact JSON (``separators=(",", ":")``, ``ensure_ascii=False``,
@@ -224,7 +224,7 @@ def add_catalog_texts(ledger: Ledger, real: Catalog, mixed: dict[int, Catalog]) 
 
 
 def server_entries(scratch: Path) -> dict[str, dict[str, Any]]:
-    """The seven reference servers as a config file's ``mcpServers``, started as tests/upstreams.py starts them."""
+    """The seven reference servers as a config file's ``mcpServers``, started as tests/support/upstreams.py does."""
     entries: dict[str, dict[str, Any]] = {}
     files, repo = scratch / "files", scratch / "repo"
     files.mkdir()

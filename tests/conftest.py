@@ -1,26 +1,37 @@
-"""Shared fixtures: real backends, with CI refusing to skip a missing one."""
+"""Shared fixtures: real backends, with CI refusing to skip a missing one. The plain helpers are in tests/support/."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import pytest
 
-from mcp_codemode.sandbox.base import Backend
-from mcp_codemode.sandbox.container import OWNER_LABEL
 from mcp_codemode.sandbox.select import make_backend
 from mcp_codemode.sessions import SessionManager
-from mcp_codemode.settings import Settings
+from tests.support.backends import BACKENDS, require_usable, sandbox_settings
+from tests.support.processes import our_containers, sandbox_processes, wait_until_gone
+from tests.support.purity import forbid_processes_and_network
 
 T = TypeVar("T")
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-BACKENDS = ("bubblewrap", "podman")
-SANDBOX_UID = 65534
+# A test that asks for one of these (even through another fixture) runs a real sandbox: it is marked backend
+# without having to say so. Whole modules of such tests say it once, with ``pytestmark = pytest.mark.backend``.
+BACKEND_FIXTURES = frozenset({"backend_name"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by ``-m``
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``backend`` every test whose fixtures include a real backend, so ``-m "not backend"`` leaves it out."""
+    for item in items:
+        if BACKEND_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.backend)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A session with no backend test (``-m "not backend"``, or pure files alone) may start no process at all."""
+    if session.items and not any(item.get_closest_marker("backend") for item in session.items):
+        session.config.add_cleanup(forbid_processes_and_network())
 
 
 @pytest.fixture(scope="module")
@@ -30,36 +41,6 @@ def anyio_backend() -> str:
     Module scope, so a module's shared async fixtures (a bridge, an HTTP server) and its tests share one loop.
     """
     return "asyncio"
-
-
-def sandbox_settings(**changes: Any) -> Settings:
-    """Settings independent of the developer's environment, with limits small enough to hit quickly."""
-    base = Settings.load(env={}, overrides={"state_dir": Settings.load(env={}).state_dir})
-    defaults: dict[str, Any] = {
-        "memory": 256 << 20,
-        "pids": 64,
-        "capture_limit": 64 << 10,
-        "interrupt_grace": 1.0,
-        "timeout": 20,
-    }
-    defaults.update(changes)
-    return base.replace(**defaults)
-
-
-def fail_unless(condition: bool, message: str) -> None:
-    """Under CI=true a precondition this host cannot meet fails the test; elsewhere it skips, saying why."""
-    if condition:
-        return
-    if IN_CI:
-        pytest.fail(message + " — CI=true requires it")
-    pytest.skip(message + " (not CI, so skipped)")
-
-
-def require_usable(backend: Backend) -> None:
-    """Under CI=true a backend that cannot run is a failure, never a silent skip."""
-    availability = backend.availability()
-    message = f"{backend.name} backend unusable: {availability.reason} (fix: {availability.fix})"
-    fail_unless(availability.usable, message)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -87,39 +68,6 @@ def with_sessions(backend_name: str) -> Callable[..., Any]:
         return asyncio.run(main())
 
     return run
-
-
-def sandbox_processes() -> list[str]:
-    """Live processes of the sandbox uid on the host (workers, their children, rootful containers).
-
-    Zombies are left out: they run nothing and hold no memory, and bwrap's inner processes become zombies
-    of the host's init, which on our VMs reaps them only every second or so.
-    """
-    done = subprocess.run(
-        ["ps", "-o", "pid=,stat=,args=", "-u", str(SANDBOX_UID)], capture_output=True, text=True, check=False
-    )
-    rows = [line.split(None, 2) for line in done.stdout.splitlines() if line.strip()]
-    return [" ".join(row) for row in rows if len(row) == 3 and not row[1].startswith("Z")]
-
-
-def our_containers() -> list[str]:
-    done = subprocess.run(
-        ["podman", "ps", "--all", "--filter", f"label={OWNER_LABEL}", "--format", "{{.Names}}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return [line for line in done.stdout.splitlines() if line.strip()]
-
-
-def wait_until_gone(probe: Callable[[], list[str]], seconds: float = 15.0) -> list[str]:
-    """Poll until ``probe`` finds nothing; a bounded wait for the kernel and podman to finish, not a timing test."""
-    deadline = time.monotonic() + seconds
-    found = probe()
-    while found and time.monotonic() < deadline:
-        time.sleep(0.1)
-        found = probe()
-    return found
 
 
 @pytest.fixture

@@ -22,8 +22,17 @@ from typing import Any
 
 import pytest
 
-from .conftest import fail_unless
-from .mcp_clients import MODERN_VERSION, HttpServer, assert_no_orphans, clean_environ, require_bubblewrap, server_env
+from .support.backends import fail_unless
+from .support.clients import (
+    MODERN_VERSION,
+    HttpServer,
+    assert_no_orphans,
+    clean_environ,
+    require_bubblewrap,
+    server_env,
+)
+
+pytestmark = pytest.mark.backend
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS_PYTHON = ROOT / ".cache" / "clients" / "bin" / "python"

@@ -6,6 +6,11 @@ change trips over it. This test parses every module under ``src/`` with ``ast`` 
 pure and takes well under a second), builds the graph from module-level *and* function-level imports, and fails on
 a cycle, on guest code importing host code or a non-standard-library package, and on the forbidden edges below.
 
+One builder, ``imports``, reads the statements (with where each sits: module level, under an ``if``, inside a
+function); every rule here reads what it returns: the layers and cycles of the whole product, the upstream
+package's downward-only imports, guest/mcp's sibling imports, and that no test module imports another (the last
+three were tests/test_upstream_layers.py and tests/test_guest_imports.py, merged here with every assertion kept).
+
 Edges that exist today and are being removed by parallel branches are listed in ``KNOWN_VIOLATIONS``: the test
 passes with them and fails on any new one; the lead empties the set after merging.
 """
@@ -13,8 +18,12 @@ passes with them and fails on any new one; the lead empties the set after mergin
 from __future__ import annotations
 
 import ast
+import dataclasses
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = "mcp_codemode"
@@ -46,51 +55,99 @@ EXTRA_FORBIDDEN = {
 KNOWN_VIOLATIONS: set[tuple[str, str]] = set()
 
 
-def _module_name(path: Path) -> str:
+@dataclasses.dataclass(frozen=True)
+class Import:
+    """One ``import`` statement of one module, as the source says it: what every rule below reads.
+
+    ``scope`` is the chain of enclosing statements from the module down, each as ``(node type, field)``, e.g.
+    ``()`` at module level, ``(("If", "body"),)`` under a module-level ``if TYPE_CHECKING:``, and a
+    ``("FunctionDef", "body")`` link for an import hidden inside a function.
+    """
+
+    module: str
+    path: Path
+    is_package: bool
+    node: ast.Import | ast.ImportFrom
+    scope: tuple[tuple[str, str], ...]
+
+    @property
+    def lineno(self) -> int:
+        return self.node.lineno
+
+    def base(self) -> str:
+        """The absolute module an ``import from`` names (``.`` and ``..`` resolved); '' for a plain import."""
+        node = self.node
+        if not isinstance(node, ast.ImportFrom):
+            return ""
+        if not node.level:
+            return node.module or ""
+        base = self.module.split(".") if self.is_package else self.module.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        return ".".join(base + ([node.module] if node.module else []))
+
+    def targets(self) -> list[str]:
+        """Absolute names the statement may refer to (in ``from X import Y``, Y may be a submodule)."""
+        if isinstance(self.node, ast.Import):
+            return [alias.name for alias in self.node.names]
+        target = self.base()
+        return [target] + [f"{target}.{alias.name}" for alias in self.node.names]
+
+    def in_function(self) -> bool:
+        return any(kind in ("FunctionDef", "AsyncFunctionDef") for kind, _ in self.scope)
+
+
+def _scoped(tree: ast.Module) -> Iterator[tuple[ast.Import | ast.ImportFrom, tuple[tuple[str, str], ...]]]:
+    """Every import of ``tree`` in ``ast.walk`` order, with the statements around it."""
+    scopes: dict[int, tuple[tuple[str, str], ...]] = {id(tree): ()}
+    for node in ast.walk(tree):
+        for field, value in ast.iter_fields(node):
+            for child in value if isinstance(value, list) else [value]:
+                if isinstance(child, ast.AST):
+                    link = (type(node).__name__, field)
+                    scopes[id(child)] = scopes[id(node)] + ((link,) if not isinstance(node, ast.Module) else ())
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node, scopes[id(node)]
+
+
+def imports(root: Path, package: str, pattern: str = "**/*.py") -> list[Import]:
+    """The one graph builder: every import of every module under ``root`` (named ``package.…``), files sorted."""
+    found: list[Import] = []
+    for path in sorted(root.glob(pattern)):
+        parts = [package, *path.relative_to(root).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module, is_package = ".".join(parts), path.name == "__init__.py"
+        found += [Import(module, path, is_package, node, scope) for node, scope in _scoped(tree)]
+    return found
+
+
+def _graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(internal edges, all raw top-level imported names) per module of the product, from every import in it."""
+    files = {_name(p): p for p in (SRC / PACKAGE).rglob("*.py")}
+    internal: dict[str, set[str]] = {m: set() for m in files}
+    raw: dict[str, set[str]] = {m: set() for m in files}
+    for found in imports(SRC / PACKAGE, PACKAGE):
+        module, node = found.module, found.node
+        if isinstance(node, ast.ImportFrom):
+            raw[module].add(PACKAGE if node.level else (node.module or "").split(".")[0])
+        for name in found.targets():
+            if isinstance(node, ast.Import):
+                raw[module].add(name.split(".")[0])
+            if module.startswith(GUEST) and name.split(".")[0] in GUEST_TOP_LEVEL:
+                # Inside the sandbox the guest folder is on sys.path: ``guest/mcp`` is ``mcp`` there, and
+                # ``guest/protocol.py`` is ``protocol``.
+                name = f"{GUEST}.{name}"
+            if name in files and name != module:
+                internal[module].add(name)
+    return internal, raw
+
+
+def _name(path: Path) -> str:
     parts = list(path.relative_to(SRC).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
-
-
-def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
-    """Absolute names an ``from X import Y`` may refer to (Y may be a submodule)."""
-    if node.level:
-        base = module.split(".") if is_package else module.split(".")[:-1]
-        base = base[: len(base) - (node.level - 1)]
-        target = ".".join(base + ([node.module] if node.module else []))
-    else:
-        target = node.module or ""
-    return [target] + [f"{target}.{alias.name}" for alias in node.names]
-
-
-def _graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """(internal edges, all raw top-level imported names) per module."""
-    files = {_module_name(p): p for p in (SRC / PACKAGE).rglob("*.py")}
-    internal: dict[str, set[str]] = {m: set() for m in files}
-    raw: dict[str, set[str]] = {m: set() for m in files}
-    for module, path in files.items():
-        is_package = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                names = _resolve(module, is_package, node)
-                if node.level:
-                    raw[module].add(PACKAGE)
-                else:
-                    raw[module].add((node.module or "").split(".")[0])
-            for name in names:
-                if isinstance(node, ast.Import):
-                    raw[module].add(name.split(".")[0])
-                if module.startswith(GUEST) and name.split(".")[0] in GUEST_TOP_LEVEL:
-                    # Inside the sandbox the guest folder is on sys.path: ``guest/mcp`` is ``mcp`` there, and
-                    # ``guest/protocol.py`` is ``protocol``.
-                    name = f"{GUEST}.{name}"
-                if name in files and name != module:
-                    internal[module].add(name)
-    return internal, raw
 
 
 def _violations(internal: dict[str, set[str]]) -> set[tuple[str, str]]:
@@ -186,3 +243,176 @@ def test_the_checker_sees_a_planted_violation() -> None:
     internal = {f"{PACKAGE}.sandbox.x": {f"{PACKAGE}.server"}, f"{PACKAGE}.server": {f"{PACKAGE}.sandbox.x"}}
     assert _violations(internal) == {(f"{PACKAGE}.sandbox.x", f"{PACKAGE}.server")}
     assert _cycles(internal) == [sorted(internal)]
+
+
+# ------------------------------------------------------------------------------------- the upstream package
+# The upstream package (config discovery, the hub, the directory, the catalog) sits below the bridge: the bridge,
+# the relay, the CLI and the web face build it and hand it what it needs (``directory.DirectorySettings``,
+# ``gate.Gate``). An import of a higher module from here, or a function-level import that hides a circle, fails.
+
+UPSTREAM = SRC / PACKAGE / "upstream"
+# Project modules below the upstream package: the version, the error base, private state files, the pure guest.
+UPSTREAM_ALLOWED = ("mcp_codemode.upstream", "mcp_codemode.errors", "mcp_codemode.state_files", "mcp_codemode.guest")
+MODULE_LEVEL = ((), (("If", "body"),))  # the module's body, or the body of an ``if`` there (TYPE_CHECKING)
+
+
+def upstream_violations(package: Path) -> list[str]:
+    """Every import in ``package`` that goes up or sideways out of it, and every import inside a function or class."""
+    found = []
+    for statement in imports(package, f"{PACKAGE}.upstream", "*.py"):
+        node, where = statement.node, f"{statement.path.name}:{statement.lineno}"
+        if statement.scope not in MODULE_LEVEL:
+            found.append(f"{where}: import inside a function or class")
+        names = [statement.base()] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+        if isinstance(node, ast.ImportFrom) and names == ["mcp_codemode"]:
+            names = [f"mcp_codemode.{alias.name}" for alias in node.names]
+        for name in names:
+            if name.split(".")[0] != "mcp_codemode" or name == "mcp_codemode.__version__":
+                continue
+            if not any(name == allowed or name.startswith(allowed + ".") for allowed in UPSTREAM_ALLOWED):
+                found.append(f"{where}: imports {name}, a layer above the upstream package")
+    return found
+
+
+def test_upstream_imports_only_downward_and_only_at_module_level() -> None:
+    assert upstream_violations(UPSTREAM) == []
+
+
+def test_the_check_sees_a_wrong_way_edge_and_a_hidden_circle(tmp_path: Path) -> None:
+    (tmp_path / "directory.py").write_text("from ..settings import Settings\n", encoding="utf-8")
+    (tmp_path / "stubs.py").write_text("def f():\n    from .catalog import proxy_info\n", encoding="utf-8")
+    assert upstream_violations(tmp_path) == [
+        "directory.py:1: imports mcp_codemode.settings, a layer above the upstream package",
+        "stubs.py:2: import inside a function or class",
+    ]
+
+
+# ---------------------------------------------------------------------------------- the in-sandbox API package
+# ``guest/mcp/`` is split into small modules (images, display, results, signatures, proxies, docs, saved tools)
+# under the ``runtime`` facade. A cycle between two of them used to hide behind an import inside a function; a new
+# one fails here instead of surfacing as a partly initialised module inside a sandbox.
+
+GUEST_MCP = SRC / PACKAGE / "guest" / "mcp"
+GUEST_MCP_MODULES = sorted(GUEST_MCP.glob("*.py"))
+# The guest folder's own top-level modules (protocol, worker, boot): in the sandbox boot.py puts that folder on
+# sys.path, so `from protocol import ...` is how guest/mcp reaches the protocol module there.
+GUEST_TOP_MODULES = frozenset(path.stem for path in GUEST_MCP.parent.glob("*.py")) - {"__init__"}
+GUEST_MCP_ALLOWED = frozenset(sys.stdlib_module_names) | GUEST_TOP_MODULES
+
+
+def _guest_mcp_imports(path: Path) -> list[Import]:
+    return [found for found in imports(GUEST_MCP, f"{GUEST}.mcp", "*.py") if found.path == path]
+
+
+def _sibling_imports(found: list[Import]) -> list[tuple[Import, str]]:
+    """Each ``from . import x`` / ``from .x import y`` with the sibling module it names."""
+    siblings: list[tuple[Import, str]] = []
+    for statement in found:
+        node = statement.node
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                siblings.append((statement, node.module.split(".")[0]))
+            else:
+                siblings.extend((statement, alias.name) for alias in node.names)
+    return siblings
+
+
+def _guest_mcp_graph() -> dict[str, set[str]]:
+    return {path.stem: {name for _, name in _sibling_imports(_guest_mcp_imports(path))} for path in GUEST_MCP_MODULES}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a path of module names, or None."""
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> list[str] | None:
+        if name in path:
+            return [*path[path.index(name) :], name]
+        if name in done:
+            return None
+        for target in sorted(graph.get(name, ())):
+            found = visit(target, [*path, name])
+            if found:
+                return found
+        done.add(name)
+        return None
+
+    for name in sorted(graph):
+        found = visit(name, [])
+        if found:
+            return found
+    return None
+
+
+def test_the_package_is_split_into_the_expected_modules() -> None:
+    names = {path.stem for path in GUEST_MCP_MODULES}
+    assert {"runtime", "_proxies", "_images", "_display", "_results", "_signatures", "_docs", "_saved"} <= names
+
+
+@pytest.mark.parametrize("path", GUEST_MCP_MODULES, ids=[path.name for path in GUEST_MCP_MODULES])
+def test_no_sibling_import_hides_inside_a_function(path: Path) -> None:
+    siblings = _sibling_imports(_guest_mcp_imports(path))
+    offenders = [f"line {found.lineno}: .{name}" for found, name in siblings if found.in_function()]
+    assert not offenders, f"{path.name} imports a sibling inside a function (move the shared piece down): {offenders}"
+
+
+def test_the_modules_import_each_other_without_a_cycle() -> None:
+    graph = _guest_mcp_graph()
+    assert _cycle(graph) is None, f"import cycle in guest/mcp: {' -> '.join(_cycle(graph) or [])}"
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    found = _cycle({"runtime": {"_proxies"}, "_proxies": {"_results"}, "_results": {"runtime"}})
+    assert found == ["_proxies", "_results", "runtime", "_proxies"]
+    assert _cycle({"runtime": {"_proxies"}, "_proxies": set()}) is None
+
+
+@pytest.mark.parametrize("path", GUEST_MCP_MODULES, ids=[path.name for path in GUEST_MCP_MODULES])
+def test_only_the_standard_library_and_siblings_are_imported(path: Path) -> None:
+    outside: list[str] = []
+    for found in _guest_mcp_imports(path):
+        node = found.node
+        if isinstance(node, ast.Import):
+            outside += [alias.name for alias in node.names if alias.name.split(".")[0] not in GUEST_MCP_ALLOWED]
+        elif node.level == 0 and node.module and node.module.split(".")[0] not in GUEST_MCP_ALLOWED:
+            outside.append(node.module)
+    assert not outside, (
+        f"{path.name} runs in the sandbox and may import only the stdlib and the guest's own modules: {outside}"
+    )
+
+
+# ----------------------------------------------------------------------------------------------- the tests
+# Helpers the tests share live in tests/support/ and fixtures in conftest.py: a test module importing another
+# test module (or the top conftest as a module) collects that module's tests twice and ties the two files together.
+
+TESTS = Path(__file__).resolve().parent
+
+
+def imports_of_test_modules(root: Path) -> list[str]:
+    """Every import, in any module under ``root`` (package ``tests``), of a ``test_*`` module or the top conftest."""
+    found = imports(root, "tests")
+    modules = {statement.module for statement in found} | {
+        ".".join(["tests", *path.relative_to(root).with_suffix("").parts]) for path in root.glob("**/*.py")
+    }
+    bad = []
+    for statement in found:
+        for name in set(statement.targets()) & modules:
+            if name.rsplit(".", 1)[-1].startswith("test_") or name == "tests.conftest":
+                bad.append(f"{statement.path.relative_to(root)}:{statement.lineno}: imports {name}")
+    return bad
+
+
+def test_no_test_module_imports_another_or_the_conftest() -> None:
+    found = imports_of_test_modules(TESTS)
+    assert found == [], f"move what they share into tests/support/ (fixtures into conftest.py): {found}"
+
+
+def test_the_test_import_check_sees_a_test_module_and_the_conftest_imported(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text("import pytest\n", encoding="utf-8")
+    (tmp_path / "test_a.py").write_text("from .test_b import helper\nfrom .support import fine\n", encoding="utf-8")
+    (tmp_path / "test_b.py").write_text("from tests.conftest import sandbox_settings\n", encoding="utf-8")
+    (tmp_path / "support.py").write_text("fine = 1\n", encoding="utf-8")
+    assert imports_of_test_modules(tmp_path) == [
+        "test_a.py:1: imports tests.test_b",
+        "test_b.py:1: imports tests.conftest",
+    ]

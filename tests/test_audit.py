@@ -27,10 +27,10 @@ from mcp_codemode.saved_tools import SavedToolStore
 from mcp_codemode.settings import Settings
 from mcp_codemode.upstream.directory import ToolDirectory
 from mcp_codemode.upstream.model import Discovery
-from tests import upstreams
-from tests.conftest import sandbox_settings
-from tests.mcp_clients import require_bubblewrap
-from tests.test_proxy import private_state_dir, reported, run
+from tests.support import upstreams
+from tests.support.backends import sandbox_settings
+from tests.support.cells import private_state_dir, reported, run
+from tests.support.clients import require_bubblewrap
 
 SECRET = "sk-live-0123456789abcdef-DO-NOT-LOG"
 FIELDS = ["time", "session", "owner", "server", "tool", "args_sha256", "args_bytes", "outcome", "duration_ms",
@@ -150,6 +150,7 @@ def test_a_log_that_cannot_be_written_warns_once_and_never_raises(
 # ------------------------------------------------------------------------------------------- real calls
 
 
+@pytest.mark.backend
 @pytest.mark.anyio
 async def test_calls_from_the_sandbox_get_a_line_per_outcome_without_argument_values(tmp_path: Path) -> None:
     require_bubblewrap()
@@ -196,6 +197,7 @@ async def test_calls_from_the_sandbox_get_a_line_per_outcome_without_argument_va
     assert (error["outcome"], error["error"]) == ("error", "ArgumentError")
 
 
+@pytest.mark.backend
 @pytest.mark.anyio
 async def test_a_call_cancelled_in_flight_gets_a_line_and_an_unwritable_log_breaks_no_call(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"

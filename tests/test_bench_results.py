@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from .mcp_clients import require_bubblewrap
+from .support.clients import require_bubblewrap
+
+pytestmark = pytest.mark.backend
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"

@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from mcp_codemode.sandbox.worker import Worker
 
-from .conftest import fail_unless, require_usable, sandbox_settings
-from .test_upstream_e2e import descendants
+from .support.backends import fail_unless, require_usable, sandbox_settings
+from .support.processes import descendants
+
+pytestmark = pytest.mark.backend
 
 
 def test_every_bubblewrap_process_starts_inside_the_workers_own_cgroups() -> None:

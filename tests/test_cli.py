@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import our_containers, sandbox_processes, wait_until_gone
+from .support.processes import our_containers, sandbox_processes, wait_until_gone
+
+pytestmark = pytest.mark.backend
 
 CLI = [sys.executable, "-m", "mcp_codemode"]
 

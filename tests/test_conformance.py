@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from .test_inspector import CONFORMANCE, ROOT, node_command, running_bridge
+from .support.inspector import CONFORMANCE, ROOT, node_command, running_bridge
 
 BASELINE = ROOT / "tests" / "conformance-baseline.yml"
 REVISIONS = ("2025-11-25", "2026-07-28")
@@ -116,6 +116,7 @@ def test_baseline_excuses_single_checks_that_need_the_reference_fixture() -> Non
         assert "fixture" in reason, f"{scenario}:{check}: the reason must name the fixture it needs: {reason!r}"
 
 
+@pytest.mark.backend
 def test_baseline_names_only_scenarios_the_requirement_sets_run() -> None:
     runnable = set().union(*(required_scenarios(revision) for revision in REVISIONS))
     assert {"tools-list", "server-initialize", "server-stateless"} <= runnable, "could not read conformance list"
@@ -123,6 +124,7 @@ def test_baseline_names_only_scenarios_the_requirement_sets_run() -> None:
     assert not unknown, f"{BASELINE.name} names scenarios neither requirement set runs: {unknown}"
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("revision", REVISIONS)
 def test_conformance_suite_fails_nothing_outside_the_baseline(
     revision: str, conformance_bridge: str, tmp_path: Path

@@ -10,7 +10,7 @@ import pytest
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from mcp_codemode.sessions import SessionManager
 
-from .conftest import sandbox_settings
+from .support.backends import sandbox_settings
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 

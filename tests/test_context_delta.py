@@ -14,10 +14,12 @@ import pytest
 from mcp_codemode.bridge import Bridge
 from mcp_codemode.sandbox.worker import Worker
 from mcp_codemode.upstream.model import Discovery
-from tests import upstreams
-from tests.conftest import sandbox_settings
-from tests.mcp_clients import require_bubblewrap
-from tests.test_proxy import private_state_dir, reported, run
+from tests.support import upstreams
+from tests.support.backends import sandbox_settings
+from tests.support.cells import private_state_dir, reported, run
+from tests.support.clients import require_bubblewrap
+
+pytestmark = pytest.mark.backend
 
 
 @pytest.mark.anyio

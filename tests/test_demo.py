@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.backend
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -5,10 +5,15 @@ from __future__ import annotations
 import asyncio
 import shutil
 
+import pytest
+
 from mcp_codemode.sandbox.container import ContainerBackend
 from mcp_codemode.sessions import SessionManager
 
-from .conftest import fail_unless, our_containers, require_usable, sandbox_settings, wait_until_gone
+from .support.backends import fail_unless, require_usable, sandbox_settings
+from .support.processes import our_containers, wait_until_gone
+
+pytestmark = pytest.mark.backend
 
 
 def test_docker_flags_run_a_real_session_through_a_docker_compatible_cli():

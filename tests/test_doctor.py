@@ -23,7 +23,7 @@ import pytest
 
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from mcp_codemode.weak_setups import SetupFacts, findings, for_user, render
-from tests.conftest import fail_unless, require_usable, sandbox_settings
+from tests.support.backends import fail_unless, require_usable, sandbox_settings
 
 CLI = [sys.executable, "-m", "mcp_codemode"]
 STRONG = SetupFacts(
@@ -154,6 +154,7 @@ def found_topics(report: dict[str, Any]) -> dict[str, str]:
     return {item["topic"]: item["message"] for item in report["warnings"]}
 
 
+@pytest.mark.backend
 def test_doctor_warns_about_a_config_file_that_every_user_can_read_with_a_literal_token(scratch: Path):
     config = scratch / "mcp.json"
     entry = {"command": "/bin/true", "env": {"API_TOKEN": "ghp_literal_secret_1234"}}
@@ -170,6 +171,7 @@ def test_doctor_warns_about_a_config_file_that_every_user_can_read_with_a_litera
     assert "config-readable" not in found_topics(doctor(scratch, "--config", str(config), TOK="from-the-env-9876"))
 
 
+@pytest.mark.backend
 def test_doctor_warns_about_a_state_directory_others_can_write(scratch: Path):
     state = scratch / "state"
     state.mkdir()
@@ -179,6 +181,7 @@ def test_doctor_warns_about_a_state_directory_others_can_write(scratch: Path):
     assert "state-dir" not in found_topics(doctor(scratch))
 
 
+@pytest.mark.backend
 def test_doctor_warns_about_extra_container_arguments_and_wildcard_origins(scratch: Path):
     report = doctor(scratch, MCP_BRIDGE_RUNTIME="podman", MCP_BRIDGE_CONTAINER_ARGS="--cap-add SYS_ADMIN",
                     MCP_BRIDGE_ALLOWED_ORIGINS="*")  # fmt: skip
@@ -188,6 +191,7 @@ def test_doctor_warns_about_extra_container_arguments_and_wildcard_origins(scrat
     assert "any origin" in found["origins-wildcard"]
 
 
+@pytest.mark.backend
 def test_doctor_text_lists_the_weak_spots(scratch: Path):
     env = {"PATH": os.environ["PATH"], "HOME": str(scratch), "MCP_BRIDGE_STATE_DIR": str(scratch / "state")}
     done = subprocess.run(
@@ -203,6 +207,7 @@ def test_doctor_text_lists_the_weak_spots(scratch: Path):
     assert "warn  allowed_origins accepts any origin" in done.stdout
 
 
+@pytest.mark.backend
 def test_doctor_warns_when_the_audit_log_is_off_and_hints_at_a_policy_until_one_narrows(scratch: Path):
     config = scratch / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"tools": {"command": "/bin/true"}}}))
@@ -220,6 +225,7 @@ def test_doctor_warns_when_the_audit_log_is_off_and_hints_at_a_policy_until_one_
     assert "no-policy" in found
 
 
+@pytest.mark.backend
 def test_doctor_gives_a_0700_state_directory_of_its_own_the_search_bits_and_bubblewrap_runs(scratch: Path):
     require_usable(BubblewrapBackend(sandbox_settings()))
     scratch.chmod(0o711)
@@ -233,6 +239,7 @@ def test_doctor_gives_a_0700_state_directory_of_its_own_the_search_bits_and_bubb
     assert "state-dir" not in found_topics(report)
 
 
+@pytest.mark.backend
 def test_doctor_names_a_state_directory_of_another_user_that_keeps_the_sandbox_out(scratch: Path):
     fail_unless(os.geteuid() == 0, "only root can give a state directory to another user")
     scratch.chmod(0o711)

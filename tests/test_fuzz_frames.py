@@ -17,9 +17,8 @@ import json
 import math
 import os
 import struct
-import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -34,30 +33,13 @@ from mcp_codemode.sandbox.output import BoundedStream
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import make_backend
 from mcp_codemode.sandbox.worker import Worker, _Cell
-from tests.conftest import require_usable, sandbox_settings
-from tests.mcp_clients import require_bubblewrap
+from tests.support.backends import require_usable, sandbox_settings
+from tests.support.clients import require_bubblewrap
+from tests.support.fuzzing import LoopThread, json_values
 
 T = TypeVar("T")
 LIMIT = 4096
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-
-
-class LoopThread:
-    """An event loop on a thread of its own, so hypothesis's synchronous examples can drive async code on a
-    loop (and a worker, or a hub) that lives for the whole module."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="fuzz-loop", daemon=True)
-        self.thread.start()
-
-    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float = 120.0) -> T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
 
 
 # ------------------------------------------------------------------------------------------------ read_frame
@@ -121,20 +103,6 @@ def _framed(payload: bytes) -> bytes:
 def test_arbitrary_bytes_become_a_message_none_or_frame_error(data: bytes, trailer: bytes) -> None:
     _check(data)
     _check(_framed(data) + trailer)  # a well-framed header around garbage
-
-
-json_scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(1 << 70), max_value=1 << 70),
-    st.floats(allow_nan=False, allow_infinity=False),
-    st.text(max_size=20),
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5),
-    max_leaves=30,
-)
 
 
 @st.composite
@@ -311,6 +279,7 @@ def worker_messages(draw: st.DrawFn) -> dict[str, Any]:
     return message
 
 
+@pytest.mark.backend
 @settings(max_examples=250, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(worker_messages())
 def test_the_dispatcher_survives_any_message(live_worker: tuple[LoopThread, Worker], message: dict[str, Any]) -> None:
@@ -344,6 +313,7 @@ def test_the_dispatcher_survives_any_message(live_worker: tuple[LoopThread, Work
         assert calls == [message] or not calls  # relayed as it was, or still queued when the cell ended
 
 
+@pytest.mark.backend
 def test_the_worker_still_runs_code_after_the_fuzzing(live_worker: tuple[LoopThread, Worker]) -> None:
     loop, worker = live_worker
     result = loop.run(worker.execute("6 * 7", timeout=30))

@@ -24,9 +24,11 @@ from mcp_codemode.relay import Relay
 from mcp_codemode.sandbox.frames import FrameError, decode_frame, encode_frame
 from mcp_codemode.saved_tools import SavedToolStore
 from mcp_codemode.upstream.directory import ToolDirectory
-from tests import upstreams
-from tests.conftest import sandbox_settings
-from tests.test_fuzz_frames import LoopThread, json_values
+from tests.support import upstreams
+from tests.support.backends import sandbox_settings
+from tests.support.fuzzing import LoopThread, json_values
+
+pytestmark = pytest.mark.backend
 
 KINDS = set(_rpc.ERRORS)
 QUICK_TOOLS = ["echo", "get-sum", "get-tiny-image", "get-annotated-message", "get-structured-content"]

@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mcp_codemode.guest import protocol
 from mcp_codemode.sandbox.frames import HEADER
 from mcp_codemode.sandbox.staging import stage_guest
@@ -36,6 +38,7 @@ def test_no_guest_module_shadows_the_standard_library() -> None:
     assert not shadowed, f"guest modules {sorted(shadowed)} would replace the standard library's in the sandbox"
 
 
+@pytest.mark.backend  # starts a Python process
 def test_the_staged_worker_loads_its_modules_by_top_level_name(tmp_path: Path) -> None:
     """Imported as the sandbox does (isolated, the staged folder on ``sys.path``): every worker module, no host code."""
     target = stage_guest(tmp_path, os.getuid(), os.getgid())
@@ -51,6 +54,7 @@ def test_the_staged_worker_loads_its_modules_by_top_level_name(tmp_path: Path) -
     assert json.loads(done.stdout) == expected
 
 
+@pytest.mark.backend  # starts a Python process
 def test_the_staged_worker_starts_and_says_ready(tmp_path: Path) -> None:
     """The whole start path (rlimits, the runtime, capture, the control thread) outside a sandbox; closing its
     stdin then means the host is gone, and the worker leaves with status 0."""

@@ -1,7 +1,7 @@
 """The upstream hub against real MCP servers: the npm and PyPI reference servers, started by their entry points.
 
 Every test runs its own event loop (``asyncio.run``) and its own Hub, so each starts from nothing and proves that
-nothing outlives it. Servers missing on this machine fail under CI=true and skip elsewhere (tests/upstreams.py).
+nothing outlives it. Servers missing on this machine fail under CI=true and skip elsewhere (tests/support/upstreams.py).
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ from mcp_codemode.upstream.hub import Hub
 from mcp_codemode.upstream.launch import MARK
 from mcp_codemode.upstream.model import ServerConfig
 from mcp_codemode.upstream.restart import backoff_delay
-from tests import upstreams
-from tests.conftest import wait_until_gone
+from tests.support import upstreams
+from tests.support.processes import wait_until_gone
+from tests.support.upstreams import GROWER
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,6 +85,7 @@ async def wait_for(condition: Any, seconds: float = 10.0) -> None:
 # -- laziness, reuse, logs --------------------------------------------------------------------------------------
 
 
+@pytest.mark.backend
 def test_nothing_starts_before_first_use_and_concurrent_first_calls_start_one_server(tmp_path: Path) -> None:
     async def body() -> None:
         async with Hub([upstreams.everything(), upstreams.time()], log_dir=tmp_path) as hub:
@@ -110,6 +112,7 @@ def test_nothing_starts_before_first_use_and_concurrent_first_calls_start_one_se
     run(body())
 
 
+@pytest.mark.backend
 def test_warm_starts_servers_in_the_background_and_calls_then_find_them_ready(tmp_path: Path) -> None:
     async def body() -> None:
         async with Hub([upstreams.everything(), upstreams.memory(tmp_path / "m.jsonl")], log_dir=tmp_path) as hub:
@@ -127,6 +130,7 @@ def test_warm_starts_servers_in_the_background_and_calls_then_find_them_ready(tm
     run(body())
 
 
+@pytest.mark.backend
 def test_each_stdio_server_appends_its_stderr_to_its_own_log(tmp_path: Path) -> None:
     servers = [upstreams.filesystem(tmp_path), upstreams.memory(tmp_path / "memory.jsonl")]
     # a log directory and file left world-readable (by an older version, or by hand) are made private again:
@@ -151,6 +155,7 @@ def test_each_stdio_server_appends_its_stderr_to_its_own_log(tmp_path: Path) -> 
     assert modes == {"logs": 0o700, "filesystem.log": 0o600, "memory.log": 0o600}
 
 
+@pytest.mark.backend
 def test_protocol_setting_chooses_how_the_client_connects(tmp_path: Path) -> None:
     async def body() -> None:
         servers = [upstreams.time("legacy"), upstreams.time("modern", protocol="2026-07-28")]
@@ -167,6 +172,7 @@ def test_protocol_setting_chooses_how_the_client_connects(tmp_path: Path) -> Non
 # -- failures: crashes, backoff, missing commands ---------------------------------------------------------------
 
 
+@pytest.mark.backend
 def test_a_killed_server_fails_the_next_call_clearly_and_the_call_after_restarts_it(tmp_path: Path) -> None:
     async def body() -> None:
         async with Hub([upstreams.everything()], log_dir=tmp_path) as hub:
@@ -212,6 +218,7 @@ def test_a_killed_server_fails_the_next_call_clearly_and_the_call_after_restarts
     run(body())
 
 
+@pytest.mark.backend
 def test_a_server_that_keeps_failing_is_retried_with_backoff_and_its_stderr_is_quoted(tmp_path: Path) -> None:
     script = "import sys; print('fatal: no API key in BROKEN_KEY', file=sys.stderr); sys.exit(3)"
     broken = ServerConfig(
@@ -244,6 +251,7 @@ def test_a_server_that_keeps_failing_is_retried_with_backoff_and_its_stderr_is_q
     run(body())
 
 
+@pytest.mark.backend
 def test_a_server_that_never_answers_the_handshake_fails_after_connect_timeout(tmp_path: Path) -> None:
     mute = ServerConfig(
         name="mute", alias="mute", transport="stdio", source="test", command=sys.executable,
@@ -303,29 +311,11 @@ def test_unknown_server_names_close_matches_and_every_configured_server(tmp_path
 
 # -- notifications, concurrency, timeouts -----------------------------------------------------------------------
 
-_GROWER = textwrap.dedent(
-    """
-    from mcp.server.mcpserver import Context, MCPServer
 
-    server = MCPServer("grower")
-
-    @server.tool()
-    async def grow(name: str, ctx: Context) -> str:
-        \"\"\"Add a tool called `name`, then tell the client the tool list changed.\"\"\"
-        def added() -> str:
-            return name
-        server.add_tool(added, name=name, description="added at run time")
-        await ctx.session.send_tool_list_changed()
-        return f"added {name}"
-
-    server.run()
-    """
-)
-
-
+@pytest.mark.backend
 def test_tools_list_changed_refreshes_the_cache_and_calls_back(tmp_path: Path) -> None:
     grower_py = tmp_path / "grower.py"
-    grower_py.write_text(_GROWER)
+    grower_py.write_text(GROWER)
     grower = ServerConfig(
         name="grower", alias="grower", transport="stdio", source="test", command=sys.executable, args=(str(grower_py),)
     )
@@ -351,6 +341,7 @@ def test_tools_list_changed_refreshes_the_cache_and_calls_back(tmp_path: Path) -
     run(body())
 
 
+@pytest.mark.backend
 def test_fifty_concurrent_calls_share_one_connection(tmp_path: Path) -> None:
     async def body() -> None:
         async with Hub([upstreams.everything()], log_dir=tmp_path) as hub:
@@ -364,6 +355,7 @@ def test_fifty_concurrent_calls_share_one_connection(tmp_path: Path) -> None:
     run(body())
 
 
+@pytest.mark.backend
 def test_a_slow_call_times_out_naming_the_setting_and_the_connection_stays_usable(tmp_path: Path) -> None:
     slow = {"duration": 20, "steps": 2}
 
@@ -392,6 +384,7 @@ def test_a_slow_call_times_out_naming_the_setting_and_the_connection_stays_usabl
 # -- what servers answer ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.backend
 def test_error_results_are_returned_and_protocol_errors_raised(tmp_path: Path) -> None:
     async def body() -> None:
         async with Hub([upstreams.everything(), upstreams.time()], log_dir=tmp_path) as hub:
@@ -407,6 +400,7 @@ def test_error_results_are_returned_and_protocol_errors_raised(tmp_path: Path) -
     run(body())
 
 
+@pytest.mark.backend
 def test_resources_are_listed_and_read(tmp_path: Path) -> None:
     async def body() -> None:
         async with Hub([upstreams.everything(), upstreams.time()], log_dir=tmp_path) as hub:
@@ -420,6 +414,7 @@ def test_resources_are_listed_and_read(tmp_path: Path) -> None:
     run(body())
 
 
+@pytest.mark.backend
 def test_every_reference_server_answers_through_one_hub(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -481,6 +476,7 @@ def web_page(body: bytes) -> Iterator[str]:
         server.server_close()
 
 
+@pytest.mark.backend
 def test_fetch_reports_unreachable_and_refused_urls_as_error_results(tmp_path: Path) -> None:
     """mcp-server-fetch does not raise for a URL it cannot get: it answers isError, and the hub passes that on.
 
@@ -505,6 +501,7 @@ def test_fetch_reports_unreachable_and_refused_urls_as_error_results(tmp_path: P
     run(body())
 
 
+@pytest.mark.backend
 def test_stdio_servers_get_only_the_default_environment_and_their_own_env(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -542,6 +539,7 @@ def bridge_behind_a_wrapper(tmp_path: Path, protocol: str = "legacy") -> ServerC
     )  # fmt: skip
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("protocol", ["legacy", "auto", "2026-07-28"])
 def test_a_server_that_says_it_is_the_bridge_is_closed_at_once_and_never_started_again(
     tmp_path: Path, protocol: str
@@ -577,6 +575,7 @@ def test_a_server_that_says_it_is_the_bridge_is_closed_at_once_and_never_started
     run(body())
 
 
+@pytest.mark.backend
 def test_allow_self_keeps_a_server_that_says_it_is_the_bridge(tmp_path: Path) -> None:
     config = bridge_behind_a_wrapper(tmp_path)
 
@@ -591,6 +590,7 @@ def test_allow_self_keeps_a_server_that_says_it_is_the_bridge(tmp_path: Path) ->
 # -- remote transports ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("serve", [upstreams.everything_http, upstreams.everything_sse], ids=["http", "sse"])
 def test_remote_servers_over_streamable_http_and_sse(tmp_path: Path, serve: Any) -> None:
     async def body() -> None:
@@ -629,7 +629,7 @@ _DRIVER = textwrap.dedent(
     from pathlib import Path
 
     from mcp_codemode.upstream.hub import Hub
-    from tests import upstreams
+    from tests.support import upstreams
 
     async def main() -> None:
         work = Path(sys.argv[1])
@@ -643,6 +643,7 @@ _DRIVER = textwrap.dedent(
 )
 
 
+@pytest.mark.backend
 def test_servers_die_with_the_process_that_holds_the_hub_even_when_it_is_killed(tmp_path: Path) -> None:
     upstreams.everything()  # installed, or skip (fail under CI) saying so; the driver builds its own configs
     upstreams.memory(tmp_path / "memory.jsonl")

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import fail_unless
+from .support.backends import fail_unless
+
+pytestmark = pytest.mark.backend
 
 REPO = Path(__file__).resolve().parent.parent
 UV = REPO / ".cache" / "uv" / "bin" / "uv"

@@ -23,7 +23,7 @@ from mcp_codemode.provision.image import remove_if_nameless
 from mcp_codemode.provision.installer import Installer, TargetPython, uv_platform
 from mcp_codemode.provision.steps import ProvisionError, hint
 
-from .conftest import fail_unless
+from .support.backends import fail_unless
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / ".cache"
@@ -108,6 +108,7 @@ def cli(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.Com
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False)
 
 
+@pytest.mark.backend
 def test_packages_add_reaches_bubblewrap_sandboxes_and_a_failed_add_keeps_the_working_environment(
     uv_path: str, state_dir: Path
 ):
@@ -144,6 +145,7 @@ def test_packages_add_reaches_bubblewrap_sandboxes_and_a_failed_add_keeps_the_wo
     assert after.returncode == 1 and f"No module named '{PACKAGE}'" in after.stderr
 
 
+@pytest.mark.backend
 def test_a_hand_made_sandbox_env_is_never_replaced(uv_path: str, state_dir: Path):
     fail_unless(shutil.which("bwrap") is not None, "bwrap is not installed")
     hand_made = state_dir / "sandbox-env"
@@ -156,6 +158,7 @@ def test_a_hand_made_sandbox_env_is_never_replaced(uv_path: str, state_dir: Path
     assert (hand_made / "mine").read_text() == "keep me"
 
 
+@pytest.mark.backend
 def test_options_given_as_packages_are_refused_before_anything_runs(state_dir: Path):
     env = {**os.environ, "MCP_BRIDGE_STATE_DIR": str(state_dir)}
     done = cli("packages", "add", "--backend", "bubblewrap", "--", "--index-url=http://127.0.0.1:9/simple", env=env)
@@ -189,6 +192,7 @@ def test_image() -> Iterator[str]:
         assert _image_ids(SHARED_IMAGE) == shared, f"{SHARED_IMAGE}, which others use, must be left as it was"
 
 
+@pytest.mark.backend
 def test_image_build_then_packages_add_reaches_podman_sandboxes(uv_path: str, state_dir: Path, test_image: str):
     env = {**os.environ, "PATH": uv_path, "MCP_BRIDGE_STATE_DIR": str(state_dir), "MCP_BRIDGE_IMAGE": test_image}
     missing = cli("run", "--backend", "podman", "-c", "1", env=env)
@@ -223,6 +227,7 @@ def test_image_build_then_packages_add_reaches_podman_sandboxes(uv_path: str, st
     assert after.returncode == 1 and f"No module named '{PACKAGE}'" in after.stderr
 
 
+@pytest.mark.backend
 def test_packages_for_a_backend_that_cannot_run_say_why(state_dir: Path):
     env = {**os.environ, "MCP_BRIDGE_STATE_DIR": str(state_dir), "MCP_BRIDGE_IMAGE": "mcp-codemode-no-such:image"}
     done = cli("packages", "add", PACKAGE, "--backend", "podman", env=env)

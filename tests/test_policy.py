@@ -1,7 +1,7 @@
 """The policy: its parsing and matching (pure logic), then what sandboxed code sees and may do under it.
 
 The end-to-end tests run real code in bubblewrap through ``Bridge.run`` against the real reference servers of
-tests/upstreams.py, with the policy read from a real settings file. They prove that a refused server or tool is
+tests/support/upstreams.py, with the policy read from a real settings file. They prove that a refused server or tool is
 nowhere the sandbox can look (servers, describe, docs at every detail, search, proxies, the summary), that a
 refused server is never started, and that every way of calling something refused (a proxy attribute,
 ``runtime.call_tool``, a hand-made request frame) raises ``runtime.PolicyError`` naming the rule, which code can
@@ -28,10 +28,10 @@ from mcp_codemode.servers_report import servers_report
 from mcp_codemode.settings import Settings
 from mcp_codemode.summary import capability_summary
 from mcp_codemode.upstream.model import Discovery
-from tests import upstreams
-from tests.conftest import sandbox_settings
-from tests.mcp_clients import require_bubblewrap
-from tests.test_proxy import private_state_dir, reported, run
+from tests.support import upstreams
+from tests.support.backends import sandbox_settings
+from tests.support.cells import private_state_dir, reported, run
+from tests.support.clients import require_bubblewrap
 
 pytestmark = pytest.mark.anyio
 
@@ -260,6 +260,7 @@ def rows_of(result: Any) -> dict[str, list[Any]]:
     return {row[0]: row[1:] for row in reported(result)}
 
 
+@pytest.mark.backend
 async def test_a_refused_server_is_nowhere_the_sandbox_looks_and_is_never_started(policed: Policed) -> None:
     bridge = policed.bridge
     assert "time-hidden" not in bridge.hub.names() and "time-hidden" not in bridge.servers
@@ -314,6 +315,7 @@ async def test_a_refused_server_is_nowhere_the_sandbox_looks_and_is_never_starte
     assert (policed.state / "logs" / "time.log").exists()
 
 
+@pytest.mark.backend
 async def test_a_refused_tool_is_hidden_and_every_way_of_calling_it_raises_policy_error(policed: Policed) -> None:
     result = await run(
         policed.bridge,
@@ -362,6 +364,7 @@ async def test_a_refused_tool_is_hidden_and_every_way_of_calling_it_raises_polic
     assert rows["after"] == ["no error", "'Echo: still here'"]
 
 
+@pytest.mark.backend
 async def test_the_call_budget_is_per_run_and_refused_calls_do_not_spend_it(policed: Policed) -> None:
     code = with_attempt("""
         rows = [await attempt("refused", lambda: runtime.call_tool("everything", "get-env", {}))]
@@ -383,6 +386,7 @@ async def test_the_call_budget_is_per_run_and_refused_calls_do_not_spend_it(poli
     assert [again[f"call {n}"][0] for n in (1, 2, 3, 4)] == ["no error"] * 3 + ["PolicyError"]
 
 
+@pytest.mark.backend
 async def test_arguments_over_the_size_or_depth_cap_are_refused_and_the_bridge_goes_on(policed: Policed) -> None:
     result = await run(
         policed.bridge,
@@ -419,6 +423,7 @@ async def test_arguments_over_the_size_or_depth_cap_are_refused_and_the_bridge_g
     assert rows["after"] == ["no error", "'Echo: fine'"]
 
 
+@pytest.mark.backend
 async def test_read_only_offers_and_lets_through_only_tools_annotated_read_only(tmp_path: Path) -> None:
     require_bubblewrap()
     settings_file = tmp_path / "read-only.toml"
@@ -459,6 +464,7 @@ async def test_read_only_offers_and_lets_through_only_tools_annotated_read_only(
     assert rows["read"][0] == "no error"
 
 
+@pytest.mark.backend
 async def test_the_rate_cap_is_per_owner_across_sessions(tmp_path: Path) -> None:
     require_bubblewrap()
     # One call per 100 s on average, in bursts of one: the second call is over the cap however slow the machine.
@@ -480,6 +486,7 @@ async def test_the_rate_cap_is_per_owner_across_sessions(tmp_path: Path) -> None
     assert other["call"][0] == "no error"
 
 
+@pytest.mark.backend
 async def test_the_servers_report_shows_a_refused_server_as_refused_without_starting_it(tmp_path: Path) -> None:
     policy = Policy(deny_servers=("time",), deny_tools=("everything/get-env",), source="/x.toml")
     settings = sandbox_settings(state_dir=tmp_path / "state", policy=policy)

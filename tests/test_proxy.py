@@ -1,8 +1,8 @@
 """Sandboxed code calling real upstream MCP servers through ``Bridge.run``: proxies, values, errors, saved tools.
 
-The code runs in a real sandbox (bubblewrap, and podman where marked), the servers are the reference servers of
-tests/upstreams.py, and everything between them is the product's: relay, hub, guest runtime. One bridge is shared
-by the tests whose servers and sessions do not interfere (each uses its own session key, saved-tool owner or
+The code runs in a real sandbox (bubblewrap, and podman where marked), the servers are the reference servers
+of tests/support/upstreams.py, and everything between them is the product's: relay, hub, guest runtime. One bridge is
+shared by the tests whose servers and sessions do not interfere (each uses its own session key, saved-tool owner or
 server entry); the tests that must start from nothing build their own.
 
 Guest code reports what it saw as one JSON line (``report(...)``), so the assertions live here, on the host,
@@ -18,15 +18,10 @@ import dataclasses
 import hashlib
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
-import tempfile
-import textwrap
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,72 +32,27 @@ from mcp_codemode.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sessions import SessionManager
 from mcp_codemode.upstream.model import Discovery
-from tests import upstreams
-from tests.conftest import fail_unless, sandbox_settings
-from tests.mcp_clients import images_of, require_bubblewrap, stdio_client_for, text_of
+from tests.support import upstreams
+from tests.support.backends import fail_unless, sandbox_settings
+from tests.support.cells import (
+    RUN_TIMEOUT,
+    closed_port,
+    explain,
+    guest,
+    poll,
+    private_state_dir,
+    reported,
+    run,
+    time_and_everything,
+)
+from tests.support.clients import images_of, require_bubblewrap, stdio_client_for, text_of
 
-RUN_TIMEOUT = 60.0  # per cell: generous, a Python server's first start happens inside the cell
-READY_DEADLINE = 60.0  # polling bound for a server to come up in the background
+pytestmark = pytest.mark.backend
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 # --------------------------------------------------------------------------------------------------- helpers
-
-
-@contextlib.contextmanager
-def private_state_dir() -> Iterator[Path]:
-    """A state directory of the test's own (saved tools, server logs, the staged guest), removed afterwards.
-
-    Not under pytest's tmp_path: that lives in a mode-700 directory of root's, which the sandbox uid (65534)
-    cannot pass through to reach the staged guest files, and bubblewrap then refuses to start.
-    """
-    base = Path(tempfile.mkdtemp(prefix="mcp-codemode-test-"))
-    try:
-        base.chmod(0o711)
-        yield base / "state"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def guest(code: str) -> str:
-    """Guest code, dedented, with ``report(value)`` printing one JSON line for the host to read."""
-    prelude = "import json as _json\ndef report(value):\n    print(_json.dumps(value, default=repr))\n"
-    return prelude + textwrap.dedent(code)
-
-
-def explain(result: ExecutionResult) -> str:
-    error = result.error.traceback if result.error is not None else ""
-    return f"status={result.status}\nstdout={result.stdout}\nstderr={result.stderr}\nerror={error}\n{result.notice}"
-
-
-def reported(result: ExecutionResult) -> Any:
-    """The value the guest passed to ``report`` (its last line of output); the cell must have succeeded."""
-    assert result.status == "ok", explain(result)
-    lines = result.stdout.strip().splitlines()
-    assert lines, explain(result)
-    return json.loads(lines[-1])
-
-
-async def run(bridge: Bridge, code: str, key: str, *, owner: str = "local", **request: Any) -> ExecutionResult:
-    request.setdefault("timeout", RUN_TIMEOUT)
-    return await bridge.run(RunRequest(guest(code), **request), key, owner=owner)
-
-
-async def poll(condition: Callable[[], bool], seconds: float = READY_DEADLINE) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.05)
-    return True
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (it was free a moment ago, and nothing here binds it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def make_repo(path: Path) -> None:
@@ -941,17 +891,6 @@ def printed_values(stdout: str) -> dict[str, Any]:
             with contextlib.suppress(ValueError, SyntaxError):
                 values[label] = ast.literal_eval(text)
     return values
-
-
-@contextlib.asynccontextmanager
-async def time_and_everything() -> AsyncIterator[Bridge]:
-    """A bridge of its own (nothing started yet) on bubblewrap with the time and everything servers."""
-    require_bubblewrap()
-    with private_state_dir() as state:
-        settings = sandbox_settings(runtime="bubblewrap", state_dir=state)
-        async with Bridge(settings, Discovery(servers=(upstreams.time(), upstreams.everything()))) as bridge:
-            assert bridge.backend_name == "bubblewrap", bridge.backend_error
-            yield bridge
 
 
 @pytest.mark.anyio

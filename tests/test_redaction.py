@@ -23,9 +23,11 @@ from mcp_codemode.upstream.errors import HIDDEN, ServerUnavailable, secret_args,
 from mcp_codemode.upstream.hub import Hub
 from mcp_codemode.upstream.model import Discovery, ServerConfig
 from mcp_codemode.upstream.redaction import redaction_for
-from tests.conftest import sandbox_settings
-from tests.mcp_clients import require_bubblewrap
-from tests.test_proxy import closed_port, private_state_dir, reported, run
+from tests.support.backends import sandbox_settings
+from tests.support.cells import closed_port, private_state_dir, reported, run
+from tests.support.clients import require_bubblewrap
+
+pytestmark = pytest.mark.backend
 
 SECRET = "s3cr3t-token-4d1c9b77"
 PATH_SECRET = "path-secret-5e02"

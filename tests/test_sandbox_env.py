@@ -18,9 +18,9 @@ import pytest
 from mcp_codemode.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox.base import SANDBOX_ENV
 from mcp_codemode.upstream.model import Discovery
-from tests import upstreams
-from tests.conftest import sandbox_settings
-from tests.test_proxy import private_state_dir, reported
+from tests.support import upstreams
+from tests.support.backends import sandbox_settings
+from tests.support.cells import private_state_dir, reported
 
 # What each runtime adds on its own, and why it is harmless:
 RUNTIME_ADDS = {

@@ -149,6 +149,7 @@ def test_baselines_behave_as_specified() -> None:
     assert catalogs.tokens("getCurrentTime in-UTC") == ["getcurrenttime", "in", "utc"]
 
 
+@pytest.mark.backend
 def test_search_benchmark_quick_run_reports_every_ranker(tmp_path: Path) -> None:
     out = tmp_path / "search.json"
     completed = subprocess.run(

@@ -2,7 +2,7 @@
 
 Real parts only: the ``Bridge`` on bubblewrap with sandboxed code sending the ``search`` request exactly as the
 guest runtime does (through its RPC channel, so hostile requests can be forged too), real ``mcp-codemode``
-processes for the command line, and real MCP servers: the reference servers of tests/upstreams.py and a tiny
+processes for the command line, and real MCP servers: the reference servers of tests/support/upstreams.py and a tiny
 SDK server (``NAMED``) whose tools are named in a file, which also counts its starts in a marker file.
 
 Each test has its own state directory, so no cache leaks from one test into another.
@@ -27,12 +27,14 @@ from mcp_codemode.bridge import Bridge
 from mcp_codemode.upstream.directory import ToolDirectory
 from mcp_codemode.upstream.listing_cache import ListingCache
 from mcp_codemode.upstream.model import Discovery, ServerConfig
-from tests import upstreams
-from tests.conftest import sandbox_settings
-from tests.mcp_clients import clean_environ, require_bubblewrap
-from tests.test_hub import _GROWER
-from tests.test_inspector import BRIDGE
-from tests.test_proxy import explain, poll, private_state_dir, reported, run
+from tests.support import upstreams
+from tests.support.backends import sandbox_settings
+from tests.support.cells import explain, poll, private_state_dir, reported, run
+from tests.support.clients import clean_environ, require_bubblewrap
+from tests.support.inspector import BRIDGE
+from tests.support.upstreams import GROWER
+
+pytestmark = pytest.mark.backend
 
 T = TypeVar("T")
 DEADLINE = 60.0  # bound on polling for a background listing: a hang fails the test instead of the run
@@ -297,7 +299,7 @@ def test_docs_come_from_the_cache_and_a_different_live_listing_moves_the_version
 
 def test_tools_list_changed_updates_the_search_results_and_the_cache(tmp_path: Path) -> None:
     grower_py = tmp_path / "grower.py"
-    grower_py.write_text(_GROWER)
+    grower_py.write_text(GROWER)
     grower = ServerConfig(
         name="grower", alias="grower", transport="stdio", source="test", command=sys.executable, args=(str(grower_py),)
     )

@@ -7,7 +7,9 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.mcp_clients import SERVE, clean_environ
+from tests.support.clients import SERVE, clean_environ
+
+pytestmark = pytest.mark.backend
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

@@ -20,8 +20,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_codemode.sandbox import cgroups
 from mcp_codemode.server import SESSION_HEADER
 
-from .conftest import fail_unless, wait_until_gone
-from .mcp_clients import (
+from .support.backends import fail_unless
+from .support.clients import (
     CALL_DEADLINE,
     LEGACY_VERSION,
     LISTING_LIMIT,
@@ -37,8 +37,9 @@ from .mcp_clients import (
     require_bubblewrap,
     text_of,
 )
+from .support.processes import wait_until_gone
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backend]
 TOKEN_A = "a" * 16 + uuid.uuid4().hex[:16]
 TOKEN_B = "b" * 16 + uuid.uuid4().hex[:16]
 

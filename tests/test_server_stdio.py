@@ -17,8 +17,8 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_codemode.sandbox import cgroups
 
-from .conftest import fail_unless
-from .mcp_clients import (
+from .support.backends import fail_unless
+from .support.clients import (
     LEGACY_VERSION,
     LISTING_LIMIT,
     MODES,
@@ -31,7 +31,7 @@ from .mcp_clients import (
     text_of,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backend]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

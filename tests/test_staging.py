@@ -33,7 +33,7 @@ from mcp_codemode.sandbox.container import ContainerBackend
 from mcp_codemode.sandbox.select import announce, choose_backend
 from mcp_codemode.sandbox.staging import guest_sources, stage_guest
 from mcp_codemode.state_files import open_to_the_sandbox
-from tests.conftest import fail_unless, require_usable, sandbox_settings
+from tests.support.backends import fail_unless, require_usable, sandbox_settings
 
 # The flags word of a pyc header (PEP 552): bit 0 hash-based, bit 1 check the source.
 UNCHECKED_HASH_FLAGS = 0b01
@@ -57,6 +57,7 @@ def test_every_guest_module_is_staged_with_its_bytecode(tmp_path: Path) -> None:
         assert code == compile(source, f"{GUEST_MOUNT}/{name}", "exec", dont_inherit=True)
 
 
+@pytest.mark.backend
 def test_the_entry_point_imports_the_worker_from_bytecode(tmp_path: Path) -> None:
     """Replace the worker's bytecode (not its source): what runs is the bytecode, so boot.py really uses it."""
     target = stage_guest(tmp_path, os.getuid(), os.getgid())
@@ -116,6 +117,7 @@ def test_the_state_dir_gets_the_search_bits_and_keeps_every_other_permission() -
         assert mode_of(made) == 0o711
 
 
+@pytest.mark.backend
 def test_an_existing_0700_state_dir_keeps_auto_on_bubblewrap() -> None:
     require_usable(BubblewrapBackend(sandbox_settings()))
     with state_dir(0o700) as state:
@@ -129,6 +131,7 @@ def needs_root() -> None:
     fail_unless(os.geteuid() == 0, "only root can give a state directory to another user")
 
 
+@pytest.mark.backend
 def test_a_state_dir_of_another_user_is_left_alone_and_named_with_its_fix() -> None:
     needs_root()
     with state_dir(0o700, owner=OTHER_UID) as state:
@@ -140,6 +143,7 @@ def test_a_state_dir_of_another_user_is_left_alone_and_named_with_its_fix() -> N
         assert mode_of(state) == 0o700 and state.stat().st_uid == OTHER_UID
 
 
+@pytest.mark.backend
 def test_auto_says_at_every_start_which_backend_it_passed_over_and_why(caplog: pytest.LogCaptureFixture) -> None:
     """Not a silent switch: a warning in the log, the choice in the capability summary, a line from `run`."""
     needs_root()
@@ -173,6 +177,7 @@ def test_auto_says_at_every_start_which_backend_it_passed_over_and_why(caplog: p
         assert "auto chose podman" in done.stderr and "passed over bubblewrap" in done.stderr, done.stderr
 
 
+@pytest.mark.backend
 def test_a_backend_that_fails_after_the_start_says_so_and_is_not_replaced() -> None:
     """The state directory loses its search bits while the bridge runs: the next sandbox cannot start.
 

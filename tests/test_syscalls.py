@@ -8,7 +8,7 @@ import pytest
 
 from mcp_codemode.sandbox.seccomp import DENIED_SYSCALLS, oci_profile
 
-from .conftest import fail_unless
+from .support.backends import fail_unless
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import fail_unless
+from tests.support.backends import fail_unless
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -25,6 +25,8 @@ if str(BENCHMARKS) not in sys.path:  # benchmarks/ is not a package: its scripts
 
 import tokens  # noqa: E402
 from common import BenchmarkError  # noqa: E402
+
+pytestmark = pytest.mark.backend
 
 PINNED = json.loads((ROOT / "tests" / "node" / "package.json").read_text())["devDependencies"]["gpt-tokenizer"]
 SETUP = "run scripts/setup-node.sh"

@@ -24,8 +24,8 @@ from mcp import types
 from mcp_codemode.bridge import Bridge
 from mcp_codemode.guest.mcp import _docs, _proxies, _rpc, runtime
 from mcp_codemode.upstream import catalog, stubs
-from tests.conftest import fail_unless
-from tests.test_proxy import reported, run, time_and_everything
+from tests.support.backends import fail_unless
+from tests.support.cells import reported, run, time_and_everything
 
 CORPUS = Path(__file__).resolve().parents[1] / "benchmarks" / "corpus" / "tools"
 SERVERS = ("everything", "fetch", "filesystem", "git", "memory", "sequential-thinking", "time")
@@ -712,6 +712,7 @@ async def docs_bridge() -> AsyncIterator[Bridge]:
         yield bridge
 
 
+@pytest.mark.backend
 @pytest.mark.anyio
 async def test_sandboxed_code_reads_a_server_as_a_stub_module_that_runs(docs_bridge: Bridge) -> None:
     result = await run(
@@ -749,6 +750,7 @@ async def test_sandboxed_code_reads_a_server_as_a_stub_module_that_runs(docs_bri
     assert seen["structured_fields"] == ["conditions", "humidity", "temperature"]
 
 
+@pytest.mark.backend
 @pytest.mark.anyio
 async def test_sandboxed_code_searches_with_stubs_and_pages(docs_bridge: Bridge) -> None:
     result = await run(

@@ -1,7 +1,7 @@
 """Upstream MCP servers through the real ``mcp-codemode`` process: an agent's task, images, orphans, the CLI.
 
 Everything is real: the ``mcp-codemode`` executable, the SDK client (or the MCP Inspector, or raw JSON-RPC lines
-where the test must hold the process itself), the sandbox and the reference servers of tests/upstreams.py,
+where the test must hold the process itself), the sandbox and the reference servers of tests/support/upstreams.py,
 which the bridge finds in a ``--config`` file or in a client's config under a temporary HOME.
 """
 
@@ -28,8 +28,9 @@ from mcp import Client
 
 from mcp_codemode.servers_report import ServerRow, ServersReport
 from mcp_codemode.upstream.model import ServerConfig
-from tests import upstreams
-from tests.mcp_clients import (
+from tests.support import upstreams
+from tests.support.cells import private_state_dir
+from tests.support.clients import (
     SERVE,
     STARTED_SERVERS,
     HttpServer,
@@ -40,8 +41,10 @@ from tests.mcp_clients import (
     stdio_client_for,
     text_of,
 )
-from tests.test_inspector import BRIDGE, inspector, result_of
-from tests.test_proxy import private_state_dir
+from tests.support.inspector import BRIDGE, inspector, result_of
+from tests.support.processes import Proc, descendants
+
+pytestmark = pytest.mark.backend
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 DEADLINE = 60.0  # bound on waiting for a process to answer or end: a hang fails the test instead of the run
@@ -68,49 +71,6 @@ def write_config(path: Path, *servers: ServerConfig) -> Path:
         entries[server.name] = entry
     path.write_text(json.dumps({"mcpServers": entries}, indent=2))
     return path
-
-
-@dataclasses.dataclass(frozen=True)
-class Proc:
-    """A process as of one moment: pid plus start time, so a reused pid is not mistaken for it."""
-
-    pid: int
-    started: int
-    command: str
-
-    def alive(self) -> bool:
-        stat = _stat(self.pid)
-        return stat is not None and stat[1] == self.started and stat[0] not in ("Z", "X")
-
-
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """State, start time and parent pid of ``pid`` (None when it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return fields[0], int(fields[19]), int(fields[1])
-
-
-def descendants(root: int) -> list[Proc]:
-    """Every live process below ``root`` in the process tree."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            stat = _stat(int(entry.name))
-            if stat is not None:
-                children.setdefault(stat[2], []).append(int(entry.name))
-    found: list[Proc] = []
-    pending = list(children.get(root, []))
-    while pending:
-        pid = pending.pop()
-        stat = _stat(pid)
-        with contextlib.suppress(OSError):
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            if stat is not None and stat[0] not in ("Z", "X"):
-                found.append(Proc(pid, stat[1], command))
-        pending += children.get(pid, [])
-    return found
 
 
 def wait_until(condition: Any, seconds: float = DEADLINE) -> bool:

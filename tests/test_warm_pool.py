@@ -22,7 +22,8 @@ from mcp_codemode.sandbox.select import make_backend
 from mcp_codemode.sessions import SessionManager
 from mcp_codemode.settings import Settings
 
-from .conftest import our_containers, sandbox_settings
+from .support.backends import sandbox_settings
+from .support.processes import our_containers
 
 sandboxed = pytest.mark.usefixtures("no_orphans")  # every test that starts sandboxes checks none is left
 WithSessions = Callable[..., Any]

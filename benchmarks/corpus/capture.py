@@ -1,8 +1,8 @@
 """Capture the tool listings of the seven reference MCP servers into benchmarks/corpus/tools/<server>.json.
 
-Each server is started by its ``ServerConfig`` from tests/upstreams.py (the real entry point, no npx/uvx), through
-the official SDK client (``mcp.Client``, ``mode="legacy"``, stdio), and asked for ``tools/list`` until the last
-page. Every tool is written exactly as it came over the wire (``model_dump(mode="json", by_alias=True,
+Each server is started by its ``ServerConfig`` from tests/support/upstreams.py (the real entry point, no npx/uvx),
+through the official SDK client (``mcp.Client``, ``mode="legacy"``, stdio), and asked for ``tools/list`` until the
+last page. Every tool is written exactly as it came over the wire (``model_dump(mode="json", by_alias=True,
 exclude_none=True)``), in the order the server listed them, as pretty JSON with sorted keys.
 
 The filesystem root, the memory file and the git repository are temporary. The only place a path of this machine
@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # run as a script: make tests.upstreams and the src layout importable
+if str(ROOT) not in sys.path:  # run as a script: make tests.support.upstreams and the src layout importable
     sys.path.insert(0, str(ROOT))
 
 from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
-from tests import upstreams  # noqa: E402
+from tests.support import upstreams  # noqa: E402
 
 from mcp_codemode.upstream.model import ServerConfig  # noqa: E402
 
@@ -69,7 +69,9 @@ def configs(scratch: Path) -> dict[str, ServerConfig]:
     for name, make in makers.items():
         try:
             found[name] = make()
-        except BaseException as exc:  # tests.upstreams says "not installed" through pytest.skip/fail outside pytest
+        except (
+            BaseException
+        ) as exc:  # tests.support.upstreams says "not installed" through pytest.skip/fail outside pytest
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
             raise CaptureError(f"{name}: {exc}") from None

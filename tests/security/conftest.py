@@ -52,9 +52,9 @@ from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import make_backend
 from mcp_codemode.settings import Settings
 from mcp_codemode.upstream.config import discover
-from tests import upstreams
-from tests.conftest import IN_CI, require_usable, sandbox_settings
-from tests.test_proxy import explain, guest, private_state_dir
+from tests.support import upstreams
+from tests.support.backends import IN_CI, require_usable, sandbox_settings
+from tests.support.cells import explain, guest, private_state_dir
 
 T = TypeVar("T")
 SECURITY_BACKENDS = ("bubblewrap", "podman", "gvisor")  # gvisor = podman + oci_runtime="runsc"

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import fail_unless
 from tests.security.conftest import ATTEMPT, Target, outcome
+from tests.support.backends import fail_unless
+
+pytestmark = pytest.mark.backend
 
 OUTSIDE = (
     "/evil",

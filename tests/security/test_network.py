@@ -13,8 +13,12 @@ import os
 import platform
 from pathlib import Path
 
-from tests.conftest import fail_unless
+import pytest
+
 from tests.security.conftest import Target, outcome
+from tests.support.backends import fail_unless
+
+pytestmark = pytest.mark.backend
 
 # A host daemon's socket, if the host has it, is what an escape would go for; none may be reachable.
 HOST_DAEMON_SOCKETS = (

@@ -27,7 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .conftest import Target, assert_no_secrets, outcome
+
+pytestmark = pytest.mark.backend
 
 SANDBOX_UID = 65534
 

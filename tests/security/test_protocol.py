@@ -35,8 +35,11 @@ import pytest
 from mcp_codemode.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox import worker as worker_module
 from mcp_codemode.sandbox.results import ExecutionResult
+from tests.support.cells import explain
 
-from .conftest import Target, assert_no_secrets, explain
+from .conftest import Target, assert_no_secrets
+
+pytestmark = pytest.mark.backend
 
 VIOLATION = "killed for breaking the frame protocol"
 

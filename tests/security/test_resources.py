@@ -25,12 +25,18 @@ import subprocess
 import uuid
 from typing import Any
 
+import pytest
+
 from mcp_codemode.sandbox.container import OWNER_LABEL
-from tests.conftest import SANDBOX_UID, our_containers, sandbox_processes, wait_until_gone
+from tests.support.backends import SANDBOX_UID
+from tests.support.cells import explain
+from tests.support.processes import our_containers, sandbox_processes, wait_until_gone
 
-from .conftest import Target, explain, outcome
+from .conftest import Target, outcome
 
-CAPTURE_LIMIT = 64 << 10  # the suite's capture_limit (tests/conftest.py sandbox_settings)
+pytestmark = pytest.mark.backend
+
+CAPTURE_LIMIT = 64 << 10  # the suite's capture_limit (tests/support/backends.py sandbox_settings)
 PIDS = 64  # the suite's process limit
 TMP_CAP_MB = 64  # tmp_size: /tmp and /dev/shm each
 DROPPED = "characters of output dropped"

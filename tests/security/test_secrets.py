@@ -14,8 +14,12 @@ import platform
 import textwrap
 from pathlib import Path
 
-from tests.conftest import fail_unless
+import pytest
+
 from tests.security.conftest import ATTEMPT, BRIDGE_SECRET_ENV, UPSTREAM_SECRET_ENV, Target, outcome
+from tests.support.backends import fail_unless
+
+pytestmark = pytest.mark.backend
 
 READ_ATTEMPT = """
 import errno, os

@@ -33,7 +33,8 @@ from mcp.shared.message import SessionMessage
 from mcp_codemode.sandbox import cgroups
 from mcp_codemode.sandbox.select import make_backend
 
-from .conftest import require_usable, sandbox_processes, sandbox_settings, wait_until_gone
+from .backends import require_usable, sandbox_settings
+from .processes import sandbox_processes, wait_until_gone
 
 SERVE = [sys.executable, "-m", "mcp_codemode", "serve"]
 LEGACY_VERSION = "2025-11-25"

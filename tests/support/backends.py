@@ -1,0 +1,49 @@
+"""Settings for a real sandbox in tests, and the rule that under CI=true a missing backend fails instead of skipping.
+
+Apart from conftest.py because tests, fixtures and the other support modules import these by name, and a conftest
+is pytest's to load, not a module to import.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from mcp_codemode.sandbox.base import Backend
+from mcp_codemode.settings import Settings
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+BACKENDS = ("bubblewrap", "podman")
+SANDBOX_UID = 65534
+
+
+def sandbox_settings(**changes: Any) -> Settings:
+    """Settings independent of the developer's environment, with limits small enough to hit quickly."""
+    base = Settings.load(env={}, overrides={"state_dir": Settings.load(env={}).state_dir})
+    defaults: dict[str, Any] = {
+        "memory": 256 << 20,
+        "pids": 64,
+        "capture_limit": 64 << 10,
+        "interrupt_grace": 1.0,
+        "timeout": 20,
+    }
+    defaults.update(changes)
+    return base.replace(**defaults)
+
+
+def fail_unless(condition: bool, message: str) -> None:
+    """Under CI=true a precondition this host cannot meet fails the test; elsewhere it skips, saying why."""
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(message + " — CI=true requires it")
+    pytest.skip(message + " (not CI, so skipped)")
+
+
+def require_usable(backend: Backend) -> None:
+    """Under CI=true a backend that cannot run is a failure, never a silent skip."""
+    availability = backend.availability()
+    message = f"{backend.name} backend unusable: {availability.reason} (fix: {availability.fix})"
+    fail_unless(availability.usable, message)
