@@ -108,12 +108,12 @@ from common import (
     summarize,
     wait_listening,
 )
-from mcp_codemode.bridge import Bridge, RunRequest
 from mcp_codemode.errors import CodemodeError
+from mcp_codemode.face.server import build_server
+from mcp_codemode.runs.bridge import Bridge, RunRequest
+from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import AUTO_ORDER, choose_backend
-from mcp_codemode.server import build_server
-from mcp_codemode.sessions import SessionManager
 from mcp_codemode.settings import Settings
 
 CODE = "1"
@@ -134,7 +134,7 @@ PASSED_ENV_NAMES = ("MCP_CODEMODE_SETTINGS", "XDG_STATE_HOME")
 # shutdown). This launcher turns an unhandled SIGTERM into SystemExit, so the profile is written either way.
 PROFILED_SERVER = """
 import cProfile, signal, sys
-from mcp_codemode.cli import main
+from mcp_codemode.cli.main import main
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 profile = cProfile.Profile()
 try:

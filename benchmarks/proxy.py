@@ -92,8 +92,8 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
 from common import BenchmarkError, Stats, emit, fill_defaults, machine_info, positive, settings_info, summarize
-from mcp_codemode.bridge import Bridge, RunRequest
 from mcp_codemode.errors import CodemodeError
+from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import AUTO_ORDER, choose_backend
 from mcp_codemode.sandbox.worker import CONCURRENT_CALLS

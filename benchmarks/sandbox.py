@@ -57,11 +57,11 @@ from typing import Any
 
 from common import BenchmarkError, Stats, emit, machine_info, positive, settings_info, summarize
 from mcp_codemode.errors import CodemodeError
+from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox.base import Backend
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import AUTO_ORDER, make_backend
 from mcp_codemode.sandbox.worker import Worker
-from mcp_codemode.sessions import SessionManager
 from mcp_codemode.settings import Settings
 
 FLOOR_COMMAND = ("/usr/bin/python3", "-c", "pass")

@@ -103,9 +103,9 @@ from common import (
     wait_listening,
 )
 from mcp_codemode.errors import CodemodeError
+from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import AUTO_ORDER, choose_backend
-from mcp_codemode.sessions import SessionManager
 from mcp_codemode.settings import Settings
 
 CODE = "1"

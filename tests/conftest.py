@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 
 import pytest
 
+from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox.select import make_backend
-from mcp_codemode.sessions import SessionManager
 from tests.support.backends import BACKENDS, require_usable, sandbox_settings
 from tests.support.processes import our_containers, sandbox_processes, wait_until_gone
 from tests.support.purity import forbid_processes_and_network

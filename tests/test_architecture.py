@@ -11,8 +11,8 @@ function); every rule here reads what it returns: the layers and cycles of the w
 package's downward-only imports, guest/mcp's sibling imports, and that no test module imports another (the last
 three were tests/test_upstream_layers.py and tests/test_guest_imports.py, merged here with every assertion kept).
 
-Edges that exist today and are being removed by parallel branches are listed in ``KNOWN_VIOLATIONS``: the test
-passes with them and fails on any new one; the lead empties the set after merging.
+The layers are the packages (``LAYERS``: guest, the core, ``runs``, ``face``, ``cli``); docs/architecture.md draws
+them. The wrong-way edges issue 21 found are gone and stay in ``EXTRA_FORBIDDEN`` so they cannot come back.
 """
 
 from __future__ import annotations
@@ -35,24 +35,34 @@ GUEST_TOP_LEVEL = frozenset(
     if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()
 )
 
-#: Lower layers and the higher modules they must never import.
-LOWER_LAYERS = (f"{PACKAGE}.upstream", f"{PACKAGE}.sandbox", GUEST)
-HIGHER_MODULES = tuple(
-    f"{PACKAGE}.{name}" for name in ("server", "web", "stdio", "cli", "bridge", "doctor", "sessions", "relay")
+#: The layers, lowest first: a module may import its own layer and the ones below, never one above. The guest
+#: (rank 0) has its own, stricter rule below. Rank 1 is the core every part stands on: the top-level modules
+#: (settings, errors, state files, the policy rules, reply encoding) and the parts that know nothing of a run:
+#: upstream, sandbox, provision. Then the run service, the faces over it, and the command line over everything.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    (GUEST,),
+    (),  # the core: every module not named by another layer
+    (f"{PACKAGE}.runs",),
+    (f"{PACKAGE}.face",),
+    (f"{PACKAGE}.cli", f"{PACKAGE}.__main__"),
 )
+#: Edges the layers allow but that still run the wrong way inside a layer (each one was a real edge once).
 EXTRA_FORBIDDEN = {
-    (f"{PACKAGE}.settings", f"{PACKAGE}.policy"),
-    (f"{PACKAGE}.weak_setups", f"{PACKAGE}.web"),
-    (f"{PACKAGE}.web", f"{PACKAGE}.server"),
-    (f"{PACKAGE}.render", f"{PACKAGE}.sandbox.worker"),
-    (f"{PACKAGE}.relay", f"{PACKAGE}.sandbox.frames"),
-    (f"{PACKAGE}.upstream.directory", f"{PACKAGE}.policy"),
+    (f"{PACKAGE}.cli.weak_setups", f"{PACKAGE}.face.web"),  # doctor's pure rules must not drag uvicorn in
+    (f"{PACKAGE}.face.web", f"{PACKAGE}.face.server"),
+    (f"{PACKAGE}.face.render", f"{PACKAGE}.sandbox.worker"),
     (f"{PACKAGE}.upstream.directory", f"{PACKAGE}.settings"),
+    *{(f"{PACKAGE}.runs.{relay}", f"{PACKAGE}.sandbox.frames") for relay in ("relay", "relay_params", "relay_policy")},
+    *{(f"{PACKAGE}.{s}", f"{PACKAGE}.upstream.directory") for s in ("settings", "settings_fields", "settings_file")},
 }
 
-#: Violations present when this test was written; other issue-21 branches remove them. Remove an entry when its
-#: edge is gone (the test fails on a stale entry, so the set only shrinks).
-KNOWN_VIOLATIONS: set[tuple[str, str]] = set()
+
+def layer_of(module: str) -> int:
+    """The rank of the layer a module belongs to (1, the core, when no other layer names it)."""
+    for rank, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return rank
+    return 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,9 +164,7 @@ def _violations(internal: dict[str, set[str]]) -> set[tuple[str, str]]:
     found = set()
     for source, targets in internal.items():
         for target in targets:
-            lower = source.startswith(LOWER_LAYERS)
-            higher = any(target == h or target.startswith(h + ".") for h in HIGHER_MODULES)
-            if (lower and higher) or (source, target) in EXTRA_FORBIDDEN:
+            if layer_of(target) > layer_of(source) or (source, target) in EXTRA_FORBIDDEN:
                 found.add((source, target))
     return found
 
@@ -200,16 +208,19 @@ def _cycles(internal: dict[str, set[str]]) -> list[list[str]]:
     return result
 
 
-def test_no_new_forbidden_import() -> None:
+def test_no_forbidden_import() -> None:
     internal, _ = _graph()
-    new = _violations(internal) - KNOWN_VIOLATIONS
-    assert not new, f"lower layer imports a higher one (move the shared piece down): {sorted(new)}"
+    found = _violations(internal)
+    assert not found, f"lower layer imports a higher one (move the shared piece down): {sorted(found)}"
 
 
-def test_known_violations_are_still_real() -> None:
+def test_every_layer_exists() -> None:
+    """A renamed package would silently empty its layer and pass every rule: each prefix must name modules."""
     internal, _ = _graph()
-    stale = KNOWN_VIOLATIONS - _violations(internal) - _cycle_edges(internal)
-    assert not stale, f"remove these fixed entries from KNOWN_VIOLATIONS: {sorted(stale)}"
+    empty = [p for prefixes in LAYERS for p in prefixes if not any(m == p or m.startswith(p + ".") for m in internal)]
+    assert not empty, f"LAYERS names what is no longer in src/: {empty}"
+    missing = {edge for edge in EXTRA_FORBIDDEN if not set(edge) <= set(internal)}
+    assert not missing, f"EXTRA_FORBIDDEN names modules that no longer exist: {sorted(missing)}"
 
 
 def _cycle_edges(internal: dict[str, set[str]]) -> set[tuple[str, str]]:
@@ -222,8 +233,8 @@ def _cycle_edges(internal: dict[str, set[str]]) -> set[tuple[str, str]]:
 
 def test_no_import_cycle() -> None:
     internal, _ = _graph()
-    new = _cycle_edges(internal) - KNOWN_VIOLATIONS
-    assert not new, f"import cycle (cut it by moving the shared piece down): {sorted(new)}"
+    found = _cycle_edges(internal)
+    assert not found, f"import cycle (cut it by moving the shared piece down): {sorted(found)}"
 
 
 def test_guest_imports_only_guest_code_and_the_standard_library() -> None:
@@ -239,10 +250,17 @@ def test_guest_imports_only_guest_code_and_the_standard_library() -> None:
 
 
 def test_the_checker_sees_a_planted_violation() -> None:
-    """The rules are not vacuous: a lower-layer edge to the server is reported."""
-    internal = {f"{PACKAGE}.sandbox.x": {f"{PACKAGE}.server"}, f"{PACKAGE}.server": {f"{PACKAGE}.sandbox.x"}}
-    assert _violations(internal) == {(f"{PACKAGE}.sandbox.x", f"{PACKAGE}.server")}
+    """The rules are not vacuous: a lower-layer edge to the server is reported, and so is a face reaching the CLI."""
+    server, sandbox = f"{PACKAGE}.face.server", f"{PACKAGE}.sandbox.x"
+    internal = {sandbox: {server}, server: {sandbox}}
+    assert _violations(internal) == {(sandbox, server)}
     assert _cycles(internal) == [sorted(internal)]
+    assert _violations({f"{PACKAGE}.runs.bridge": {f"{PACKAGE}.face.render"}}) == {
+        (f"{PACKAGE}.runs.bridge", f"{PACKAGE}.face.render")
+    }
+    assert _violations({f"{PACKAGE}.face.web": {f"{PACKAGE}.cli.main"}}) == {
+        (f"{PACKAGE}.face.web", f"{PACKAGE}.cli.main")
+    }
 
 
 # ------------------------------------------------------------------------------------- the upstream package

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from mcp_codemode.audit import AuditLog
-from mcp_codemode.bridge import Bridge
 from mcp_codemode.policy_rules import Policy, canonical_json
-from mcp_codemode.relay import Relay
-from mcp_codemode.relay_run import Run
-from mcp_codemode.saved_tools import SavedToolStore
+from mcp_codemode.runs.audit import AuditLog
+from mcp_codemode.runs.bridge import Bridge
+from mcp_codemode.runs.relay import Relay
+from mcp_codemode.runs.relay_run import Run
+from mcp_codemode.runs.saved_tools import SavedToolStore
 from mcp_codemode.settings import Settings
 from mcp_codemode.upstream.directory import ToolDirectory
 from mcp_codemode.upstream.model import Discovery
@@ -138,7 +138,7 @@ def test_a_log_that_cannot_be_written_warns_once_and_never_raises(
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     log = AuditLog(blocker / "audit.jsonl")  # its directory would have to be inside a regular file
-    with caplog.at_level(logging.DEBUG, logger="mcp_codemode.audit"):
+    with caplog.at_level(logging.DEBUG, logger="mcp_codemode.runs.audit"):
         for _ in range(3):
             record(log)
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]

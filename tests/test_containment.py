@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
+from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
-from mcp_codemode.sessions import SessionManager
 
 from .support.backends import sandbox_settings
 

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
+from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox.container import ContainerBackend
-from mcp_codemode.sessions import SessionManager
 
 from .support.backends import fail_unless, require_usable, sandbox_settings
 from .support.processes import our_containers, wait_until_gone

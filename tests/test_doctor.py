@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from mcp_codemode.cli.weak_setups import SetupFacts, findings, for_user, render
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
-from mcp_codemode.weak_setups import SetupFacts, findings, for_user, render
 from tests.support.backends import fail_unless, require_usable, sandbox_settings
 
 CLI = [sys.executable, "-m", "mcp_codemode"]

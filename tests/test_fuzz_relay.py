@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from mcp_codemode.guest.mcp import _rpc
-from mcp_codemode.relay import Relay
+from mcp_codemode.runs.relay import Relay
+from mcp_codemode.runs.saved_tools import SavedToolStore
 from mcp_codemode.sandbox.frames import FrameError, decode_frame, encode_frame
-from mcp_codemode.saved_tools import SavedToolStore
 from mcp_codemode.upstream.directory import ToolDirectory
 from tests.support import upstreams
 from tests.support.backends import sandbox_settings

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from mcp_codemode.bridge import Bridge
+from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.upstream.model import Discovery
 from tests.support import upstreams
 from tests.support.backends import sandbox_settings

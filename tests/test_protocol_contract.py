@@ -16,16 +16,17 @@ import re
 import typing
 from pathlib import Path
 
-from mcp_codemode import relay_params, server, sessions
+from mcp_codemode.face import server
 from mcp_codemode.guest import protocol
 from mcp_codemode.guest import worker_channel as guest_worker
 from mcp_codemode.guest.mcp import _rpc
+from mcp_codemode.runs import relay_params, sessions
 from mcp_codemode.sandbox import frames
 from mcp_codemode.sandbox import worker as host_worker
 
 SRC = Path(protocol.__file__).resolve().parents[1]
 GUEST_FILES = [*sorted((SRC / "guest").glob("worker*.py")), SRC / "guest" / "mcp" / "_rpc.py"]
-RELAY_FILES = [SRC / "relay.py", SRC / "relay_params.py", SRC / "relay_policy.py"]
+RELAY_FILES = [SRC / "runs" / "relay.py", SRC / "runs" / "relay_params.py", SRC / "runs" / "relay_policy.py"]
 HOST_FILES = [SRC / "sandbox" / "worker.py", SRC / "sandbox" / "frames.py", *RELAY_FILES]
 NAMES = {value: name for name, value in vars(protocol).items() if name.isupper() and isinstance(value, str)}
 
@@ -133,7 +134,7 @@ def test_every_error_kind_the_host_sends_the_guest_raises_as_its_class() -> None
 def _ops_answered() -> set[object]:
     """The ops relay.py dispatches: the keys of its ``_ops`` table and the op it compares against by itself."""
     ops: set[object] = set()
-    for node in ast.walk(ast.parse((SRC / "relay.py").read_text())):
+    for node in ast.walk(ast.parse((SRC / "runs" / "relay.py").read_text())):
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Attribute) and node.target.attr == "_ops":
             assert isinstance(node.value, ast.Dict)
             ops |= {key.value for key in node.value.keys if isinstance(key, ast.Constant)}

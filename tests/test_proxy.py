@@ -28,9 +28,9 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from mcp_codemode.bridge import Bridge, RunRequest
+from mcp_codemode.runs.bridge import Bridge, RunRequest
+from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox.results import ExecutionResult
-from mcp_codemode.sessions import SessionManager
 from mcp_codemode.upstream.model import Discovery
 from tests.support import upstreams
 from tests.support.backends import fail_unless, sandbox_settings

@@ -17,9 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mcp import types
 
-from mcp_codemode import saved_tools
 from mcp_codemode.guest.mcp import _proxies, _rpc, runtime
-from mcp_codemode.saved_tools import SavedToolProblem, SavedToolStore
+from mcp_codemode.runs import saved_tools
+from mcp_codemode.runs.saved_tools import SavedToolProblem, SavedToolStore
 from mcp_codemode.upstream import catalog
 from mcp_codemode.upstream.validate import ArgumentProblem, check_arguments, describe_parameters
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from mcp_codemode.bridge import Bridge
-from mcp_codemode.servers_report import servers_report
+from mcp_codemode.cli.servers_report import servers_report
+from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.upstream.errors import HIDDEN, ServerUnavailable, secret_args, secret_values
 from mcp_codemode.upstream.hub import Hub
 from mcp_codemode.upstream.model import Discovery, ServerConfig

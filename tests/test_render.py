@@ -13,17 +13,17 @@ import toon_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_codemode.bridge import RunRequest
-from mcp_codemode.principals import PRINCIPAL_STATE_KEY
-from mcp_codemode.render import NO_OUTPUT, cut_middle, error_result, fit_fields, render_result
-from mcp_codemode.sandbox.results import ExecutionResult, GuestError, OutputImage
-from mcp_codemode.server import (
+from mcp_codemode.face.principals import PRINCIPAL_STATE_KEY
+from mcp_codemode.face.render import NO_OUTPUT, cut_middle, error_result, fit_fields, render_result
+from mcp_codemode.face.server import (
     MAX_CODE_CHARS,
     InvalidArguments,
     parse_arguments,
     place,
     run_python_tool,
 )
+from mcp_codemode.runs.bridge import RunRequest
+from mcp_codemode.sandbox.results import ExecutionResult, GuestError, OutputImage
 from mcp_codemode.settings import Settings
 from mcp_codemode.settings_fields import OUTPUT_MODES, OutputMode
 

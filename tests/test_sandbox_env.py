@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_codemode.bridge import Bridge, RunRequest
+from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox.base import SANDBOX_ENV
 from mcp_codemode.upstream.model import Discovery
 from tests.support import upstreams

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from mcp_codemode.bridge import Bridge
+from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.upstream.directory import ToolDirectory
 from mcp_codemode.upstream.listing_cache import ListingCache
 from mcp_codemode.upstream.model import Discovery, ServerConfig

@@ -17,8 +17,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from mcp_codemode.face.server import SESSION_HEADER
 from mcp_codemode.sandbox import cgroups
-from mcp_codemode.server import SESSION_HEADER
 
 from .support.backends import fail_unless
 from .support.clients import (

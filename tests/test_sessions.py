@@ -9,7 +9,7 @@ import json
 import pytest
 
 from mcp_codemode.errors import SessionLimitError
-from mcp_codemode.sessions import SessionManager
+from mcp_codemode.runs.sessions import SessionManager
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from mcp_codemode.bridge import Bridge, RunRequest
 from mcp_codemode.errors import CodemodeError, SandboxUnavailable
+from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox.base import GUEST_MOUNT
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from mcp_codemode.sandbox.container import ContainerBackend

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from mcp import types
 
-from mcp_codemode.bridge import Bridge
 from mcp_codemode.guest.mcp import _docs, _proxies, _rpc, runtime
+from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.upstream import catalog, stubs
 from tests.support.backends import fail_unless
 from tests.support.cells import reported, run, time_and_everything

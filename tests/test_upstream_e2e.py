@@ -26,7 +26,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from mcp_codemode.servers_report import ServerRow, ServersReport
+from mcp_codemode.cli.servers_report import ServerRow, ServersReport
 from mcp_codemode.upstream.model import ServerConfig
 from tests.support import upstreams
 from tests.support.cells import private_state_dir

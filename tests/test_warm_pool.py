@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from mcp_codemode.errors import SettingsError
+from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox import cgroups
 from mcp_codemode.sandbox.select import make_backend
-from mcp_codemode.sessions import SessionManager
 from mcp_codemode.settings import Settings
 
 from .support.backends import sandbox_settings
@@ -265,7 +265,7 @@ def test_a_backend_that_cannot_start_workers_does_not_make_the_pool_spin(
         await asyncio.sleep(2.5)  # a spinning pool would fail hundreds of times meanwhile
         return s.pool.counters.failed, s.pool.live
 
-    with caplog.at_level(logging.INFO, logger="mcp_codemode.warm_pool"):
+    with caplog.at_level(logging.INFO, logger="mcp_codemode.runs.warm_pool"):
         failed, live = with_sessions(body, warm_pool=2, **broken)
     assert 1 <= failed <= 8, f"the pool retried {failed} times in a few seconds: it must back off"
     assert live == 0

@@ -46,7 +46,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from mcp_codemode.bridge import Bridge, RunRequest
+from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox.container import ContainerBackend
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import make_backend

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from mcp_codemode.bridge import Bridge, RunRequest
+from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox import worker as worker_module
 from mcp_codemode.sandbox.results import ExecutionResult
 from tests.support.cells import explain

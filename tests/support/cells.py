@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from mcp_codemode.bridge import Bridge, RunRequest
+from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.upstream.model import Discovery
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .guest.protocol import ERROR_KIND_ARGUMENT
-from .upstream import catalog
+from ..guest.protocol import ERROR_KIND_ARGUMENT
+from ..upstream import catalog
 
 if TYPE_CHECKING:
-    from .guest.protocol import ErrorInfo
+    from ..guest.protocol import ErrorInfo
 
 Reply = dict[str, Any]
 MAX_NAME = 256

@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .state_files import make_state_dir
+from ..state_files import make_state_dir
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mcp_codemode.audit")  # the name log lines have always shown
 OUTCOMES = ("ok", "tool_error", "refused", "error", "timeout", "cancelled")
 
 

@@ -17,12 +17,12 @@ from typing import cast
 import anyio
 from mcp.server.stdio import stdio_server
 
-from .bridge import Bridge
-from .server import build_server
-from .settings import Settings
-from .stdio import private_stdio
-from .upstream.model import Discovery
-from .web import bind_socket, check_exposure, serve_http
+from ..face.server import build_server
+from ..face.stdio import private_stdio
+from ..face.web import bind_socket, check_exposure, serve_http
+from ..runs.bridge import Bridge
+from ..settings import Settings
+from ..upstream.model import Discovery
 
 log = logging.getLogger("mcp_codemode")
 

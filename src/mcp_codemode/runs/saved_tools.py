@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .errors import CodemodeError
-from .state_files import write_json
+from ..errors import CodemodeError
+from ..state_files import write_json
 
 MAX_SOURCE_CHARS = 100_000
 MAX_DESCRIPTION_CHARS = 2_000

@@ -13,14 +13,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import SandboxUnavailable
-from .provision import sandbox_env
-from .sandbox.bubblewrap import BubblewrapBackend
-from .sandbox.cgroups import CGROUP_ROOT, CgroupSupport
-from .sandbox.container import ContainerBackend
-from .sandbox.select import AUTO_ORDER, choose_backend, make_backend
-from .settings import Settings
-from .upstream.model import Discovery, ServerConfig
+from ..errors import SandboxUnavailable
+from ..provision import sandbox_env
+from ..sandbox.bubblewrap import BubblewrapBackend
+from ..sandbox.cgroups import CGROUP_ROOT, CgroupSupport
+from ..sandbox.container import ContainerBackend
+from ..sandbox.select import AUTO_ORDER, choose_backend, make_backend
+from ..settings import Settings
+from ..upstream.model import Discovery, ServerConfig
 from .weak_setups import SetupFacts, findings, for_user, render
 
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from .addresses import is_loopback
+from ..face.addresses import is_loopback
 
 Level = Literal["warn", "info"]
 

@@ -21,15 +21,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .errors import SessionLimitError
-from .guest.protocol import SESSION_KEY_PATTERN
-from .sandbox.base import Backend
-from .sandbox.results import ExecutionResult
-from .sandbox.worker import GuestRequestHandler, OutputCallback, Worker
-from .settings import Settings
+from ..errors import SessionLimitError
+from ..guest.protocol import SESSION_KEY_PATTERN
+from ..sandbox.base import Backend
+from ..sandbox.results import ExecutionResult
+from ..sandbox.worker import GuestRequestHandler, OutputCallback, Worker
+from ..settings import Settings
 from .warm_pool import WarmPool
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mcp_codemode.sessions")  # the name log lines have always shown
 SESSION_NAME = re.compile(SESSION_KEY_PATTERN)  # the internal key (prefix and principal); users name with fewer
 DEFAULT_SESSION = "default"
 

@@ -36,16 +36,16 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from . import __version__
-from .bridge import Bridge, RunRequest
-from .errors import CodemodeError
-from .guest.protocol import USER_SESSION_NAME_PATTERN
+from .. import __version__
+from ..errors import CodemodeError
+from ..guest.protocol import USER_SESSION_NAME_PATTERN
+from ..runs.bridge import Bridge, RunRequest
+from ..runs.summary import reference_capabilities
+from ..settings import Settings
 from .principals import PRINCIPAL_STATE_KEY
 from .render import cut_middle, error_result, render_result
-from .settings import Settings
-from .summary import reference_capabilities
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mcp_codemode.server")  # the name log lines have always shown
 Transport = Literal["stdio", "http"]
 TOOL_NAME = "run_python"
 CAPABILITIES_URI = "codemode://capabilities"

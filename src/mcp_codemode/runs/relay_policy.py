@@ -15,13 +15,13 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 
+from ..guest.protocol import ERROR_KIND_POLICY, ERROR_KIND_TOOL_TIMEOUT
+from ..policy_rules import Policy
+from ..reply_encoding import EncodedReply, encode_value
 from .audit import AuditLog
-from .guest.protocol import ERROR_KIND_POLICY, ERROR_KIND_TOOL_TIMEOUT
 from .policy import RateLimiter, Refused
-from .policy_rules import Policy
 from .relay_params import Refusal, Reply
 from .relay_run import Run
-from .reply_encoding import EncodedReply, encode_value
 
 
 @dataclasses.dataclass

@@ -13,16 +13,16 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from .bridge import Bridge, RunRequest
-from .errors import CodemodeError, SettingsError
-from .relay_params import MAX_QUERY
-from .sandbox.results import ExecutionResult
-from .sandbox.select import choose_backend
-from .settings import Settings
-from .upstream import catalog
-from .upstream.directory import ToolDirectory
-from .upstream.listing import SearchPage
-from .upstream.model import Discovery
+from ..errors import CodemodeError, SettingsError
+from ..runs.bridge import Bridge, RunRequest
+from ..runs.relay_params import MAX_QUERY
+from ..sandbox.results import ExecutionResult
+from ..sandbox.select import choose_backend
+from ..settings import Settings
+from ..upstream import catalog
+from ..upstream.directory import ToolDirectory
+from ..upstream.listing import SearchPage
+from ..upstream.model import Discovery
 
 EXIT_OK, EXIT_RAISED, EXIT_TIMEOUT, EXIT_BRIDGE = 0, 1, 124, 125
 

@@ -22,8 +22,7 @@ from typing import Any
 
 from mcp import types
 
-from .audit import AuditLog
-from .guest.protocol import (
+from ..guest.protocol import (
     ERROR_KIND_ARGUMENT,
     ERROR_KIND_MCP,
     ERROR_KIND_SERVER_NOT_FOUND,
@@ -31,6 +30,15 @@ from .guest.protocol import (
     ERROR_KIND_TOOL_NOT_FOUND,
     ERROR_KIND_TOOL_TIMEOUT,
 )
+from ..settings import Settings
+from ..upstream import catalog
+from ..upstream.directory import ToolDirectory
+from ..upstream.errors import ServerUnavailable, UnknownServer, UpstreamCallError, UpstreamTimeout
+from ..upstream.listing import Listing
+from ..upstream.model import ServerConfig
+from ..upstream.suggest import close_matches, did_you_mean
+from ..upstream.validate import ArgumentProblem, check_arguments
+from .audit import AuditLog
 from .relay_params import (
     MAX_LIMIT,
     MAX_NAME,
@@ -49,16 +57,8 @@ from .relay_params import (
 from .relay_policy import CallGuard, CallNote
 from .relay_run import RelayFunction, Run
 from .saved_tools import SavedToolProblem, SavedToolStore
-from .settings import Settings
-from .upstream import catalog
-from .upstream.directory import ToolDirectory
-from .upstream.errors import ServerUnavailable, UnknownServer, UpstreamCallError, UpstreamTimeout
-from .upstream.listing import Listing
-from .upstream.model import ServerConfig
-from .upstream.suggest import close_matches, did_you_mean
-from .upstream.validate import ArgumentProblem, check_arguments
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mcp_codemode.relay")  # the name log lines have always shown
 
 
 class Relay:

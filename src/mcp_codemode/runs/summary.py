@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from . import __version__
-from .policy_rules import Policy
-from .settings import Settings
-from .settings_fields import format_size
+from .. import __version__
+from ..policy_rules import Policy
+from ..settings import Settings
+from ..settings_fields import format_size
 
 
 def capability_summary(settings: Settings, backend: str, servers: Mapping[str, str] | None = None,

@@ -11,7 +11,7 @@ import math
 import time
 from collections.abc import Callable
 
-from .upstream.gate import Refused as Refused  # its home is below the directory, which stores refusals
+from ..upstream.gate import Refused as Refused  # its home is below the directory, which stores refusals
 
 
 class RateLimiter:

@@ -14,20 +14,20 @@ from types import TracebackType
 
 import anyio
 
+from ..errors import CodemodeError, SandboxStartError, SandboxUnavailable
+from ..sandbox.results import ExecutionResult
+from ..sandbox.select import Choice, announce, choose_backend, passed_over_note
+from ..sandbox.worker import OutputCallback
+from ..settings import Settings
+from ..upstream.directory import ToolDirectory
+from ..upstream.model import Discovery
 from .audit import AuditLog
-from .errors import CodemodeError, SandboxStartError, SandboxUnavailable
 from .relay import Relay
-from .sandbox.results import ExecutionResult
-from .sandbox.select import Choice, announce, choose_backend, passed_over_note
-from .sandbox.worker import OutputCallback
 from .saved_tools import SavedToolStore
 from .sessions import SessionManager
-from .settings import Settings
 from .summary import capability_summary
-from .upstream.directory import ToolDirectory
-from .upstream.model import Discovery
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mcp_codemode.bridge")  # the name log lines have always shown
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,12 +23,12 @@ import weakref
 
 import anyio
 
-from .errors import SessionLimitError
-from .sandbox.base import Backend
-from .sandbox.worker import Worker
-from .settings import Settings
+from ..errors import SessionLimitError
+from ..sandbox.base import Backend
+from ..sandbox.worker import Worker
+from ..settings import Settings
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mcp_codemode.warm_pool")  # the name log lines have always shown
 _BACKOFF_FIRST = 1.0  # seconds before retrying after a failed start; doubles per failure in a row
 _BACKOFF_MAX = 60.0
 # A taken worker is replaced this long afterwards, not at once. Starting a sandbox forks on the event loop and

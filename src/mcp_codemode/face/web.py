@@ -19,12 +19,12 @@ from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..errors import SettingsError
+from ..settings import Settings
 from .addresses import is_loopback
-from .errors import SettingsError
 from .principals import PRINCIPAL_STATE_KEY, principal_of
-from .settings import Settings
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mcp_codemode.web")  # the name log lines have always shown
 MCP_PATH = "/mcp"
 
 

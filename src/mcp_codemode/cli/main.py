@@ -22,21 +22,21 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .cli_commands import EXIT_BRIDGE, EXIT_OK, read_cells, run_cells, search
-from .cli_serve import serve
+from .. import __version__
+from ..errors import CodemodeError, SettingsError
+from ..provision import commands as provision
+from ..provision.image import DEFAULT_MIRROR, DEFAULT_SUITE
+from ..runs.relay_params import MAX_LIMIT, MAX_OFFSET
+from ..runs.sessions import DEFAULT_SESSION, check_session_name
+from ..settings import Settings
+from ..settings_fields import RUNTIME_CHOICES, parse_field
+from ..upstream import catalog
+from ..upstream.config import discover
+from ..upstream.model import Discovery
+from .commands import EXIT_BRIDGE, EXIT_OK, read_cells, run_cells, search
 from .doctor import diagnose, render_text
-from .errors import CodemodeError, SettingsError
-from .provision import commands as provision
-from .provision.image import DEFAULT_MIRROR, DEFAULT_SUITE
-from .relay_params import MAX_LIMIT, MAX_OFFSET
+from .serve import serve
 from .servers_report import servers_report
-from .sessions import DEFAULT_SESSION, check_session_name
-from .settings import Settings
-from .settings_fields import RUNTIME_CHOICES, parse_field
-from .upstream import catalog
-from .upstream.config import discover
-from .upstream.model import Discovery
 
 log = logging.getLogger("mcp_codemode")
 

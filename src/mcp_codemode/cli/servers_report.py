@@ -21,11 +21,11 @@ import dataclasses
 import time
 from typing import Any
 
-from .settings import Settings
-from .upstream.directory import ToolDirectory
-from .upstream.errors import SelfServerSkipped
-from .upstream.listing import Listing
-from .upstream.model import Discovery, ServerConfig
+from ..settings import Settings
+from ..upstream.directory import ToolDirectory
+from ..upstream.errors import SelfServerSkipped
+from ..upstream.listing import Listing
+from ..upstream.model import Discovery, ServerConfig
 
 
 @dataclasses.dataclass(frozen=True)

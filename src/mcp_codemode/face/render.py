@@ -22,10 +22,10 @@ from typing import Any
 import mcp_types as types
 import toon_format
 
-from .sandbox.results import ExecutionResult
-from .settings_fields import OutputMode
+from ..sandbox.results import ExecutionResult
+from ..settings_fields import OutputMode
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mcp_codemode.render")  # the name log lines have always shown
 ERROR_MESSAGE_LIMIT = 1000  # the error's one-line summary for programs; the traceback carries it whole
 NO_OUTPUT = "(no output)"
 _MARKER_ROOM = 60  # the "[... N characters cut ...]" marker, with its line breaks

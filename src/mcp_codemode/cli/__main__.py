@@ -1,0 +1,7 @@
+"""``python -m mcp_codemode.cli``: the same program as ``mcp-codemode``, for configs written before the package."""
+
+import sys
+
+from .main import main
+
+sys.exit(main())
