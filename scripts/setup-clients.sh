@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the Python agent frameworks the client tests drive (tests/test_agent_frameworks.py runs the scripts in
+# Install the Python agent frameworks the client tests drive (tests/face/test_agent_frameworks.py runs the scripts in
 # tests/clients/ with these venvs' Python): fastmcp, pydantic-ai (its slim package with the MCP extra) and
 # openai-agents into .cache/clients, langchain-mcp-adapters into .cache/clients-langchain. They get venvs of their
 # own, not the project's .venv, because their dependency pins are theirs and may clash with ours: the tests check the

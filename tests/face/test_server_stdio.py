@@ -16,9 +16,8 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from mcp_codemode.sandbox import cgroups
-
-from .support.backends import fail_unless
-from .support.clients import (
+from tests.support.backends import fail_unless
+from tests.support.clients import (
     LEGACY_VERSION,
     LISTING_LIMIT,
     MODES,

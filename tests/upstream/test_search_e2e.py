@@ -92,7 +92,7 @@ def named(folder: Path, name: str, *words: str, variant: str = "") -> Named:
         name=name,
         alias=name.replace("-", "_"),
         transport="stdio",
-        source="tests/test_search_e2e.py",
+        source="tests/upstream/test_search_e2e.py",
         command=sys.executable,
         args=(str(script), str(marker), str(words_file)),
     )
@@ -105,7 +105,7 @@ def broken(secret: str) -> ServerConfig:
         name="broken",
         alias="broken",
         transport="stdio",
-        source="tests/test_search_e2e.py",
+        source="tests/upstream/test_search_e2e.py",
         command="/bin/sh",
         args=("-c", 'echo "cannot start with token $BROKEN_TOKEN" >&2; exit 3'),
         env={"BROKEN_TOKEN": secret},
@@ -212,7 +212,7 @@ def test_with_a_search_wait_a_first_search_covers_every_configured_server(tmp_pa
                 name="missing",
                 alias="missing",
                 transport="stdio",
-                source="tests/test_search_e2e.py",
+                source="tests/upstream/test_search_e2e.py",
                 command="no-such-mcp-server",
                 env={"PATH": f"/opt/{secret}/bin"},  # named in the hub's reason, hidden in the search's
             )

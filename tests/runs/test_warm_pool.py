@@ -21,9 +21,8 @@ from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox import cgroups
 from mcp_codemode.sandbox.select import make_backend
 from mcp_codemode.settings import Settings
-
-from .support.backends import sandbox_settings
-from .support.processes import our_containers
+from tests.support.backends import sandbox_settings
+from tests.support.processes import our_containers
 
 sandboxed = pytest.mark.usefixtures("no_orphans")  # every test that starts sandboxes checks none is left
 WithSessions = Callable[..., Any]

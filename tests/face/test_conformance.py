@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from .support.inspector import CONFORMANCE, ROOT, node_command, running_bridge
+from tests.support.inspector import CONFORMANCE, ROOT, node_command, running_bridge
 
 BASELINE = ROOT / "tests" / "conformance-baseline.yml"
 REVISIONS = ("2025-11-25", "2026-07-28")

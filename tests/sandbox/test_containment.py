@@ -9,8 +9,7 @@ import pytest
 
 from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
-
-from .support.backends import sandbox_settings
+from tests.support.backends import sandbox_settings
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 

@@ -41,7 +41,7 @@ from tests.support.processes import wait_until_gone
 from tests.support.upstreams import GROWER
 
 T = TypeVar("T")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(body: Coroutine[Any, Any, T]) -> T:

@@ -19,7 +19,7 @@ from mcp import types
 from mcp_codemode.upstream.ranking import Entry, Ranker
 from mcp_codemode.upstream.words import query_terms, split_words, stem, terms
 
-CORPUS = Path(__file__).resolve().parents[1] / "benchmarks" / "corpus" / "tools"
+CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "corpus" / "tools"
 
 
 def _real_entries() -> list[Entry]:

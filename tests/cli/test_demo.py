@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.backend
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

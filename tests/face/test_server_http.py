@@ -19,9 +19,8 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_codemode.face.server import SESSION_HEADER
 from mcp_codemode.sandbox import cgroups
-
-from .support.backends import fail_unless
-from .support.clients import (
+from tests.support.backends import fail_unless
+from tests.support.clients import (
     CALL_DEADLINE,
     LEGACY_VERSION,
     LISTING_LIMIT,
@@ -37,7 +36,7 @@ from .support.clients import (
     require_bubblewrap,
     text_of,
 )
-from .support.processes import wait_until_gone
+from tests.support.processes import wait_until_gone
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backend]
 TOKEN_A = "a" * 16 + uuid.uuid4().hex[:16]
@@ -50,7 +49,7 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     require_bubblewrap()
     log = tmp_path_factory.mktemp("http-plain") / "server.log"
     # No warm pool: the lifecycle tests below find a session's sandbox by its cgroup name, which names the session
-    # only when the session started the sandbox itself (a pooled one is named pool-<n>; tests/test_warm_pool.py).
+    # only when the session started the sandbox itself (a pooled one is named pool-<n>; tests/runs/test_warm_pool.py).
     with HttpServer(log, MCP_BRIDGE_PROGRESS_INTERVAL="0.2", MCP_BRIDGE_WARM_POOL="0") as server:
         yield server
     assert_no_orphans()

@@ -9,9 +9,8 @@ import pytest
 
 from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox.container import ContainerBackend
-
-from .support.backends import fail_unless, require_usable, sandbox_settings
-from .support.processes import our_containers, wait_until_gone
+from tests.support.backends import fail_unless, require_usable, sandbox_settings
+from tests.support.processes import our_containers, wait_until_gone
 
 pytestmark = pytest.mark.backend
 

@@ -7,8 +7,7 @@ import platform
 import pytest
 
 from mcp_codemode.sandbox.seccomp import DENIED_SYSCALLS, oci_profile
-
-from .support.backends import fail_unless
+from tests.support.backends import fail_unless
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 

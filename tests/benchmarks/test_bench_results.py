@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from .support.clients import require_bubblewrap
+from tests.support.clients import require_bubblewrap
 
 pytestmark = pytest.mark.backend
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

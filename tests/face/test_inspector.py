@@ -4,7 +4,7 @@ Over stdio (the Inspector starts ``mcp-codemode serve`` itself) and over Streama
 127.0.0.1), each in both protocol eras: ``legacy`` negotiates 2025-11-25 through ``initialize``, ``modern`` speaks
 the stateless 2026-07-28 era. The Inspector (2.x) and the conformance suite need Node >= 22, which
 ``scripts/setup-node.sh`` installs into tests/node/node_modules next to them; the helpers
-(tests/support/inspector.py) are shared with tests/test_conformance.py.
+(tests/support/inspector.py) are shared with tests/face/test_conformance.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from .support.inspector import BRIDGE, INSPECTOR, inspector, node_command, result_of, running_bridge
+from tests.support.inspector import BRIDGE, INSPECTOR, inspector, node_command, result_of, running_bridge
 
 pytestmark = pytest.mark.backend
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from .support.backends import fail_unless
-from .support.clients import (
+from tests.support.backends import fail_unless
+from tests.support.clients import (
     MODERN_VERSION,
     HttpServer,
     assert_no_orphans,
@@ -34,7 +34,7 @@ from .support.clients import (
 
 pytestmark = pytest.mark.backend
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLIENTS_PYTHON = ROOT / ".cache" / "clients" / "bin" / "python"
 LANGCHAIN_PYTHON = ROOT / ".cache" / "clients-langchain" / "bin" / "python"  # mcp 1.x: scripts/setup-clients.sh
 DRIVER_DEADLINE = 240  # seconds for one driver's whole run (the openai-agents one waits out two 7 s calls)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from mcp import types
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
 CORPUS = BENCHMARKS / "corpus"
 SERVERS = ("everything", "filesystem", "memory", "sequential-thinking", "time", "git", "fetch")

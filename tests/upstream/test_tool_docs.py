@@ -27,7 +27,7 @@ from mcp_codemode.upstream import catalog, stubs
 from tests.support.backends import fail_unless
 from tests.support.cells import reported, run, time_and_everything
 
-CORPUS = Path(__file__).resolve().parents[1] / "benchmarks" / "corpus" / "tools"
+CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "corpus" / "tools"
 SERVERS = ("everything", "fetch", "filesystem", "git", "memory", "sequential-thinking", "time")
 
 

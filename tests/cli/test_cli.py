@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .support.processes import our_containers, sandbox_processes, wait_until_gone
+from tests.support.processes import our_containers, sandbox_processes, wait_until_gone
 
 pytestmark = pytest.mark.backend
 

@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.backends import fail_unless
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
 if str(BENCHMARKS) not in sys.path:  # benchmarks/ is not a package: its scripts import each other by name
     sys.path.insert(0, str(BENCHMARKS))

@@ -9,9 +9,8 @@ import pytest
 
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from mcp_codemode.sandbox.worker import Worker
-
-from .support.backends import fail_unless, require_usable, sandbox_settings
-from .support.processes import descendants
+from tests.support.backends import fail_unless, require_usable, sandbox_settings
+from tests.support.processes import descendants
 
 pytestmark = pytest.mark.backend
 

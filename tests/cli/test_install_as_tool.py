@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from .support.backends import fail_unless
+from tests.support.backends import fail_unless
 
 pytestmark = pytest.mark.backend
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 UV = REPO / ".cache" / "uv" / "bin" / "uv"
 USER = 65534
 # What a user of this machine has in its environment to reach the package index (its TLS roots, a proxy).
