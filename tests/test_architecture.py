@@ -401,13 +401,13 @@ def test_only_the_standard_library_and_siblings_are_imported(path: Path) -> None
 
 # ----------------------------------------------------------------------------------------------- the tests
 # Helpers the tests share live in tests/support/ and fixtures in conftest.py: a test module importing another
-# test module (or the top conftest as a module) collects that module's tests twice and ties the two files together.
+# test module (or a conftest as a module) collects that module's tests twice and ties the two files together.
 
 TESTS = Path(__file__).resolve().parent
 
 
 def imports_of_test_modules(root: Path) -> list[str]:
-    """Every import, in any module under ``root`` (package ``tests``), of a ``test_*`` module or the top conftest."""
+    """Every import, in any module under ``root`` (package ``tests``), of a ``test_*`` module or of a conftest."""
     found = imports(root, "tests")
     modules = {statement.module for statement in found} | {
         ".".join(["tests", *path.relative_to(root).with_suffix("").parts]) for path in root.glob("**/*.py")
@@ -415,7 +415,7 @@ def imports_of_test_modules(root: Path) -> list[str]:
     bad = []
     for statement in found:
         for name in set(statement.targets()) & modules:
-            if name.rsplit(".", 1)[-1].startswith("test_") or name == "tests.conftest":
+            if name.rsplit(".", 1)[-1].startswith("test_") or name.rsplit(".", 1)[-1] == "conftest":
                 bad.append(f"{statement.path.relative_to(root)}:{statement.lineno}: imports {name}")
     return bad
 
@@ -430,7 +430,11 @@ def test_the_test_import_check_sees_a_test_module_and_the_conftest_imported(tmp_
     (tmp_path / "test_a.py").write_text("from .test_b import helper\nfrom .support import fine\n", encoding="utf-8")
     (tmp_path / "test_b.py").write_text("from tests.conftest import sandbox_settings\n", encoding="utf-8")
     (tmp_path / "support.py").write_text("fine = 1\n", encoding="utf-8")
+    (tmp_path / "deep").mkdir()
+    (tmp_path / "deep" / "conftest.py").write_text("import pytest\n", encoding="utf-8")
+    (tmp_path / "deep" / "test_c.py").write_text("from .conftest import Target\n", encoding="utf-8")
     assert imports_of_test_modules(tmp_path) == [
+        "deep/test_c.py:1: imports tests.deep.conftest",
         "test_a.py:1: imports tests.test_b",
         "test_b.py:1: imports tests.conftest",
     ]

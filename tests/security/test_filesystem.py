@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.security.conftest import ATTEMPT, Target, outcome
 from tests.support.backends import fail_unless
+from tests.support.security import ATTEMPT, Target, outcome
 
 pytestmark = pytest.mark.backend
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.security.conftest import Target, outcome
 from tests.support.backends import fail_unless
+from tests.support.security import Target, outcome
 
 pytestmark = pytest.mark.backend
 
@@ -279,7 +279,7 @@ def test_the_gvisor_backend_runs_without_a_network_stack_and_with_our_seccomp_pr
     """What makes gVisor safe here is in podman's argv: ``network=none`` and ``oci-seccomp`` (runsc ignores the
     profile without it), a pids limit the sentry can live with, and nproc as the per-sandbox process limit."""
     from mcp_codemode.sandbox.container import GVISOR_MIN_PIDS, ContainerBackend
-    from tests.security.conftest import target_settings
+    from tests.support.security import target_settings
 
     settings = target_settings("gvisor", tmp_path / "state")
     backend = ContainerBackend(settings, "podman", binary="/usr/bin/podman")

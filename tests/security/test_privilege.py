@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import Target, assert_no_secrets, outcome
+from tests.support.security import Target, assert_no_secrets, outcome
 
 pytestmark = pytest.mark.backend
 

@@ -36,8 +36,7 @@ from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox import worker as worker_module
 from mcp_codemode.sandbox.results import ExecutionResult
 from tests.support.cells import explain
-
-from .conftest import Target, assert_no_secrets
+from tests.support.security import Target, assert_no_secrets
 
 pytestmark = pytest.mark.backend
 

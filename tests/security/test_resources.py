@@ -31,8 +31,7 @@ from mcp_codemode.sandbox.container import OWNER_LABEL
 from tests.support.backends import SANDBOX_UID
 from tests.support.cells import explain
 from tests.support.processes import our_containers, sandbox_processes, wait_until_gone
-
-from .conftest import Target, outcome
+from tests.support.security import Target, outcome
 
 pytestmark = pytest.mark.backend
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.security.conftest import ATTEMPT, BRIDGE_SECRET_ENV, UPSTREAM_SECRET_ENV, Target, outcome
 from tests.support.backends import fail_unless
+from tests.support.security import ATTEMPT, BRIDGE_SECRET_ENV, UPSTREAM_SECRET_ENV, Target, outcome
 
 pytestmark = pytest.mark.backend
 
