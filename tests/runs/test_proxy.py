@@ -36,6 +36,7 @@ from tests.support import upstreams
 from tests.support.backends import fail_unless, sandbox_settings
 from tests.support.cells import (
     RUN_TIMEOUT,
+    GuestServicesStub,
     closed_port,
     explain,
     guest,
@@ -436,7 +437,8 @@ def test_gathered_calls_are_in_flight_at_the_same_time(with_sessions: Callable[.
             report(done)
             """
         )
-        result = await sessions.execute(code, session="barrier", timeout=30, context=context, relay=relay)
+        sessions.services = GuestServicesStub(context, relay)
+        result = await sessions.execute(code, session="barrier", timeout=30)
         return result, arrived
 
     result, arrived = with_sessions(body)

@@ -22,6 +22,7 @@ from mcp_codemode.sandbox import cgroups
 from mcp_codemode.sandbox.select import make_backend
 from mcp_codemode.settings import Settings
 from tests.support.backends import sandbox_settings
+from tests.support.cells import GuestServicesStub
 from tests.support.processes import our_containers
 
 sandboxed = pytest.mark.usefixtures("no_orphans")  # every test that starts sandboxes checks none is left
@@ -49,7 +50,8 @@ def test_a_new_sessions_first_call_uses_a_pooled_worker_and_the_pool_refills(wit
     async def body(s: SessionManager) -> None:
         await settle(lambda: s.pool.ready == 2)
         pooled = s.pool.ready_workers()
-        first = await s.execute("x = 41\nx + 1", session="new", context=context)
+        s.services = GuestServicesStub(context)
+        first = await s.execute("x = 41\nx + 1", session="new")
         assert first.status == "ok" and first.value == "42", first
         assert s.worker("new") in pooled, "the first call did not run in a pooled worker"
         assert s.pool.counters.taken == 1
@@ -57,7 +59,7 @@ def test_a_new_sessions_first_call_uses_a_pooled_worker_and_the_pool_refills(wit
         await settle(lambda: s.pool.ready == 2)
         assert s.pool.counters.started == 3
         assert all(w.alive and w is not s.worker("new") for w in s.pool.ready_workers())
-        second = await s.execute("x", session="new", context=context)
+        second = await s.execute("x", session="new")
         assert second.value == "41" and fresh_flags == [True, False]
 
     with_sessions(body, warm_pool=2)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import shutil
 import socket
 import tempfile
 import textwrap
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +96,25 @@ async def time_and_everything() -> AsyncIterator[Bridge]:
         async with Bridge(settings, Discovery(servers=(upstreams.time(), upstreams.everything()))) as bridge:
             assert bridge.backend_name == "bubblewrap", bridge.backend_error
             yield bridge
+
+
+@dataclasses.dataclass
+class GuestServicesStub:
+    """Test logic in the relay's place, for tests of the sessions alone: what the guest is given, who answers it.
+
+    ``context_of(fresh)`` is the guest's context; ``handler`` answers the requests of every call (the owner and
+    session are not looked at: such a test has one of each).
+    """
+
+    context_of: Callable[[bool], dict[str, Any]]
+    handler: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+
+    def context(self, owner: str, fresh: bool) -> dict[str, Any]:
+        return self.context_of(fresh)
+
+    def for_run(self, owner: str, session: str) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+        return self.handler or _unexpected_request
+
+
+async def _unexpected_request(message: dict[str, Any]) -> dict[str, Any]:
+    raise AssertionError(f"this test's code was not expected to call the host: {message!r}")

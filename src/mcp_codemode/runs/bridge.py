@@ -86,8 +86,8 @@ class Bridge:
             note,
         )
         if self._choice is not None:
-            # The summary is the bridge's, the same for every call: handed down once, not passed with each run.
-            sessions = SessionManager(self._choice.backend, self.settings, summary=self.summary)
+            # The summary and the relay are the bridge's, the same for every call: handed down once, not with each run.
+            sessions = SessionManager(self._choice.backend, self.settings, summary=self.summary, services=self.relay)
             self.sessions = await sessions.__aenter__()
         return self
 
@@ -120,8 +120,7 @@ class Bridge:
                 timeout=request.timeout,
                 reset=request.reset,
                 on_output=on_output,
-                context=lambda fresh: self.relay.context(owner, fresh),
-                relay=self.relay.for_run(owner, key),
+                owner=owner,
             )
         except (SandboxStartError, SandboxUnavailable) as exc:
             raise type(exc)(f"{str(exc).rstrip('. ')}. {self._no_switch()}") from exc

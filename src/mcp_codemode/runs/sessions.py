@@ -8,6 +8,10 @@ says the state was lost, so the model never silently works with variables that n
 
 Workers come from the warm pool (``warm_pool.py``), which also counts every worker against ``max_sessions``;
 every worker a session is done with goes back through it (``retire``) so the count stays true.
+
+What a guest may ask of the host (its context, and who answers its requests during a call) comes from one
+``GuestServices`` the composition root hands over when it builds the manager (the bridge gives its relay); a
+call names only its owner, so no layer above has to build per-call closures for this one to pass on.
 """
 
 from __future__ import annotations
@@ -18,8 +22,7 @@ import dataclasses
 import logging
 import re
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import SessionLimitError
 from ..guest.protocol import SESSION_KEY_PATTERN
@@ -43,6 +46,18 @@ def check_session_name(name: str) -> str:
     return name
 
 
+class GuestServices(Protocol):
+    """What a session's guest is given and who answers it, per owner (the bridge's ``Relay`` is one)."""
+
+    def context(self, owner: str, fresh: bool) -> dict[str, Any]:
+        """What to send the guest with a call (``fresh``: a new sandbox, which needs everything)."""
+        ...
+
+    def for_run(self, owner: str, session: str) -> GuestRequestHandler:
+        """The handler of the requests one call's code makes (a fresh call budget each time)."""
+        ...
+
+
 @dataclasses.dataclass
 class Session:
     name: str
@@ -60,11 +75,19 @@ class Session:
 class SessionManager:
     """Owns every live session of one bridge; ``close()`` leaves no worker behind."""
 
-    def __init__(self, backend: Backend, settings: Settings, summary: str | None = None) -> None:
-        """``summary``: the capability text every worker's guest is given (None: none, as in tests)."""
+    def __init__(
+        self,
+        backend: Backend,
+        settings: Settings,
+        summary: str | None = None,
+        services: GuestServices | None = None,
+    ) -> None:
+        """``summary``: the capability text every worker's guest is given; ``services``: what the guest is given and
+        who answers its requests (None for either: nothing, as in tests of the sessions alone)."""
         self.backend = backend
         self.settings = settings
         self.summary = summary
+        self.services = services
         self._sessions: dict[str, Session] = {}
         self._forgotten: dict[str, str] = {}  # names closed by expiry/eviction -> why, for the next call
         self._reaper: asyncio.Task[None] | None = None
@@ -99,10 +122,9 @@ class SessionManager:
         timeout: float | None = None,
         reset: bool = False,
         on_output: OutputCallback | None = None,
-        context: Callable[[bool], dict[str, Any]] | None = None,
-        relay: GuestRequestHandler | None = None,
+        owner: str = "local",
     ) -> ExecutionResult:
-        """Run ``code`` in ``session``; ``context(fresh)`` says what to send the guest (fresh: a new sandbox)."""
+        """Run ``code`` in ``session`` for ``owner`` (whose context and requests the services answer)."""
         check_session_name(session)
         entry = await self._get(session)
         async with entry.lock:
@@ -130,8 +152,8 @@ class SessionManager:
                 self.settings.clamp_timeout(timeout),
                 on_output,
                 self.summary,
-                context=context(fresh) if context is not None else None,
-                relay=relay,
+                context=self.services.context(owner, fresh) if self.services is not None else None,
+                relay=self.services.for_run(owner, session) if self.services is not None else None,
             )
             entry.last_used = time.monotonic()
             if result.state_lost:
