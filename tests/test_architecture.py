@@ -119,10 +119,15 @@ def _scoped(tree: ast.Module) -> Iterator[tuple[ast.Import | ast.ImportFrom, tup
             yield node, scopes[id(node)]
 
 
+def python_files(root: Path, pattern: str = "**/*.py") -> list[Path]:
+    """Our modules under ``root``, sorted: never what npm installed (tests/node/node_modules ships Python files)."""
+    return sorted(path for path in root.glob(pattern) if "node_modules" not in path.relative_to(root).parts)
+
+
 def imports(root: Path, package: str, pattern: str = "**/*.py") -> list[Import]:
     """The one graph builder: every import of every module under ``root`` (named ``package.…``), files sorted."""
     found: list[Import] = []
-    for path in sorted(root.glob(pattern)):
+    for path in python_files(root, pattern):
         parts = [package, *path.relative_to(root).with_suffix("").parts]
         if parts[-1] == "__init__":
             parts.pop()
@@ -410,7 +415,7 @@ def imports_of_test_modules(root: Path) -> list[str]:
     """Every import, in any module under ``root`` (package ``tests``), of a ``test_*`` module or of a conftest."""
     found = imports(root, "tests")
     modules = {statement.module for statement in found} | {
-        ".".join(["tests", *path.relative_to(root).with_suffix("").parts]) for path in root.glob("**/*.py")
+        ".".join(["tests", *path.relative_to(root).with_suffix("").parts]) for path in python_files(root)
     }
     bad = []
     for statement in found:
@@ -433,6 +438,8 @@ def test_the_test_import_check_sees_a_test_module_and_the_conftest_imported(tmp_
     (tmp_path / "deep").mkdir()
     (tmp_path / "deep" / "conftest.py").write_text("import pytest\n", encoding="utf-8")
     (tmp_path / "deep" / "test_c.py").write_text("from .conftest import Target\n", encoding="utf-8")
+    (tmp_path / "node" / "node_modules" / "pkg").mkdir(parents=True)  # npm's Python files are not ours
+    (tmp_path / "node" / "node_modules" / "pkg" / "test_x.py").write_text("from tests.test_b import y\n", "utf-8")
     assert imports_of_test_modules(tmp_path) == [
         "deep/test_c.py:1: imports tests.deep.conftest",
         "test_a.py:1: imports tests.test_b",
