@@ -349,7 +349,7 @@ print(_json.dumps({{"samples": _samples, "bad": _bad, "last": repr(_v)[:200]}}))
 """
 
 FLOOR_CALL = "await runtime.list_servers()"
-FLOOR_CHECK = "isinstance(_v, list)"
+FLOOR_CHECK = "isinstance(_v, tuple)"  # the names, as a tuple (since issue 20)
 
 
 class Proxied:
