@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
+from mcp_codemode.sandbox.channel import PipeChannel
 from mcp_codemode.sandbox.worker import Worker
 from tests.support.backends import fail_unless, require_usable, sandbox_settings
 from tests.support.processes import descendants
@@ -34,7 +35,9 @@ def test_every_bubblewrap_process_starts_inside_the_workers_own_cgroups() -> Non
             result = await worker.execute("import subprocess\nchild = subprocess.Popen(['sleep', '60'])\n1", 30)
             assert result.status == "ok", result
             assert worker._launch is not None
-            root = worker._launch.process.pid
+            channel = worker._launch.channel
+            assert isinstance(channel, PipeChannel)
+            root = channel.process.pid
             pids = [root, *(proc.pid for proc in descendants(root))]
             return {pid: Path(f"/proc/{pid}/cgroup").read_text() for pid in pids}
         finally:

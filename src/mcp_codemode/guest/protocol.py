@@ -24,12 +24,13 @@ if TYPE_CHECKING:
 # The version of this protocol. Bump it when a change would make an older guest and a newer host (or the
 # reverse) misread each other: a frame type, op or required field added, removed or renamed, a field's meaning
 # or type changed, a limit lowered, an error kind removed. Adding an optional field both sides ignore when
-# absent does not bump it. (Nothing sends or checks it yet: the ready frame will carry it.)
+# absent does not bump it. The guest sends it in its ready frame; a host refuses a guest of another version (a
+# sandbox image baked by another release, on the kubernetes backend) before it runs a cell.
 PROTOCOL_VERSION: Final = 1
 
 # Frame types the guest sends to the host, and the host to the guest: each frame is a JSON object whose
 # ``type`` is one of these.
-READY: Final = "ready"  # guest -> host, once, when the worker can run cells: {"type", "python", "pid"}
+READY: Final = "ready"  # guest -> host, once, when the worker can run cells: {"type", "protocol", "python", "pid"}
 OUTPUT: Final = "output"  # guest -> host: a piece of a cell's stdout/stderr: {"type", "stream", "data"}
 RESULT: Final = "result"  # guest -> host: a cell finished: {"type", "id", "duration", "status", ...}
 CALL: Final = "call"  # guest -> host: a request to the bridge (a tool call, a listing...): {"type", "id", "op", ...}
@@ -106,6 +107,7 @@ if TYPE_CHECKING:
 
     class ReadyFrame(TypedDict):
         type: Literal["ready"]
+        protocol: int  # PROTOCOL_VERSION of the guest that sent it
         python: str  # the guest's Python version, "3.11.2"
         pid: int
 

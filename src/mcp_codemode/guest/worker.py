@@ -45,13 +45,13 @@ if TYPE_CHECKING:  # typing costs ~3 ms of start-up and is only needed by type c
 
 
 if __package__:  # imported on the host (tests) as mcp_codemode.guest.worker
-    from .protocol import READY, RESULT, SHUTDOWN
+    from .protocol import PROTOCOL_VERSION, READY, RESULT, SHUTDOWN
     from .worker_capture import Capture
     from .worker_cells import Executor, Interrupter
     from .worker_channel import READ_CHUNK, Channel, control_loop
     from .worker_tracebacks import GUEST_DIR, clip, describe_exception
 else:  # in the sandbox boot.py imports this file as the top-level module ``worker``, its folder on sys.path
-    from protocol import READY, RESULT, SHUTDOWN  # type: ignore[import-not-found,no-redef]
+    from protocol import PROTOCOL_VERSION, READY, RESULT, SHUTDOWN  # type: ignore[import-not-found,no-redef]
     from worker_capture import Capture  # type: ignore[import-not-found,no-redef]
     from worker_cells import Executor, Interrupter  # type: ignore[import-not-found,no-redef]
     from worker_channel import READ_CHUNK, Channel, control_loop  # type: ignore[import-not-found,no-redef]
@@ -117,7 +117,7 @@ def main(argv: list[str]) -> int:
         daemon=True,
         name="control",
     ).start()
-    channel.send({"type": READY, "python": sys.version.split()[0], "pid": os.getpid()})
+    channel.send({"type": READY, "protocol": PROTOCOL_VERSION, "python": sys.version.split()[0], "pid": os.getpid()})
     while True:
         message = requests.get()
         if message.get("type") == SHUTDOWN:

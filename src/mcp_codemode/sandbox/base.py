@@ -2,18 +2,20 @@
 
 A backend knows how to start one worker process in its kind of sandbox and how to clean up after it.
 Everything about talking to the worker (frames, interrupts, timeouts) is the same for all backends and
-lives in ``worker.py``; that is why a backend only returns a started process plus hooks.
+lives in ``worker.py``; that is why a backend only returns the started worker's byte channel (``channel.py``:
+a child process's pipes here, a network stream for a remote sandbox) plus hooks.
 """
 
 from __future__ import annotations
 
 import abc
-import asyncio
 import dataclasses
 import json
 import types
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+
+from .channel import WorkerChannel
 
 GUEST_MOUNT = "/opt/mcp-codemode"
 WORKSPACE = "/workspace"
@@ -45,9 +47,9 @@ class EnforcedLimit:
 
 @dataclasses.dataclass
 class Launch:
-    """A started worker process and what its backend needs to know about it afterwards."""
+    """A started worker's byte channel and what its backend needs to know about it afterwards."""
 
-    process: asyncio.subprocess.Process
+    channel: WorkerChannel
     kill: Callable[[], Awaitable[None]]
     cleanup: Callable[[], Awaitable[None]]
     death_cause: Callable[[], str | None]  # e.g. "out of memory (limit 512m)" once the process has died
@@ -68,7 +70,7 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     async def launch(self, worker_id: str, guest_config: dict[str, Any]) -> Launch:
-        """Start a worker; it speaks frames on its stdin/stdout."""
+        """Start a worker; it speaks frames on its channel's stdin/stdout."""
 
     async def reap_orphans(self) -> int:
         """Remove leftovers of bridges that died without cleaning up; returns how many."""

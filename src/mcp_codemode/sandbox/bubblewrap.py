@@ -34,6 +34,7 @@ from ..settings_fields import format_size
 from ..state_files import passage_problem
 from . import cgroups
 from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
+from .channel import PipeChannel
 from .seccomp import SeccompUnavailable, bpf_pipe, denylist_bpf
 from .staging import stage_guest
 
@@ -279,7 +280,7 @@ class BubblewrapBackend(Backend):
                 return f"out of memory (limit {format_size(self.settings.memory)})"
             return None
 
-        return Launch(process, kill, cleanup, death_cause)
+        return Launch(PipeChannel(process), kill, cleanup, death_cause)
 
     async def reap_orphans(self) -> int:
         if self.cgroup_support.parents:

@@ -39,6 +39,7 @@ from ..errors import SandboxUnavailable
 from ..settings import Settings
 from ..settings_fields import format_size
 from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
+from .channel import PipeChannel
 from .processes import pid_alive
 from .staging import stage_guest
 
@@ -296,7 +297,7 @@ class ContainerBackend(Backend):
                 return f"killed by SIGKILL, most likely the memory limit ({format_size(self.settings.memory)})"
             return None
 
-        return Launch(process, kill, cleanup, death_cause)
+        return Launch(PipeChannel(process), kill, cleanup, death_cause)
 
     async def _remove(self, name: str) -> None:
         assert self.binary is not None

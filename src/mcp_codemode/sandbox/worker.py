@@ -35,6 +35,7 @@ from ..guest.protocol import (
     INTERRUPT,
     MAX_FRAME_BYTES,
     OUTPUT,
+    PROTOCOL_VERSION,
     READY,
     REPLY,
     RESULT,
@@ -158,6 +159,8 @@ class Worker:
                     f"the {self.backend.name} worker did not start within {self.settings.startup_timeout:g} s "
                     f"(raise MCP_BRIDGE_STARTUP_TIMEOUT if the machine is slow){self._stderr_hint()}"
                 )
+            if self._violation:
+                raise SandboxStartError(f"the {self.backend.name} worker was refused: {self._violation}")
             raise SandboxStartError(f"the {self.backend.name} worker exited while starting{self._stderr_hint()}")
 
     async def _launch_uncancelled(self, config: dict[str, Any]) -> Launch:
@@ -184,8 +187,8 @@ class Worker:
         return f": {text}" if text else ""
 
     async def _pump(self) -> None:
-        assert self._launch is not None and self._launch.process.stdout is not None
-        reader = self._launch.process.stdout
+        assert self._launch is not None
+        reader = self._launch.channel.stdout
         try:
             while True:
                 payload = await read_payload(reader, self._max_frame)
@@ -210,7 +213,11 @@ class Worker:
         """Act on one checked frame (``size``: its payload bytes). Unknown types and stray frames are ignored."""
         kind = message["type"]
         cell = self._cell
-        if kind == READY:
+        if kind == READY and not self._ready.is_set():
+            protocol = message.get("protocol")
+            if type(protocol) is not int or protocol != PROTOCOL_VERSION:
+                self._end_for_violation(_protocol_mismatch(protocol))
+                return
             version = message.get("python")
             self.python_version = version[:32] if isinstance(version, str) else ""
             self._ready.set()
@@ -268,11 +275,11 @@ class Worker:
 
     async def _wait_for_reader(self) -> None:
         """Return once the guest has read all but ``REPLY_BACKLOG_BYTES`` of what was written to it."""
-        assert self._launch is not None and self._launch.process.stdin is not None
-        stdin = self._launch.process.stdin
-        while self.alive and stdin.transport.get_write_buffer_size() > REPLY_BACKLOG_BYTES:
+        assert self._launch is not None
+        channel = self._launch.channel
+        while self.alive and channel.unsent() > REPLY_BACKLOG_BYTES:
             try:
-                await stdin.drain()  # wakes once the backlog falls under the transport's low-water mark
+                await channel.drain()  # wakes once the backlog falls under the channel's low-water mark
             except (ConnectionError, RuntimeError):
                 return
 
@@ -297,9 +304,9 @@ class Worker:
 
     async def _drain_stderr(self) -> None:
         """The worker's own stderr carries only bwrap/runtime errors and fatal crashes; keep its tail."""
-        assert self._launch is not None and self._launch.process.stderr is not None
+        assert self._launch is not None
         size = 0
-        while chunk := await self._launch.process.stderr.read(4096):
+        while chunk := await self._launch.channel.stderr.read(4096):
             self._stderr_tail.append(chunk)
             size += len(chunk)
             while size > _STDERR_KEEP and len(self._stderr_tail) > 1:
@@ -309,17 +316,24 @@ class Worker:
         self._write(encode_frame(message))
 
     def _write(self, frame: bytes) -> None:
-        assert self._launch is not None and self._launch.process.stdin is not None
-        stdin = self._launch.process.stdin
+        assert self._launch is not None
+        channel = self._launch.channel
         with contextlib.suppress(ConnectionError, RuntimeError):
-            stdin.write(frame)
-        if stdin.transport.get_write_buffer_size() > _UNREAD_KILL_BYTES and self._violation is None:
-            self._violation = (
+            channel.write(frame)
+        if channel.unsent() > _UNREAD_KILL_BYTES and self._violation is None:
+            self._end_for_violation(
                 f"it stopped reading the bridge's answers ({_UNREAD_KILL_BYTES >> 20} MiB unread) while sending more "
                 "calls"
             )
-            log.warning("worker %s broke the protocol: %s", self.worker_id, self._violation)
-            self._tasks.append(asyncio.ensure_future(self._launch.kill()))
+
+    def _end_for_violation(self, reason: str) -> None:
+        """Kill the worker for breaking the protocol, from code that cannot await; the first reason is kept."""
+        assert self._launch is not None
+        if self._violation is not None:
+            return
+        self._violation = reason
+        log.warning("worker %s broke the protocol: %s", self.worker_id, reason)
+        self._tasks.append(asyncio.ensure_future(self._launch.kill()))
 
     def interrupt(self) -> None:
         """Ask the running cell to stop (KeyboardInterrupt in the guest); the namespace survives."""
@@ -415,7 +429,7 @@ class Worker:
         # The output channel closes a moment before the exit status (and the OOM verdict) is known.
         if self._launch is not None:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._launch.process.wait(), _GRACEFUL_EXIT_SECONDS)
+                await asyncio.wait_for(self._launch.channel.wait(), _GRACEFUL_EXIT_SECONDS)
         return self._result_without_frame(
             cell, started, "crashed", f"The sandbox worker died ({self.death_reason()}). The session's state "
             "was lost; the next call starts a fresh one.",
@@ -434,7 +448,7 @@ class Worker:
         cause = self._launch.death_cause()
         if cause:
             return cause
-        code = self._launch.process.returncode
+        code = self._launch.channel.returncode
         if code is None:
             return "its output channel closed"
         if code < 0:
@@ -458,12 +472,22 @@ class Worker:
             # Let the worker leave on its own first: the sandbox then unwinds in order and leaves no zombies.
             self._send({"type": SHUTDOWN})
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._launch.process.wait(), _GRACEFUL_EXIT_SECONDS)
+                await asyncio.wait_for(self._launch.channel.wait(), _GRACEFUL_EXIT_SECONDS)
         await self._launch.cleanup()
         self._dead.set()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _protocol_mismatch(version: object) -> str:
+    """Why a guest's ready frame is refused, and what brings the two sides to one release."""
+    said = f"version {version}" if type(version) is int else "no protocol version"
+    return (
+        f"its guest speaks {said} of the host-guest protocol and this bridge speaks version {PROTOCOL_VERSION}: "
+        "the sandbox runs a guest of another mcp-codemode release. Rebuild the sandbox image with this release "
+        "(`mcp-codemode image build`; on kubernetes, the image the SandboxTemplate names) or run the matching bridge"
+    )
 
 
 def _request_id(message: dict[str, Any]) -> int | None:

@@ -1,0 +1,6 @@
+"""The kubernetes backend: sandboxes as agent-sandbox ``SandboxClaim``s, workers reached over ``pods/exec``.
+
+Everything here needs the ``kubernetes`` extra (``pip install 'mcp-codemode[kubernetes]'``); the core install does
+not pull a Kubernetes client, so nothing outside this package imports it, and this package imports the client only
+inside the functions that need it.
+"""
