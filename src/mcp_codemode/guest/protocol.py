@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 # reverse) misread each other: a frame type, op or required field added, removed or renamed, a field's meaning
 # or type changed, a limit lowered, an error kind removed. Adding an optional field both sides ignore when
 # absent does not bump it. The guest sends it in its ready frame; a host refuses a guest of another version (a
-# sandbox image baked by another release, on the kubernetes backend) before it runs a cell.
+# sandbox image baked by another release, on the kubernetes backend) before it runs a cell. A host frame that every
+# guest drops unread (KEEPALIVE: ``control_loop`` has ignored unknown types since the first release) does not bump
+# it either: no side can misread it.
 PROTOCOL_VERSION: Final = 1
 
 # Frame types the guest sends to the host, and the host to the guest: each frame is a JSON object whose
@@ -38,9 +40,12 @@ EXECUTE: Final = "execute"  # host -> guest: run a cell: {"type", "id", "code", 
 INTERRUPT: Final = "interrupt"  # host -> guest: stop the running cell: {"type", "id"}
 SHUTDOWN: Final = "shutdown"  # host -> guest: exit: {"type"}
 REPLY: Final = "reply"  # host -> guest: the answer to a CALL: {"type", "id", "ok", "value" | "error"}
+# host -> guest, dropped by the guest: bytes on an idle exec stream, which a kubelet closes after its
+# streamingConnectionIdleTimeout (4 h by default) of silence: {"type"}
+KEEPALIVE: Final = "keepalive"
 
 GUEST_FRAME_TYPES = frozenset({READY, OUTPUT, RESULT, CALL})
-HOST_FRAME_TYPES = frozenset({EXECUTE, INTERRUPT, SHUTDOWN, REPLY})
+HOST_FRAME_TYPES = frozenset({EXECUTE, INTERRUPT, SHUTDOWN, REPLY, KEEPALIVE})
 
 # The ``kind`` of the error in a refused REPLY: the name of the ``mcp.runtime`` exception class the guest raises
 # for it (``_rpc.ERRORS`` maps each kind to its class; an unknown kind raises ``MCPError``).
@@ -192,6 +197,9 @@ if TYPE_CHECKING:
     class ShutdownFrame(TypedDict):
         type: Literal["shutdown"]
 
+    class KeepaliveFrame(TypedDict):
+        type: Literal["keepalive"]
+
     class ErrorInfo(TypedDict):
         """Why a request failed: ``kind`` is one of ERROR_KINDS, the exception class the guest raises."""
 
@@ -222,4 +230,4 @@ if TYPE_CHECKING:
 
     ReplyBody = ReplyValue | ReplyRefusal
     GuestFrame = ReadyFrame | OutputFrame | ResultFrame | CallFrame
-    HostFrame = ExecuteFrame | InterruptFrame | ShutdownFrame | ReplyFrame
+    HostFrame = ExecuteFrame | InterruptFrame | ShutdownFrame | ReplyFrame | KeepaliveFrame

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # typing costs ~3 ms of start-up and is only needed by type c
 
 # MAX_DEPTH and MAX_VALUES are re-exported: tests read them as this module's own.
 if __package__:  # imported on the host (tests) as mcp_codemode.guest.worker_channel
-    from .protocol import ERROR_KIND_MCP, EXECUTE, INTERRUPT, MAX_INBOUND_FRAME, REPLY, SHUTDOWN
+    from .protocol import ERROR_KIND_MCP, EXECUTE, INTERRUPT, KEEPALIVE, MAX_INBOUND_FRAME, REPLY, SHUTDOWN
     from .protocol import MAX_DEPTH as MAX_DEPTH
     from .protocol import MAX_VALUES as MAX_VALUES
 else:  # in the sandbox the guest folder is on sys.path
@@ -28,6 +28,7 @@ else:  # in the sandbox the guest folder is on sys.path
         ERROR_KIND_MCP,
         EXECUTE,
         INTERRUPT,
+        KEEPALIVE,
         MAX_DEPTH,
         MAX_INBOUND_FRAME,
         MAX_VALUES,
@@ -137,6 +138,8 @@ def control_loop(stream: Any, requests: queue.Queue[dict[str, Any]], interrupter
                 interrupter.interrupt(message.get("id"))
             elif kind in (EXECUTE, SHUTDOWN):
                 requests.put(message)
+            elif kind == KEEPALIVE:
+                continue  # it only kept an idle exec stream open; unknown types are dropped the same way
     finally:
         os._exit(0)
 

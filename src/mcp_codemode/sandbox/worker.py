@@ -33,6 +33,7 @@ from ..guest.protocol import (
     ERROR_KIND_MCP,
     EXECUTE,
     INTERRUPT,
+    KEEPALIVE,
     MAX_FRAME_BYTES,
     OUTPUT,
     PROTOCOL_VERSION,
@@ -339,6 +340,14 @@ class Worker:
         """Ask the running cell to stop (KeyboardInterrupt in the guest); the namespace survives."""
         if self._cell is not None and self.alive:
             self._send({"type": INTERRUPT, "id": self._cell.id})
+
+    def keepalive(self) -> None:
+        """Send the guest a frame it drops, so a stream that closes when idle (a kubelet's exec stream, after its
+        streamingConnectionIdleTimeout) sees traffic. The owner of remote workers calls it for those idle long;
+        it is a method here, not a timer in the channel, because only frames may go down the guest's stdin and
+        the frames are this module's to write."""
+        if self.alive:
+            self._send({"type": KEEPALIVE})
 
     async def execute(
         self,
