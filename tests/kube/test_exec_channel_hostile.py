@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from aiohttp import web
 
-from mcp_codemode.errors import SandboxStartError
+from mcp_codemode.errors import SandboxStartError, SandboxUnavailable
 from mcp_codemode.guest.protocol import PROTOCOL_VERSION, READY
 from mcp_codemode.sandbox.base import Availability, Backend, EnforcedLimit, Launch
 from mcp_codemode.sandbox.frames import encode_frame
@@ -222,3 +222,12 @@ async def test_loopback_exec_stand_in_stream_closing_without_status_is_the_worke
         await worker.close()
     assert result.status == "crashed" and result.state_lost
     assert NO_STATUS in result.notice
+
+
+async def test_loopback_exec_stand_in_that_chooses_no_subprotocol_is_refused_with_a_fix() -> None:
+    async def script(ws: web.WebSocketResponse) -> None:
+        await ws.send_bytes(b"\x03" + status_json(0))
+
+    async with scripted(script, protocols=()) as url:
+        with pytest.raises(SandboxUnavailable, match=r"chose no subprotocol of v5\.channel\.k8s\.io.*apiserver"):
+            await open_exec_channel(url, ssl_context=False)
