@@ -33,7 +33,8 @@ k() { "$kubectl" -n "$namespace" "$@"; }
 ok() { printf 'ok    %s\n' "$*"; }
 fail() { printf 'FAIL  %s\n' "$*"; failures=$((failures + 1)); }
 die() { printf 'FAIL  %s\n' "$*" >&2; exit 1; }
-now_ms() { date +%s%3N; }
+# python3 for clock and dates: GNU date's %N and -d are missing on macOS and BusyBox.
+now_ms() { python3 -c 'import time; print(int(time.time() * 1000))'; }
 
 cleanup() {
     # Every exit path: a smoke run must not leave a claim (and so a pod) running.
@@ -48,7 +49,7 @@ k get sandboxwarmpool "$pool" >/dev/null \
 "$kubectl" get runtimeclass gvisor >/dev/null 2>&1 || fail "no RuntimeClass gvisor: sandbox pods cannot start"
 
 # 1. A claim binds; how long it took (a warm pod: about a second; a cold start: the image pull and gVisor's boot).
-backstop="$(date -u -d '+15 minutes' +%Y-%m-%dT%H:%M:%SZ)"
+backstop="$(python3 -c 'import datetime as d; print((d.datetime.now(d.timezone.utc) + d.timedelta(minutes=15)).strftime("%Y-%m-%dT%H:%M:%SZ"))')"
 started="$(now_ms)"
 k create -f - >/dev/null <<EOF
 apiVersion: extensions.agents.x-k8s.io/v1beta1
