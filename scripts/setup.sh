@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 
 packages=(bubblewrap podman runc runsc catatonit uidmap debootstrap mmdebstrap libseccomp2 python3 python3-venv
-          util-linux procps ca-certificates python3-matplotlib python3-pil)
+          util-linux procps ca-certificates python3-matplotlib python3-pil shellcheck)
 # npm fetches the Node test clients (MCP Inspector, the conformance suite, a Node 22 binary); any Node will do.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 missing=()

