@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,15 @@ class Settings:
     audit_max_bytes: int = 10 << 20
     audit_backups: int = 5
     policy: Policy = dataclasses.field(default_factory=Policy)
+    # The kubernetes backend (sandbox/kube/). The claim TTL is the backstop for a bridge that dies without deleting
+    # its claims: longer than session_idle_timeout, so the bridge's own idle expiry always comes first.
+    kube_namespace: str = "mcp-codemode"
+    kube_warm_pool: str = "mcp-codemode-sandbox"
+    kube_context: str = ""
+    kube_config: Path | None = None
+    kube_claim_ttl: float = 1200.0
+    # This replica's name, written on the claims it owns; a pod's hostname is its pod name.
+    replica: str = dataclasses.field(default_factory=socket.gethostname)
     # Where the values came from, for `doctor` and for error messages.
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 

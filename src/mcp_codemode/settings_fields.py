@@ -156,6 +156,14 @@ def _optional_float(text: str) -> float | None:
     return _float_in(0.01, 1024)(text) if text.strip() else None
 
 
+def _dns_label(text: str) -> str:
+    """A Kubernetes object or namespace name (DNS-1123 label), refused here rather than by the API server."""
+    value = text.strip()
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", value):
+        raise ValueError(text)
+    return value
+
+
 AuditLog = Path | Literal["off"] | None  # None: the default place under the state directory
 
 
@@ -257,6 +265,32 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field("audit_max_bytes", "MCP_BRIDGE_AUDIT_MAX_BYTES", _size_in(4 << 10, 1 << 40), "a size from 4k", "10m"),
     Field("audit_backups", "MCP_BRIDGE_AUDIT_BACKUPS", _int_in(0, 100), "a whole number from 0 to 100", "5"),
+    Field("kube_namespace", "MCP_BRIDGE_KUBE_NAMESPACE", _dns_label, "a Kubernetes namespace name", "mcp-codemode"),
+    Field(
+        "kube_warm_pool",
+        "MCP_BRIDGE_KUBE_WARM_POOL",
+        _dns_label,
+        "the name of a SandboxWarmPool in that namespace",
+        "mcp-codemode-sandbox",
+    ),
+    Field(
+        "kube_context", "MCP_BRIDGE_KUBE_CONTEXT", str.strip, "a kubeconfig context (empty: the current one)", "prod"
+    ),
+    Field(
+        "kube_config",
+        "MCP_BRIDGE_KUBECONFIG",
+        _optional_path,
+        "a kubeconfig file (empty: KUBECONFIG, ~/.kube/config, then the pod's service account)",
+        "~/.kube/config",
+    ),
+    Field(
+        "kube_claim_ttl",
+        "MCP_BRIDGE_KUBE_CLAIM_TTL",
+        _float_in(60, 10**7),
+        "seconds a claim outlives its last use if the bridge dies, at least 60",
+        "1200",
+    ),
+    Field("replica", "MCP_BRIDGE_REPLICA", _nonempty, "this bridge replica's name", "mcp-codemode-0"),
 )
 SECRET_FIELDS = frozenset({"http_tokens"})
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
