@@ -38,10 +38,19 @@ scripts/setup-node.sh
 scripts/setup-upstreams.sh
 scripts/setup-clients.sh
 
-# The podman/docker backends need an image; no registry is reachable, so it is built from Debian.
-$SUDO scripts/build-image.sh "${MCP_BRIDGE_IMAGE:-mcp-codemode-sandbox:bookworm}" podman
-# The image tests (tests/cli/test_packages.py) build images of their own from the cached root filesystem in .cache/;
-# a checkout on a machine that already has the image has none yet (mmdebstrap as root: about 15 s).
+# The image tests (tests/cli/test_packages.py) build images of their own from a root filesystem tarball in .cache/.
+# Bootstrapping Debian takes 4-7 minutes on a slow machine, so it is done once per machine, into the cache the
+# product itself uses as root (/var/cache/mcp-codemode, where `sudo mcp-codemode image build` looks), and copied
+# into each checkout from there. Delete that file to bootstrap again.
+shared_cache=/var/cache/mcp-codemode
 if [ ! -s .cache/rootfs-bookworm.tar ]; then
-    $SUDO .venv/bin/mcp-codemode image build --rootfs-only --cache-dir .cache
+    if ! $SUDO test -s "$shared_cache/rootfs-bookworm.tar"; then
+        $SUDO .venv/bin/mcp-codemode image build --rootfs-only --cache-dir "$shared_cache"
+    fi
+    mkdir -p .cache
+    $SUDO cat "$shared_cache/rootfs-bookworm.tar" >.cache/rootfs-bookworm.tar.partial
+    mv .cache/rootfs-bookworm.tar.partial .cache/rootfs-bookworm.tar
 fi
+
+# The podman/docker backends need an image; no registry is reachable, so it is built from that root filesystem.
+$SUDO scripts/build-image.sh "${MCP_BRIDGE_IMAGE:-mcp-codemode-sandbox:bookworm}" podman

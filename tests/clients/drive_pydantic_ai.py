@@ -6,7 +6,7 @@ renders it for a model (``ToolReturnPart.model_response_str()``, or ``RetryPromp
 tool failed and pydantic-ai asks the model to retry) plus the media types of any images it was handed, and ends
 the run. So the JSON this prints is what a pydantic-ai agent sees, with the library's defaults (``MCPToolset``'s
 ``tool_error_behavior='retry'``, its content mapping). The one default changed is ``init_timeout`` (5 s), which a
-busy machine's first bridge start can exceed; docs/clients.md recommends the same.
+busy machine's first bridge start can exceed (120 s here, for loaded CI machines; docs/clients.md recommends 30 s).
 
 Each step is its own ``agent.run``, as an application makes one per user prompt; the toolset stays connected
 across them inside ``async with agent`` (docs/clients.md says why).
@@ -77,8 +77,8 @@ def toolset_for(where: Target, **options: Any) -> MCPToolset[None]:
     """The bridge as an ``MCPToolset``, as docs/clients.md writes it (``options``: MCPToolset's own)."""
     if where["transport"] == "stdio":
         transport = StdioTransport(where["command"], where["args"], env=where["env"])
-        return MCPToolset(transport, init_timeout=30, **options)
-    return MCPToolset(where["url"], headers=where.get("headers"), init_timeout=30, **options)
+        return MCPToolset(transport, init_timeout=120, **options)
+    return MCPToolset(where["url"], headers=where.get("headers"), init_timeout=120, **options)
 
 
 async def drive(where: Target) -> dict[str, Any]:

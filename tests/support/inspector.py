@@ -31,6 +31,9 @@ CONFORMANCE = NODE_MODULES / "@modelcontextprotocol" / "conformance" / "dist" / 
 BRIDGE = Path(sys.executable).with_name("mcp-codemode")
 SETUP_HINT = "run scripts/setup-node.sh (it installs the pinned Node 22, Inspector and conformance suite)"
 INSPECTOR_SECONDS = 90
+# The Inspector gives a server 15 s to answer initialize by default; a loaded CI machine has taken 32 s to import
+# the SDK alone, so it gets most of the run's budget instead.
+CONNECT_MS = 60_000
 
 
 def missing_node_tools(message: str) -> None:
@@ -123,7 +126,9 @@ def inspector(target: list[str], *args: str, storage: Path, expect_status: int =
         "MCP_CLIENT_CONFIG_PATH": str(storage / "client.json"),
         "MCP_INSPECTOR_OAUTH_STATE_PATH": str(storage / "oauth.json"),
     }
-    command = [*node_command(INSPECTOR), "--cli", "--format", "json", *args, *target]
+    command = [
+        *node_command(INSPECTOR), "--cli", "--format", "json", "--connect-timeout", str(CONNECT_MS), *args, *target
+    ]  # fmt: skip
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=INSPECTOR_SECONDS, env=env, cwd=storage, check=False
