@@ -1,0 +1,148 @@
+"""Reaching the Kubernetes API: the optional client, credentials, and API errors turned into errors with a fix.
+
+Why a module of its own: the client (``kubernetes_asyncio``) is an optional extra, so it is imported here and only
+when a kubernetes session starts; every other module of the bridge imports without it
+(tests/kube/test_core_without_client.py). And every API failure a user can meet (no credentials, a CRD not
+installed, RBAC refusing a verb) is translated in one place, into a message that names the object and the fix,
+instead of an ``ApiException`` with a JSON body.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...errors import SandboxStartError, SandboxUnavailable
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
+
+EXTRA_FIX = "install the client with `pip install 'mcp-codemode[kubernetes]'` (or `uv add 'mcp-codemode[kubernetes]'`)"
+CRDS_FIX = (
+    "install agent-sandbox's CRDs and controller (`kubectl apply -k deploy/kubernetes/base`, which pins "
+    "agent-sandbox v0.5.6; deploy/kubernetes/README.md)"
+)
+
+
+class KubeApiError(SandboxStartError):
+    """A call to the Kubernetes API failed in a way the bridge cannot fix by retrying; the message says how to."""
+
+    def __init__(self, message: str, *, fix: str | None = None, status: int | None = None) -> None:
+        super().__init__(message, fix=fix)
+        self.status = status
+
+
+def require_client() -> None:
+    """Import the optional client, or fail with the command that installs it."""
+    try:
+        import kubernetes_asyncio  # noqa: F401
+    except ImportError:
+        raise SandboxUnavailable(
+            "the kubernetes backend needs the optional Kubernetes client, which is not installed", fix=EXTRA_FIX
+        ) from None
+
+
+async def connect(config_file: Path | None, context: str) -> ApiClient:
+    """An API client from a kubeconfig (the given file, else KUBECONFIG / ~/.kube/config) or the pod's account.
+
+    Why this order: a replica in a cluster has no kubeconfig and uses its service account; a developer's bridge
+    has one. A named file or context that does not load is an error (never a silent fall back to the pod's
+    account, which would act with other rights than the user asked for).
+    """
+    require_client()
+    from kubernetes_asyncio import config
+    from kubernetes_asyncio.client import ApiClient, Configuration
+    from kubernetes_asyncio.config import ConfigException
+
+    configuration = Configuration()
+    explicit = config_file is not None or bool(context)
+    try:
+        await config.load_kube_config(
+            config_file=str(config_file) if config_file is not None else None,
+            context=context or None,
+            client_configuration=configuration,
+            persist_config=False,
+        )
+    except (ConfigException, OSError, TypeError, ValueError) as exc:
+        if explicit:
+            where = f"kubeconfig {config_file}" if config_file is not None else "the default kubeconfig"
+            what = f" (context {context!r})" if context else ""
+            raise SandboxUnavailable(
+                f"cannot load {where}{what}: {exc}",
+                fix="set MCP_BRIDGE_KUBECONFIG to a readable kubeconfig and MCP_BRIDGE_KUBE_CONTEXT to one of its "
+                "contexts (`kubectl config get-contexts`), or leave both empty inside a cluster",
+            ) from None
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except ConfigException as incluster:
+            raise SandboxUnavailable(
+                f"no Kubernetes credentials: no kubeconfig ({exc}) and not in a pod ({incluster})",
+                fix="set MCP_BRIDGE_KUBECONFIG (or KUBECONFIG) to a kubeconfig file, or run the bridge in the "
+                "cluster with the service account of deploy/kubernetes/base",
+            ) from None
+    return ApiClient(configuration=configuration)
+
+
+def failures() -> tuple[type[Exception], ...]:
+    """What a client call raises when the API answers with an error or cannot be reached (after require_client)."""
+    import aiohttp
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    return (ApiException, aiohttp.ClientError, TimeoutError)
+
+
+def api_status(exc: BaseException) -> int | None:
+    """The HTTP status of a client ``ApiException`` (None for anything else, such as a network error)."""
+    status = getattr(exc, "status", None)
+    return status if isinstance(status, int) and type(exc).__name__ == "ApiException" else None
+
+
+def _body(exc: BaseException) -> dict[str, Any]:
+    try:
+        body = json.loads(getattr(exc, "body", None) or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def explain(exc: BaseException, *, verb: str, what: str, namespace: str) -> KubeApiError:
+    """The error to raise for a failed call: ``verb`` on ``what`` (e.g. "create", "sandboxclaims") in ``namespace``.
+
+    404 on a collection means the resource type or the namespace is missing: the Status's ``details.kind`` says
+    which (a namespace that does not exist answers with kind "namespaces"). 403 is RBAC; 401 is credentials.
+    """
+    status = api_status(exc)
+    body = _body(exc)
+    message = str(body.get("message") or getattr(exc, "reason", "") or exc)
+    found = body.get("details")
+    details: dict[str, Any] = found if isinstance(found, dict) else {}
+    if status == 404 and details.get("kind") == "namespaces":
+        return KubeApiError(
+            f"namespace {namespace!r} does not exist ({message})",
+            fix="create it (`kubectl apply -k deploy/kubernetes/base` does) or set MCP_BRIDGE_KUBE_NAMESPACE",
+            status=status,
+        )
+    if status == 404:
+        return KubeApiError(
+            f"the cluster does not serve {what} in {namespace!r} ({message})", fix=CRDS_FIX, status=status
+        )
+    if status == 403:
+        return KubeApiError(
+            f"RBAC forbids this bridge to {verb} {what} in namespace {namespace!r} ({message})",
+            fix="bind the bridge's account to the Role of deploy/kubernetes/base (it grants exactly what the "
+            f"backend uses); check with `kubectl auth can-i {verb} {what} -n {namespace}`",
+            status=status,
+        )
+    if status == 401:
+        return KubeApiError(
+            f"the Kubernetes API refused the bridge's credentials ({message})",
+            fix="refresh the kubeconfig's credentials (or the pod's service account token) and start again",
+            status=status,
+        )
+    if status is None:
+        return KubeApiError(
+            f"cannot reach the Kubernetes API to {verb} {what} ({type(exc).__name__}: {exc})",
+            fix="check the kubeconfig's server address and that the API server answers (`kubectl get --raw /version`)",
+        )
+    return KubeApiError(f"cannot {verb} {what} in namespace {namespace!r}: {message}", status=status)

@@ -1,0 +1,133 @@
+"""An emulated Kubernetes API for the claim tests: kmock's emulator (PyPI), on 127.0.0.1, with four shims.
+
+There is no Kubernetes control plane on these machines (no registry ships one; docs/kubernetes.md says what only
+a real cluster proves). kmock's ``KubernetesEmulator`` is the most real stand-in a registry offers: an aiohttp
+server that stores the objects clients create, patch and delete, and answers reads from them, so the bridge's real
+client code (kubernetes_asyncio) runs against a real HTTP API. It is not Kubernetes: no admission, defaults,
+conversion, controllers, pods or exec. The shims make it answer as an API server does where our code looks:
+
+* a create answers 201 Created (kubernetes_asyncio decodes a create's body only then);
+* a created object gets ``uid``, ``resourceVersion`` and ``creationTimestamp``;
+* a resource that was not declared answers 404, as a CRD that is not installed does (kmock would store it);
+* a list honours an equality ``labelSelector`` (kmock ignores it).
+
+The tests play agent-sandbox's controller by writing ``status`` on the stored objects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import Any
+
+import aiohttp.web
+import kmock
+import yaml
+
+CRDS = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "vendor" / "agent-sandbox-v0.5.6" / "crds"
+
+
+class ClusterEmulator(kmock.KubernetesEmulator):
+    """kmock's emulator with the shims of the module docstring."""
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self._versions = itertools.count(1)
+        self.declared: set[tuple[str, str, str]] = set()
+        self.patch_types: list[str | None] = []  # the Content-Type of every PATCH, in order
+
+    def declare(self, group: str, version: str, plural: str) -> kmock.resource:
+        self.declared.add((group, version, plural))
+        found = kmock.resource(group, version, plural)
+        self.resources[found] = kmock.ResourceInfo(namespaced=True)
+        return found
+
+    async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
+        resource = request.resource
+        if resource is not None and (resource.group, resource.version, resource.plural) not in self.declared:
+            raise kmock.KubernetesResourceNotFoundError()
+        if resource is not None and request.action == kmock.action.CREATE and isinstance(request.data, dict):
+            meta = request.data.setdefault("metadata", {})
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", "2026-11-26T00:00:00Z")
+            meta["resourceVersion"] = str(next(self._versions))
+        if resource is not None and request.action == kmock.action.UPDATE:
+            self.patch_types.append(request.headers.get("Content-Type"))
+        response = await super()._handle(request)
+        if resource is not None and request.action == kmock.action.CREATE and response.status == 200:
+            response.set_status(201)
+        selector = request.params.get("labelSelector") if resource is not None else None
+        if selector and request.action == kmock.action.LIST and isinstance(response, aiohttp.web.Response):
+            listing = json.loads(bytes(response.body)) if isinstance(response.body, bytes | bytearray) else {}
+            response.body = json.dumps(_select(listing, selector)).encode()
+        return response
+
+    def stored(self, resource: kmock.resource) -> list[dict[str, Any]]:
+        """The live objects of one resource, as the emulator holds them."""
+        return [obj.raw for (kind, _, _), obj in self.objects.items() if kind == resource and not obj.deleted]
+
+    def write_status(self, resource: kmock.resource, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Play the controller: set an object's ``status``."""
+        self.objects[resource, namespace, name].patch({"status": status})
+
+    def annotate(self, resource: kmock.resource, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        self.objects[resource, namespace, name].patch({"metadata": {"annotations": annotations}})
+
+
+def _select(listing: dict[str, Any], selector: str) -> dict[str, Any]:
+    wanted = dict(term.split("=", 1) for term in selector.split(","))
+    items = [item for item in listing.get("items", []) if _labels(item).items() >= wanted.items()]
+    return {**listing, "items": items}
+
+
+def _labels(item: dict[str, Any]) -> dict[str, str]:
+    labels = (item.get("metadata") or {}).get("labels") or {}
+    return dict(labels)
+
+
+@contextlib.asynccontextmanager
+async def emulated_cluster(tmp: Path) -> AsyncIterator[tuple[ClusterEmulator, Path]]:
+    """A running emulator on 127.0.0.1 and a kubeconfig file that points the real client at it."""
+    async with ClusterEmulator() as emulator, kmock.Server(emulator, host="127.0.0.1") as server:
+        kubeconfig = tmp / "kubeconfig"
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "emulator", "cluster": {"server": str(server.url).rstrip("/")}}],
+                    "users": [{"name": "bridge", "user": {"token": "emulator-token"}}],
+                    "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "bridge"}}],
+                    "current-context": "emulator",
+                }
+            ),
+            encoding="utf-8",
+        )
+        yield emulator, kubeconfig
+
+
+def crd_schema(filename: str, version: str) -> dict[str, Any]:
+    """The openAPIV3Schema a vendored CRD serves for ``version``."""
+    crd = yaml.safe_load((CRDS / filename).read_text(encoding="utf-8"))
+    for served in crd["spec"]["versions"]:
+        if served["name"] == version:
+            schema: dict[str, Any] = served["schema"]["openAPIV3Schema"]
+            return schema
+    raise KeyError(f"{filename} does not serve {version}")
+
+
+def schema_problems(objects: Iterable[dict[str, Any]], schema: dict[str, Any]) -> list[str]:
+    """Every way the objects break the CRD's schema (OpenAPI v3 structural schemas read as JSON Schema)."""
+    import jsonschema
+
+    validator = jsonschema.Draft7Validator(schema, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
+    problems = []
+    for obj in objects:
+        name = (obj.get("metadata") or {}).get("name")
+        for error in validator.iter_errors(obj):
+            problems.append(f"{name}: {'/'.join(map(str, error.absolute_path))}: {error.message}")
+    return problems
