@@ -30,7 +30,7 @@ def test_sizes_parse_like_container_runtimes(text, value):
     [
         ("MCP_BRIDGE_TIMEOUT", "30s", "whole seconds"),
         ("MCP_BRIDGE_MEMORY", "lots", "a size such as 512m"),
-        ("MCP_BRIDGE_RUNTIME", "lxc", "one of auto, bubblewrap, podman, docker"),
+        ("MCP_BRIDGE_RUNTIME", "lxc", "one of auto, bubblewrap, podman, docker, kubernetes"),
         ("MCP_BRIDGE_PIDS", "3", "at least 8"),
         ("MCP_BRIDGE_CONTAINER_USER", "nobody", "UID or UID:GID"),
         ("MCP_BRIDGE_CAPTURE_LIMIT", "1g", "from 1k to 16m"),

@@ -19,10 +19,10 @@ from typing import Any, Literal, TypeVar
 from .errors import SettingsError
 
 T = TypeVar("T", int, float)
-RuntimeChoice = Literal["auto", "bubblewrap", "podman", "docker"]
+RuntimeChoice = Literal["auto", "bubblewrap", "podman", "docker", "kubernetes"]
 OutputMode = Literal["compact", "toon", "json"]
 OUTPUT_MODES: tuple[OutputMode, ...] = ("compact", "toon", "json")
-RUNTIME_CHOICES: tuple[RuntimeChoice, ...] = ("auto", "bubblewrap", "podman", "docker")
+RUNTIME_CHOICES: tuple[RuntimeChoice, ...] = ("auto", "bubblewrap", "podman", "docker", "kubernetes")
 _RUNTIME_ALIASES: dict[str, RuntimeChoice] = {"bwrap": "bubblewrap"}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_IMAGE = "mcp-codemode-sandbox:bookworm"
@@ -175,7 +175,7 @@ def _audit_log(text: str) -> AuditLog:
 
 
 FIELDS: tuple[Field, ...] = (
-    Field("runtime", "MCP_BRIDGE_RUNTIME", _runtime, "one of auto, bubblewrap, podman, docker", "auto"),
+    Field("runtime", "MCP_BRIDGE_RUNTIME", _runtime, "one of auto, bubblewrap, podman, docker, kubernetes", "auto"),
     Field("image", "MCP_BRIDGE_IMAGE", _nonempty, "a container image name", DEFAULT_IMAGE),
     Field("timeout", "MCP_BRIDGE_TIMEOUT", _int_in(1, 86400), "whole seconds from 1 to 86400", "30"),
     Field("max_timeout", "MCP_BRIDGE_MAX_TIMEOUT", _int_in(1, 86400), "whole seconds from 1 to 86400", "120"),

@@ -66,17 +66,23 @@ class Session:
 class ExecEndpoint:
     """The stand-in server. ``sessions`` by pod name (each connection names a fresh one)."""
 
-    def __init__(self, settings: Settings, protocols: tuple[str, ...] = SUBPROTOCOLS) -> None:
+    def __init__(self, settings: Settings, protocols: tuple[str, ...] = SUBPROTOCOLS, api_url: str = "") -> None:
+        """``api_url``: an emulated API server (tests/support/kube_emulator.py) that every other request is passed
+        to, so one address serves the API and exec, as an apiserver does."""
         self.backend = BubblewrapBackend(settings)
+        self.api_url = api_url
         self.protocols = protocols
         self.sessions: dict[str, Session] = {}
         self.chosen: list[str] = []  # the subprotocol of each connection, in order
+        self.commands: list[list[str]] = []  # the command of each connection, in order
         self._runner: web.AppRunner | None = None
         self.url = ""
 
     async def __aenter__(self) -> ExecEndpoint:
         app = web.Application()
         app.router.add_get("/api/v1/namespaces/{namespace}/pods/{pod}/exec", self._handle)
+        if self.api_url:
+            app.router.add_route("*", "/{rest:.*}", self._pass_to_api)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -100,12 +106,26 @@ class ExecEndpoint:
         if session is not None:
             await session.launch.kill()
 
+    async def _pass_to_api(self, request: web.Request) -> web.Response:
+        import aiohttp
+
+        headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type", "accept", "authorization")}
+        async with (
+            aiohttp.ClientSession() as client,
+            client.request(
+                request.method, self.api_url + request.rel_url.path_qs, data=await request.read(), headers=headers
+            ) as answer,
+        ):
+            body = await answer.read()
+            return web.Response(status=answer.status, body=body, content_type="application/json")
+
     async def _handle(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(protocols=self.protocols, max_msg_size=16 * 1024 * 1024)
         await ws.prepare(request)
         self.chosen.append(ws.ws_protocol or "")
         pod = request.match_info["pod"]
         argv = request.query.getall("command")
+        self.commands.append(list(argv))
         config = json.loads(argv[-1])  # the guest's boot config, as guest_argv put it last
         launch = await self.backend.launch(pod, config)
         channel = launch.channel

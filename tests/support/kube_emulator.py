@@ -39,6 +39,7 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         self._versions = itertools.count(1)
         self.declared: set[tuple[str, str, str]] = set()
         self.patch_types: list[str | None] = []  # the Content-Type of every PATCH, in order
+        self.address = ""  # http://127.0.0.1:PORT once served
 
     def declare(self, group: str, version: str, plural: str) -> kmock.resource:
         self.declared.add((group, version, plural))
@@ -89,25 +90,30 @@ def _labels(item: dict[str, Any]) -> dict[str, str]:
     return dict(labels)
 
 
+def write_kubeconfig(path: Path, server: str) -> Path:
+    """A kubeconfig whose one context points the real client at ``server`` with a bearer token."""
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "emulator", "cluster": {"server": server}}],
+                "users": [{"name": "bridge", "user": {"token": "emulator-token"}}],
+                "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "bridge"}}],
+                "current-context": "emulator",
+            }
+        ),
+        encoding="utf-8",
+    )
+    return path
+
+
 @contextlib.asynccontextmanager
 async def emulated_cluster(tmp: Path) -> AsyncIterator[tuple[ClusterEmulator, Path]]:
-    """A running emulator on 127.0.0.1 and a kubeconfig file that points the real client at it."""
+    """A running emulator on 127.0.0.1 (its address in ``emulator.address``) and a kubeconfig that points at it."""
     async with ClusterEmulator() as emulator, kmock.Server(emulator, host="127.0.0.1") as server:
-        kubeconfig = tmp / "kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "emulator", "cluster": {"server": str(server.url).rstrip("/")}}],
-                    "users": [{"name": "bridge", "user": {"token": "emulator-token"}}],
-                    "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "bridge"}}],
-                    "current-context": "emulator",
-                }
-            ),
-            encoding="utf-8",
-        )
-        yield emulator, kubeconfig
+        emulator.address = str(server.url).rstrip("/")
+        yield emulator, write_kubeconfig(tmp / "kubeconfig", emulator.address)
 
 
 def crd_schema(filename: str, version: str) -> dict[str, Any]:

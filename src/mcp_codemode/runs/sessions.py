@@ -252,6 +252,8 @@ class SessionManager:
         workers = [s.worker for s in self._sessions.values() if s.worker is not None]
         self._sessions.clear()
         await asyncio.gather(self.pool.close(), *(self.pool.retire(w) for w in workers), return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await self.backend.close()
 
 
 def _slug(name: str) -> str:

@@ -76,6 +76,10 @@ class Backend(abc.ABC):
         """Remove leftovers of bridges that died without cleaning up; returns how many."""
         return 0
 
+    async def close(self) -> None:
+        """Release what the backend holds between launches (a cluster backend's API connections)."""
+        return None
+
 
 def guest_argv(python: str, guest_config: dict[str, Any]) -> list[str]:
     """The command that starts the worker inside any sandbox: isolated mode, no bytecode written, unbuffered."""

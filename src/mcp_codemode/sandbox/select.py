@@ -17,6 +17,7 @@ from ..settings import Settings
 from .base import Availability, Backend
 from .bubblewrap import BubblewrapBackend
 from .container import ContainerBackend
+from .kube.backend import KubernetesBackend
 
 log = logging.getLogger(__name__)
 AUTO_ORDER = ("bubblewrap", "podman", "docker")
@@ -27,7 +28,9 @@ def make_backend(name: str, settings: Settings) -> Backend:
         return BubblewrapBackend(settings)
     if name in ("podman", "docker"):
         return ContainerBackend(settings, name)  # type: ignore[arg-type]
-    raise SandboxUnavailable(f"unknown backend {name!r}; choose one of auto, {', '.join(AUTO_ORDER)}")
+    if name == "kubernetes":  # never chosen by auto: a cluster is a deliberate choice (docs/kubernetes.md)
+        return KubernetesBackend(settings)
+    raise SandboxUnavailable(f"unknown backend {name!r}; choose one of auto, {', '.join(AUTO_ORDER)}, kubernetes")
 
 
 @dataclasses.dataclass(frozen=True)

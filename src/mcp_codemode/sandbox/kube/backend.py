@@ -1,0 +1,163 @@
+"""The kubernetes backend: each worker is a guest exec'd into the pod of a ``SandboxClaim`` it holds.
+
+A launch claims a sandbox from the cluster's ``SandboxWarmPool`` (``claims.py``), waits until the claim is bound,
+and execs the guest's boot in the pod (``exec_channel.py``): the exec stream's stdin, stdout and stderr are the
+worker's pipes, so ``worker.py`` drives it as any other. Killing the worker closes the stream and deletes the
+claim, which makes agent-sandbox delete the sandbox and its pod. While the worker lives, its claim's
+``shutdownTime`` is pushed forward, so the backstop only fires for a bridge that died without deleting it.
+
+Why one claim per worker, named from (replica, worker id): the bridge's own warm pool starts workers before any
+session exists, so a launch cannot know the session. Sessions that several face replicas share find their owner
+another way (issue 22, item 4); this module does not depend on it.
+
+What the bridge cannot set per claim, the cluster sets: memory, CPU and the runtime class come from the
+``SandboxTemplate`` (deploy/kubernetes/base), because a claim that overrides its pod cannot adopt a warm pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import ssl
+from typing import TYPE_CHECKING, Any
+
+from ...settings import Settings
+from ..base import Availability, Backend, EnforcedLimit, Launch, guest_argv
+from .api import connect, require_client
+from .claims import ClaimStore
+from .exec_channel import open_exec_channel
+from .exec_protocol import exec_url
+from .naming import ClaimKey
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
+
+log = logging.getLogger(__name__)
+
+CONTAINER = "sandbox"  # the container of deploy/kubernetes/base/sandbox-template.yaml
+# exec runs with the container's environment, which Kubernetes fills with the addresses of every Service in the
+# namespace (KUBERNETES_SERVICE_HOST and the like): the guest starts from an empty one instead.
+GUEST_ENV = ("PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "TMPDIR=/tmp", "LANG=C.UTF-8")
+
+
+@dataclasses.dataclass
+class _Cluster:
+    api: ApiClient
+    claims: ClaimStore
+    base_url: str
+    headers: dict[str, str]
+    ssl_context: ssl.SSLContext | bool
+
+
+class KubernetesBackend(Backend):
+    name = "kubernetes"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._cluster: _Cluster | None = None
+        self._lock = asyncio.Lock()
+
+    def availability(self) -> Availability:
+        """Only what can be known without the cluster: the client is installed. ``doctor`` asks the cluster."""
+        try:
+            require_client()
+        except Exception as exc:  # noqa: BLE001 - SandboxUnavailable, reported as unusable
+            return Availability(False, str(exc), getattr(exc, "fix", "") or "")
+        where = f"namespace {self.settings.kube_namespace}, warm pool {self.settings.kube_warm_pool}"
+        return Availability(True, f"sandboxes are claimed from the cluster ({where})")
+
+    def enforced_limits(self) -> list[EnforcedLimit]:
+        where = "the SandboxTemplate's pod (deploy/kubernetes)"
+        return [
+            EnforcedLimit("memory", "as the template sets it", f"container limits of {where}"),
+            EnforcedLimit("cpus", "as the template sets it", f"container limits of {where}"),
+            EnforcedLimit("isolation", "gVisor", f"runtimeClassName of {where}"),
+        ]
+
+    async def _connect(self) -> _Cluster:
+        async with self._lock:
+            if self._cluster is None:
+                api = await connect(self.settings.kube_config, self.settings.kube_context)
+                claims = ClaimStore(
+                    api,
+                    namespace=self.settings.kube_namespace,
+                    warm_pool=self.settings.kube_warm_pool,
+                    replica=self.settings.replica,
+                    ttl=self.settings.kube_claim_ttl,
+                )
+                base_url, headers, context = await exec_transport(api)
+                self._cluster = _Cluster(api, claims, base_url, headers, context)
+            return self._cluster
+
+    async def launch(self, worker_id: str, guest_config: dict[str, Any]) -> Launch:
+        cluster = await self._connect()
+        key = ClaimKey(f"replica:{self.settings.replica}", f"worker:{worker_id}")
+        claim = await cluster.claims.acquire(key)
+        try:
+            bound = await cluster.claims.wait_bound(claim.name, self.settings.startup_timeout)
+            argv = ["env", "-i", *GUEST_ENV, *guest_argv("python3", guest_config)]
+            url = exec_url(cluster.base_url, self.settings.kube_namespace, bound.pod, CONTAINER, argv)
+            channel = await open_exec_channel(url, headers=cluster.headers, ssl_context=cluster.ssl_context)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await cluster.claims.release(claim.name)
+            raise
+        refresher = asyncio.create_task(self._keep_claimed(cluster.claims, claim.name))
+        ended = False
+
+        async def end() -> None:
+            nonlocal ended
+            if ended:
+                return
+            ended = True
+            refresher.cancel()
+            await channel.close()
+            with contextlib.suppress(asyncio.CancelledError):
+                await refresher
+            try:
+                await cluster.claims.release(claim.name)
+            except Exception as exc:  # noqa: BLE001 - the backstop (shutdownTime) and the sweep still remove it
+                log.warning("could not delete SandboxClaim %s: %s", claim.name, exc)
+
+        return Launch(channel, end, end, lambda: channel.cause)
+
+    async def _keep_claimed(self, claims: ClaimStore, name: str) -> None:
+        """Push the claim's shutdownTime forward while the worker lives (``touch`` limits the rate)."""
+        pause = max(1.0, min(60.0, self.settings.kube_claim_ttl / 4))
+        while True:
+            await asyncio.sleep(pause)
+            try:
+                await claims.touch(name)
+            except Exception as exc:  # noqa: BLE001 - a missed refresh is retried; the ttl has room for three
+                log.warning("could not refresh SandboxClaim %s: %s", name, exc)
+
+    async def reap_orphans(self) -> int:
+        """Delete the claims this replica left behind (a bridge that was killed); none is live at start."""
+        cluster = await self._connect()
+        return len(await cluster.claims.sweep(set()))
+
+    async def close(self) -> None:
+        if self._cluster is not None:
+            await self._cluster.api.close()
+            self._cluster = None
+
+
+async def exec_transport(api: ApiClient) -> tuple[str, dict[str, str], ssl.SSLContext | bool]:
+    """The API server's URL, the auth header and the TLS setup the exec stream needs, from the client's config."""
+    configuration = api.configuration
+    headers = {}
+    for setting in (await configuration.auth_settings()).values():
+        if setting.get("in") == "header" and setting.get("value"):
+            headers[str(setting["key"])] = str(setting["value"])
+    base_url = str(configuration.host).rstrip("/")
+    if not base_url.startswith("https://"):
+        return base_url, headers, False
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return base_url, headers, context

@@ -1,0 +1,114 @@
+"""The kubernetes backend end to end against STAND-INS: its claims on kmock's EMULATED API, its exec stream to a
+REAL bubblewrap worker behind the loopback exec stand-in, both at one address as an apiserver serves them.
+
+No Kubernetes runs here (no registry ships a control plane): the test plays agent-sandbox's controller, binding
+each claim to a Sandbox with a pod. What is real: the backend's client calls, its exec stream, the host's
+unmodified Worker and the guest behind it. docs/kubernetes.md lists what only a cluster proves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
+from mcp_codemode.sandbox.kube import naming
+from mcp_codemode.sandbox.kube.backend import KubernetesBackend
+from mcp_codemode.sandbox.worker import Worker
+from tests.support.backends import fail_unless, require_usable, sandbox_settings
+from tests.support.cells import private_state_dir
+from tests.support.exec_endpoint import ExecEndpoint
+
+try:
+    from tests.support.kube_emulator import ClusterEmulator, emulated_cluster, write_kubeconfig
+except ImportError as exc:  # the dev group installs kmock and the kubernetes extra
+    IMPORT_PROBLEM: str | None = f"the Kubernetes test dependencies are missing ({exc}); run scripts/setup.sh"
+else:
+    IMPORT_PROBLEM = None
+
+pytestmark = pytest.mark.backend
+NAMESPACE = "mcp-codemode"
+
+
+@contextlib.asynccontextmanager
+async def playing_the_controller(emulator: ClusterEmulator) -> AsyncIterator[list[str]]:
+    """Bind every new claim to a fresh Sandbox whose pod was adopted from the warm pool; yields the pods bound."""
+    claims = emulator.declare(naming.GROUP, naming.VERSION, naming.CLAIMS)
+    sandboxes = emulator.declare(naming.SANDBOX_GROUP, naming.VERSION, naming.SANDBOXES)
+    pods: list[str] = []
+
+    async def loop() -> None:
+        while True:
+            for claim in emulator.stored(claims):
+                name = claim["metadata"]["name"]
+                if claim.get("status"):
+                    continue
+                sandbox, pod = f"sbx-{len(pods) + 1}", f"warm-pod-{len(pods) + 1}"
+                emulator.objects[sandboxes, NAMESPACE, sandbox] = {
+                    "apiVersion": f"{naming.SANDBOX_GROUP}/{naming.VERSION}", "kind": "Sandbox",
+                    "metadata": {"name": sandbox, "namespace": NAMESPACE,
+                                 "annotations": {naming.POD_NAME_ANNOTATION: pod}},
+                    "spec": {"podTemplate": {"spec": {"containers": [{"name": "sandbox", "image": "x"}]}}},
+                }  # fmt: skip
+                emulator.write_status(claims, NAMESPACE, name, {
+                    "sandbox": {"name": sandbox},
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "DependenciesReady", "message": "",
+                                    "lastTransitionTime": "2026-11-26T12:00:01Z"}],
+                })  # fmt: skip
+                pods.append(pod)
+            await asyncio.sleep(0.02)
+
+    task = asyncio.create_task(loop())
+    try:
+        yield pods
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def test_emulated_cluster_backend_claims_execs_keeps_state_and_deletes_its_claim(tmp_path: Path) -> None:
+    fail_unless(IMPORT_PROBLEM is None, IMPORT_PROBLEM or "")
+    with private_state_dir() as state:
+        base = sandbox_settings(state_dir=state)
+        require_usable(BubblewrapBackend(base))
+
+        async def main() -> dict[str, Any]:
+            async with (
+                emulated_cluster(tmp_path) as (emulator, _),
+                playing_the_controller(emulator) as pods,
+                ExecEndpoint(base, api_url=emulator.address) as endpoint,
+            ):
+                kubeconfig = write_kubeconfig(tmp_path / "through-endpoint", endpoint.url)
+                settings = sandbox_settings(state_dir=state, kube_config=kubeconfig, replica="replica-a")
+                backend = KubernetesBackend(settings)
+                worker = Worker(backend, settings, "kube-test")
+                await worker.start()
+                try:
+                    (claim,) = [json.loads(json.dumps(obj.raw)) for obj in emulator.objects.values()
+                                if not obj.deleted and obj.get("kind") == "SandboxClaim"]  # fmt: skip
+                    first = await worker.execute("x = 21", 20)
+                    second = await worker.execute("x * 2", 20)
+                finally:
+                    await worker.close()
+                    await backend.close()
+                left = [obj for obj in emulator.objects.values() if not obj.deleted
+                            and obj.get("kind") == "SandboxClaim"]  # fmt: skip
+                return {"claim": claim, "first": first, "second": second, "left": left,
+                            "pods": list(pods), "commands": endpoint.commands}  # fmt: skip
+
+        found = asyncio.run(main())
+    claim = found["claim"]
+    assert claim["metadata"]["annotations"][naming.OWNER_ANNOTATION] == "replica-a"
+    assert claim["metadata"]["labels"][naming.MANAGED_BY] == naming.MANAGER
+    assert found["pods"] == ["warm-pod-1"]  # exec went to the pod the Sandbox names, not to the Sandbox
+    assert found["first"].status == "ok" and found["second"].value == "42"
+    (command,) = found["commands"]
+    assert command[:2] == ["env", "-i"] and not any(part.startswith("KUBERNETES_") for part in command)
+    assert found["left"] == []  # closing the worker deleted its claim
