@@ -9,7 +9,10 @@ conversion, controllers, pods or exec. The shims make it answer as an API server
 * a create answers 201 Created (kubernetes_asyncio decodes a create's body only then);
 * a created object gets ``uid``, ``resourceVersion`` and ``creationTimestamp``;
 * a resource that was not declared answers 404, as a CRD that is not installed does (kmock would store it);
-* a list honours an equality ``labelSelector`` (kmock ignores it).
+* a list honours an equality ``labelSelector`` (kmock ignores it);
+* discovery answers at ``/apis/`` (the client's path) as at ``/apis``;
+* a ``SelfSubjectAccessReview`` is answered, allowed unless its (verb, resource) is in ``denied``: a stand-in for
+  the authorizer, which kmock does not have.
 
 The tests play agent-sandbox's controller by writing ``status`` on the stored objects.
 """
@@ -36,10 +39,12 @@ class ClusterEmulator(kmock.KubernetesEmulator):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
+        self["get /apis/"] << self._serve_apis
         self._versions = itertools.count(1)
         self.declared: set[tuple[str, str, str]] = set()
         self.patch_types: list[str | None] = []  # the Content-Type of every PATCH, in order
         self.address = ""  # http://127.0.0.1:PORT once served
+        self.denied: set[tuple[str, str]] = set()  # (verb, resource or resource/subresource) RBAC refuses
 
     def declare(self, group: str, version: str, plural: str) -> kmock.resource:
         self.declared.add((group, version, plural))
@@ -56,6 +61,11 @@ class ClusterEmulator(kmock.KubernetesEmulator):
             meta.setdefault("uid", str(uuid.uuid4()))
             meta.setdefault("creationTimestamp", "2026-11-26T00:00:00Z")
             meta["resourceVersion"] = str(next(self._versions))
+        if resource is not None and resource.plural == "selfsubjectaccessreviews" and isinstance(request.data, dict):
+            asked = (request.data.get("spec") or {}).get("resourceAttributes") or {}
+            what = "/".join(filter(None, (asked.get("resource"), asked.get("subresource"))))
+            allowed = (asked.get("verb"), what) not in self.denied
+            return aiohttp.web.json_response({**request.data, "status": {"allowed": allowed}}, status=201)
         if resource is not None and request.action == kmock.action.UPDATE:
             self.patch_types.append(request.headers.get("Content-Type"))
         response = await super()._handle(request)

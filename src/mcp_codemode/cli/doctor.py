@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import os
@@ -18,6 +19,7 @@ from ..provision import sandbox_env
 from ..sandbox.bubblewrap import BubblewrapBackend
 from ..sandbox.cgroups import CGROUP_ROOT, CgroupSupport
 from ..sandbox.container import ContainerBackend
+from ..sandbox.kube.checks import cluster_checks
 from ..sandbox.select import AUTO_ORDER, choose_backend, make_backend
 from ..settings import Settings
 from ..upstream.model import Discovery, ServerConfig
@@ -29,7 +31,7 @@ def diagnose(settings: Settings, discovery: Discovery | None = None) -> dict[str
     package's own commands (``mcp-codemode image build``, ``packages add``) rather than repository scripts."""
     as_root = os.geteuid() == 0
     backends: dict[str, Any] = {}
-    for name in AUTO_ORDER:
+    for name in (*AUTO_ORDER, "kubernetes") if settings.runtime == "kubernetes" else AUTO_ORDER:
         backend = make_backend(name, settings)
         availability = backend.availability()
         entry: dict[str, Any] = {"usable": availability.usable, "reason": availability.reason}
@@ -52,7 +54,7 @@ def diagnose(settings: Settings, discovery: Discovery | None = None) -> dict[str
         dataclasses.replace(finding, fix=for_user(finding.fix, as_root))
         for finding in findings(setup_facts(settings, discovery, chosen, cgroup))
     ]
-    return {
+    report: dict[str, Any] = {
         "platform": f"{platform.system()} {platform.release()} ({platform.machine()})",
         "bridge_python": sys.version.split()[0],
         "running_as_root": as_root,
@@ -72,6 +74,9 @@ def diagnose(settings: Settings, discovery: Discovery | None = None) -> dict[str
         "state_dir": str(settings.state_dir),
         "warnings": [dataclasses.asdict(finding) for finding in weak_spots],
     }
+    if settings.runtime == "kubernetes":  # only then: asking a cluster nobody configured would only be noise
+        report["kubernetes"] = [dataclasses.asdict(check) for check in asyncio.run(cluster_checks(settings))]
+    return report
 
 
 def setup_facts(
@@ -203,6 +208,14 @@ def render_text(report: dict[str, Any]) -> str:
         "",
     ]
     lines += ["weak spots:", *(f"  {line}" for line in render(report["warnings"])), ""]
+    if "kubernetes" in report:
+        lines.append("kubernetes:")
+        for check in report["kubernetes"]:
+            mark = {True: "ok ", False: "no ", None: "?  "}[check["ok"]]
+            lines.append(f"[{mark}] {check['name']}: {check['detail']}")
+            if check["fix"]:
+                lines.append(f"       fix: {check['fix']}")
+        lines.append("")
     for name, entry in report["backends"].items():
         mark = "ok " if entry["usable"] else "no "
         lines.append(f"[{mark}] {name}: {entry['reason']}")

@@ -1,0 +1,153 @@
+"""What ``doctor`` asks the cluster when the kubernetes backend is selected: one ``Check`` per question, with a fix.
+
+Why these questions: they are what a first claim fails on, in the order it would fail (credentials, the CRDs, the
+warm pool, each verb the backend uses), asked before any session so the user meets them in ``doctor`` rather than
+in an agent's first cell. The runtime class cannot be asked: RuntimeClass is cluster-scoped and the face's Role is
+namespaced on purpose, so the check says so and names ``smoke.sh``, which checks gVisor inside a real sandbox.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from ...errors import CodemodeError
+from .api import CRDS_FIX, connect, explain, failures
+from .naming import CLAIMS, GROUP, SANDBOX_GROUP, SANDBOXES, VERSION
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
+
+    from ...settings import Settings
+
+WARM_POOLS = "sandboxwarmpools"
+# (verb, group, resource, subresource): exactly what the backend does, as deploy/kubernetes/base's Role grants it.
+VERBS = (
+    ("create", GROUP, CLAIMS, ""),
+    ("get", GROUP, CLAIMS, ""),
+    ("patch", GROUP, CLAIMS, ""),
+    ("delete", GROUP, CLAIMS, ""),
+    ("list", GROUP, CLAIMS, ""),
+    ("get", GROUP, WARM_POOLS, ""),
+    ("get", SANDBOX_GROUP, SANDBOXES, ""),
+    ("create", "", "pods", "exec"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool | None  # None: could not be checked from here
+    detail: str
+    fix: str = ""
+
+
+async def cluster_checks(settings: Settings) -> list[Check]:
+    """Every check, stopping after credentials when there are none (nothing else can be asked then)."""
+    try:
+        api = await connect(settings.kube_config, settings.kube_context)
+    except CodemodeError as exc:
+        return [Check("credentials", False, str(exc).split("; ")[0], exc.fix or "")]
+    try:
+        checks = [Check("credentials", True, f"the API server at {api.configuration.host}")]
+        checks.append(await _crds(api))
+        checks.append(await _warm_pool(api, settings.kube_namespace, settings.kube_warm_pool))
+        checks += await _access(api, settings.kube_namespace)
+        checks.append(
+            Check(
+                "runtime class",
+                None,
+                "RuntimeClass is cluster-scoped; the face's namespaced Role cannot read it",
+                "run deploy/kubernetes/smoke.sh, which checks that a sandbox runs under gVisor",
+            )
+        )
+        return checks
+    finally:
+        await api.close()
+
+
+async def _crds(api: ApiClient) -> Check:
+    from kubernetes_asyncio.client import ApisApi
+
+    try:
+        groups = await ApisApi(api).get_api_versions()
+    except failures() as exc:
+        error = explain(exc, verb="list", what="API groups", namespace="")
+        return Check("agent-sandbox CRDs", False, str(error).split("; ")[0], error.fix or "")
+    served = {group.name: [v.version for v in group.versions or []] for group in groups.groups or []}
+    missing = [g for g in (SANDBOX_GROUP, GROUP) if VERSION not in served.get(g, [])]
+    if missing:
+        have = "; ".join(f"{g} serves {', '.join(served[g]) or 'nothing'}" for g in missing if g in served)
+        return Check(
+            "agent-sandbox CRDs",
+            False,
+            f"{VERSION} of {', '.join(missing)} is not served" + (f" ({have})" if have else ""),
+            CRDS_FIX,
+        )
+    return Check("agent-sandbox CRDs", True, f"{SANDBOX_GROUP} and {GROUP} serve {VERSION}")
+
+
+async def _warm_pool(api: ApiClient, namespace: str, name: str) -> Check:
+    from kubernetes_asyncio.client import CustomObjectsApi
+
+    try:
+        pool: dict[str, Any] = await CustomObjectsApi(api).get_namespaced_custom_object(
+            GROUP, VERSION, namespace, WARM_POOLS, name
+        )
+    except failures() as exc:
+        error = explain(exc, verb="get", what=WARM_POOLS, namespace=namespace)
+        if error.status == 404:
+            return Check(
+                "warm pool",
+                False,
+                f"SandboxWarmPool {name!r} is not in namespace {namespace!r}",
+                "apply deploy/kubernetes/base (it creates it) or set MCP_BRIDGE_KUBE_WARM_POOL to yours",
+            )
+        return Check("warm pool", False, str(error).split("; ")[0], error.fix or "")
+    wanted = (pool.get("spec") or {}).get("replicas", 0)
+    ready = (pool.get("status") or {}).get("readyReplicas", 0)
+    if not ready:
+        return Check(
+            "warm pool",
+            False,
+            f"SandboxWarmPool {name!r} has no ready sandbox (0 of {wanted}): every claim will wait or cold-start",
+            f"see why its pods do not start: `kubectl get pods -n {namespace}` and `kubectl describe "
+            f"sandboxwarmpool {name} -n {namespace}`",
+        )
+    return Check("warm pool", True, f"SandboxWarmPool {name!r}: {ready} of {wanted} sandboxes ready")
+
+
+async def _access(api: ApiClient, namespace: str) -> list[Check]:
+    from kubernetes_asyncio.client import (
+        AuthorizationV1Api,
+        V1ResourceAttributes,
+        V1SelfSubjectAccessReview,
+        V1SelfSubjectAccessReviewSpec,
+    )
+
+    reviews = AuthorizationV1Api(api)
+    checks = []
+    for verb, group, resource, subresource in VERBS:
+        what = f"{resource}/{subresource}" if subresource else resource
+        attributes = V1ResourceAttributes(
+            namespace=namespace, verb=verb, group=group, resource=resource, subresource=subresource or None
+        )
+        body = V1SelfSubjectAccessReview(
+            api_version="authorization.k8s.io/v1",
+            kind="SelfSubjectAccessReview",
+            spec=V1SelfSubjectAccessReviewSpec(resource_attributes=attributes),
+        )
+        try:
+            review = await reviews.create_self_subject_access_review(body)
+        except failures() as exc:
+            error = explain(exc, verb="create", what="selfsubjectaccessreviews", namespace=namespace)
+            checks.append(Check(f"may {verb} {what}", None, str(error).split("; ")[0], error.fix or ""))
+            continue
+        allowed = bool(review.status and review.status.allowed)
+        fix = (
+            ""
+            if allowed
+            else ("bind the bridge's account to the Role of deploy/kubernetes/base (face-rbac.yaml grants these verbs)")
+        )
+        checks.append(Check(f"may {verb} {what}", allowed, "allowed" if allowed else "denied by RBAC", fix))
+    return checks

@@ -1,0 +1,91 @@
+"""``doctor``'s cluster checks against an EMULATED API server (kmock on 127.0.0.1) through the real client.
+
+Not a cluster: the emulator stands in for discovery, the objects and the authorizer (tests/support/kube_emulator.py
+says how). What is real: the client's requests and how every answer becomes a check with a fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_codemode.sandbox.kube import naming
+from mcp_codemode.sandbox.kube.checks import WARM_POOLS, Check, cluster_checks
+from tests.support.backends import fail_unless, sandbox_settings
+
+try:
+    from tests.support.kube_emulator import ClusterEmulator, emulated_cluster
+except ImportError as exc:  # the dev group installs kmock and the kubernetes extra
+    IMPORT_PROBLEM: str | None = f"the Kubernetes test dependencies are missing ({exc}); run scripts/setup.sh"
+else:
+    IMPORT_PROBLEM = None
+
+pytestmark = [pytest.mark.anyio, pytest.mark.backend]
+NAMESPACE = "mcp-codemode"
+POOL = "mcp-codemode-sandbox"
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[tuple[Any, Path]]:
+    fail_unless(IMPORT_PROBLEM is None, IMPORT_PROBLEM or "")
+    async with emulated_cluster(tmp_path) as (emulator, kubeconfig):
+        emulator.declare("authorization.k8s.io", "v1", "selfsubjectaccessreviews")
+        yield emulator, kubeconfig
+
+
+def install_agent_sandbox(emulator: ClusterEmulator, ready: int) -> None:
+    emulator.declare(naming.GROUP, naming.VERSION, naming.CLAIMS)
+    emulator.declare(naming.SANDBOX_GROUP, naming.VERSION, naming.SANDBOXES)
+    pools = emulator.declare(naming.GROUP, naming.VERSION, WARM_POOLS)
+    emulator.objects[pools, NAMESPACE, POOL] = {
+        "apiVersion": f"{naming.GROUP}/{naming.VERSION}", "kind": "SandboxWarmPool",
+        "metadata": {"name": POOL, "namespace": NAMESPACE},
+        "spec": {"replicas": 4, "sandboxTemplateRef": {"name": POOL}}, "status": {"readyReplicas": ready},
+    }  # fmt: skip
+
+
+async def checks_for(kubeconfig: Path) -> dict[str, Check]:
+    settings = sandbox_settings(kube_config=kubeconfig, runtime="kubernetes")
+    return {check.name: check for check in await cluster_checks(settings)}
+
+
+async def test_emulated_api_a_ready_install_passes_every_check_but_the_runtime_class(
+    cluster: tuple[Any, Path],
+) -> None:
+    emulator, kubeconfig = cluster
+    install_agent_sandbox(emulator, ready=4)
+    found = await checks_for(kubeconfig)
+    assert found["credentials"].ok and emulator.address in found["credentials"].detail
+    assert found["agent-sandbox CRDs"].ok, found["agent-sandbox CRDs"]
+    assert found["warm pool"].ok and "4 of 4" in found["warm pool"].detail
+    verbs = [name for name in found if name.startswith("may ")]
+    assert len(verbs) == 8 and all(found[name].ok for name in verbs), found
+    assert found["runtime class"].ok is None and "smoke.sh" in found["runtime class"].fix
+
+
+async def test_emulated_api_missing_crds_an_empty_pool_and_a_denied_verb_each_name_a_fix(
+    cluster: tuple[Any, Path],
+) -> None:
+    emulator, kubeconfig = cluster
+    emulator.denied.add(("create", "pods/exec"))
+    found = await checks_for(kubeconfig)  # nothing of agent-sandbox installed
+    assert not found["agent-sandbox CRDs"].ok and "kubectl apply -k deploy/kubernetes/base" in found[
+        "agent-sandbox CRDs"].fix  # fmt: skip
+    assert not found["warm pool"].ok
+    assert found["may create pods/exec"].ok is False and "face-rbac.yaml" in found["may create pods/exec"].fix
+    assert found["may create sandboxclaims"].ok
+
+    install_agent_sandbox(emulator, ready=0)
+    found = await checks_for(kubeconfig)
+    assert found["agent-sandbox CRDs"].ok
+    assert not found["warm pool"].ok and "no ready sandbox (0 of 4)" in found["warm pool"].detail
+
+
+async def test_no_credentials_is_one_failed_check_with_its_fix(tmp_path: Path) -> None:
+    fail_unless(IMPORT_PROBLEM is None, IMPORT_PROBLEM or "")
+    found = await checks_for(tmp_path / "absent-kubeconfig")
+    assert list(found) == ["credentials"]
+    assert found["credentials"].ok is False and "MCP_BRIDGE_KUBECONFIG" in found["credentials"].fix
