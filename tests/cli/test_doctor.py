@@ -141,7 +141,7 @@ def doctor(scratch: Path, *args: str, **env: str) -> dict[str, Any]:
         [*CLI, "doctor", "--json", "--no-discover", *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # a hang guard only: on a loaded CI machine one doctor run has taken 3.5 min
         env={**base_env, **env},
         check=False,
     )
