@@ -10,6 +10,7 @@ import pytest
 
 from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox.select import make_backend
+from tests.support import patience
 from tests.support.backends import BACKENDS, require_usable, sandbox_settings
 from tests.support.processes import our_containers, sandbox_processes, wait_until_gone
 from tests.support.purity import forbid_processes_and_network
@@ -18,6 +19,11 @@ T = TypeVar("T")
 # A test that asks for one of these (even through another fixture) runs a real sandbox: it is marked backend
 # without having to say so. Whole modules of such tests say it once, with ``pytestmark = pytest.mark.backend``.
 BACKEND_FIXTURES = frozenset({"backend_name"})
+
+
+def pytest_report_header() -> str:
+    """Say in the log how slow this machine is, and so how long the hang guards are."""
+    return patience.describe()
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by ``-m``

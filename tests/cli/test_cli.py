@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.patience import patient
 from tests.support.processes import our_containers, sandbox_processes, wait_until_gone
 
 pytestmark = pytest.mark.backend
@@ -21,7 +22,9 @@ CLI = [sys.executable, "-m", "mcp_codemode"]
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], input=stdin, capture_output=True, text=True, timeout=120, env=env, check=False)
+    return subprocess.run(
+        [*CLI, *args], input=stdin, capture_output=True, text=True, timeout=patient(120), env=env, check=False
+    )
 
 
 @pytest.mark.usefixtures("no_orphans")
@@ -110,8 +113,8 @@ def test_doctor_reports_backends_limits_and_the_choice():
     assert docker["usable"] or docker["fix"], "an unusable backend must say how to fix it"
 
 
-def _wait_for(probe: Callable[[], list[str]], seconds: float = 30.0) -> list[str]:
-    deadline = time.monotonic() + seconds
+def _wait_for(probe: Callable[[], list[str]], seconds: float = 180.0) -> list[str]:
+    deadline = time.monotonic() + patient(seconds)
     while time.monotonic() < deadline:
         found = probe()
         if found:
@@ -131,7 +134,7 @@ def test_nothing_survives_a_sigkill_of_the_bridge(backend_name):
         running = _wait_for(lambda: [p for p in sandbox_processes() if "sleep 300" in p])
         assert running, "the sandboxed child never started"
         bridge.send_signal(signal.SIGKILL)
-        bridge.wait(timeout=10)
+        bridge.wait(timeout=patient(10))
         assert wait_until_gone(sandbox_processes, 30) == []
         if backend_name == "podman":
             assert wait_until_gone(our_containers, 30) == []

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.patience import patient
+
 pytestmark = pytest.mark.backend
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +24,7 @@ def test_demo_agent_runs_every_call_as_expected(mode: str) -> None:
         [sys.executable, str(ROOT / "scripts" / "demo_agent.py"), "--mode", mode],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=patient(180),
         env=env,
         check=False,
     )

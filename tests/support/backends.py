@@ -14,6 +14,8 @@ import pytest
 from mcp_codemode.sandbox.base import Backend
 from mcp_codemode.settings import Settings
 
+from .patience import patient
+
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 BACKENDS = ("bubblewrap", "podman")
 SANDBOX_UID = 65534
@@ -28,6 +30,7 @@ def sandbox_settings(**changes: Any) -> Settings:
         "capture_limit": 64 << 10,
         "interrupt_grace": 1.0,
         "timeout": 20,
+        "startup_timeout": patient(60),  # the product's default, lengthened on a slow machine
     }
     defaults.update(changes)
     return base.replace(**defaults)

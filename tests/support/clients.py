@@ -34,6 +34,7 @@ from mcp_codemode.sandbox import cgroups
 from mcp_codemode.sandbox.select import make_backend
 
 from .backends import require_usable, sandbox_settings
+from .patience import patient
 from .processes import sandbox_processes, wait_until_gone
 
 SERVE = [sys.executable, "-m", "mcp_codemode", "serve"]
@@ -41,7 +42,7 @@ LEGACY_VERSION = "2025-11-25"
 MODERN_VERSION = "2026-07-28"
 MODES = {"legacy": LEGACY_VERSION, "auto": MODERN_VERSION}
 CALL_DEADLINE = 60.0  # bound on any one test's client work: a hang fails the test instead of the run
-HTTP_START_DEADLINE = 30.0
+HTTP_START_DEADLINE = 180.0  # a hang guard: a server that is slow to start on a loaded machine is not broken
 LISTING_LIMIT = 1400
 
 
@@ -139,6 +140,7 @@ class HttpServer:
     """``mcp-codemode serve --transport http`` on a free 127.0.0.1 port, as a subprocess."""
 
     def __init__(self, log: Path, *args: str, **settings: str) -> None:
+        """``settings``: MCP_BRIDGE_* variables; ``{port}`` in a value becomes the port the server listens on."""
         self.log = log
         self.args = args
         self.settings = settings
@@ -159,7 +161,7 @@ class HttpServer:
                     stdin=subprocess.DEVNULL,
                     stdout=errlog,
                     stderr=subprocess.STDOUT,
-                    env=clean_environ(**self.settings),
+                    env=clean_environ(**{k: v.replace("{port}", str(self.port)) for k, v in self.settings.items()}),
                 )
             STARTED_SERVERS.add(self.pid)
             if self._wait_for_port():
@@ -169,7 +171,7 @@ class HttpServer:
 
     def _wait_for_port(self) -> bool:
         assert self.process is not None
-        deadline = time.monotonic() + HTTP_START_DEADLINE
+        deadline = time.monotonic() + patient(HTTP_START_DEADLINE)
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 return False
@@ -186,7 +188,7 @@ class HttpServer:
         if process.poll() is None:
             process.send_signal(sig)
             try:
-                return process.wait(timeout=15)
+                return process.wait(timeout=patient(15))
             except subprocess.TimeoutExpired:
                 process.kill()
         return process.wait(timeout=15)
@@ -302,7 +304,7 @@ def raw_stdio_exchange(
             process.send_signal(signal.SIGTERM)
         else:
             process.stdin.close()
-        status = process.wait(timeout=30)
+        status = process.wait(timeout=patient(30))
         os.set_blocking(process.stdout.fileno(), True)
         rest = buffer + process.stdout.read()
         lines.extend(raw.decode() for raw in rest.split(b"\n") if raw)

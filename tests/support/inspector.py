@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from .backends import fail_unless
+from .patience import patient
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_MODULES = ROOT / "tests" / "node" / "node_modules"
@@ -33,7 +34,7 @@ SETUP_HINT = "run scripts/setup-node.sh (it installs the pinned Node 22, Inspect
 INSPECTOR_SECONDS = 90
 # The Inspector gives a server 15 s to answer initialize by default; a loaded CI machine has taken 32 s to import
 # the SDK alone, so it gets most of the run's budget instead.
-CONNECT_MS = 60_000
+CONNECT_MS = int(patient(60) * 1000)
 
 
 def missing_node_tools(message: str) -> None:
@@ -80,7 +81,7 @@ def _accepts(port: int) -> bool:
 
 
 @contextmanager
-def running_bridge(log: Path, startup_seconds: float = 30.0) -> Iterator[str]:
+def running_bridge(log: Path, startup_seconds: float = 180.0) -> Iterator[str]:
     """``mcp-codemode serve --transport http`` on a free 127.0.0.1 port; yields its ``/mcp`` URL, then stops it."""
     if not BRIDGE.is_file():
         pytest.fail(f"no {BRIDGE}: the bridge's console script is missing from the venv (run scripts/setup.sh)")
@@ -93,6 +94,7 @@ def running_bridge(log: Path, startup_seconds: float = 30.0) -> Iterator[str]:
             command, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
     try:
+        startup_seconds = patient(startup_seconds)
         deadline = time.monotonic() + startup_seconds
         while not _accepts(port):
             if bridge.poll() is not None:
@@ -111,7 +113,7 @@ def _stop(bridge: subprocess.Popen[bytes]) -> None:
         return
     bridge.send_signal(signal.SIGTERM)
     try:
-        bridge.wait(timeout=15)
+        bridge.wait(timeout=patient(15))
     except subprocess.TimeoutExpired:
         os.killpg(bridge.pid, signal.SIGKILL)  # not reaped yet, so the group id is still the bridge's
         bridge.wait(timeout=15)

@@ -16,6 +16,7 @@ from pathlib import Path
 from mcp_codemode.sandbox.container import OWNER_LABEL
 
 from .backends import SANDBOX_UID
+from .patience import patient
 
 
 def sandbox_processes() -> list[str]:
@@ -43,7 +44,7 @@ def our_containers() -> list[str]:
 
 def wait_until_gone(probe: Callable[[], list[str]], seconds: float = 15.0) -> list[str]:
     """Poll until ``probe`` finds nothing; a bounded wait for the kernel and podman to finish, not a timing test."""
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + patient(seconds)
     found = probe()
     while found and time.monotonic() < deadline:
         time.sleep(0.1)

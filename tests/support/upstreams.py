@@ -27,6 +27,7 @@ from typing import Any
 from mcp_codemode.upstream.model import ServerConfig
 
 from .backends import fail_unless
+from .patience import patient
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_MODULES = ROOT / "tests" / "node" / "node_modules"
@@ -178,8 +179,8 @@ def _everything_remote(mode: str, port: int) -> Iterator[int]:
                 process.wait()
 
 
-def _wait_for_port(process: subprocess.Popen[bytes], log: Path, seconds: float = 20.0) -> int:
-    deadline = clock.monotonic() + seconds
+def _wait_for_port(process: subprocess.Popen[bytes], log: Path, seconds: float = 120.0) -> int:
+    deadline = clock.monotonic() + patient(seconds)
     while clock.monotonic() < deadline:
         found = _LISTENING.search(log.read_text(errors="replace"))
         if found:
