@@ -275,6 +275,39 @@ def test_a_backend_that_cannot_start_workers_does_not_make_the_pool_spin(
     assert "could not start" in warnings[0].getMessage()
 
 
+@sandboxed
+def test_a_backend_whose_channels_close_when_silent_gets_keepalives_to_every_worker(backend_name: str) -> None:
+    """A remote backend's streams are cut when silent (kubernetes: keepalive_interval 60 s). Here a real local
+    backend is given a short interval: pooled, idle and busy-but-quiet workers all receive the frame, and the guest
+    drops it without losing a session's state or disturbing a running cell."""
+    settings = sandbox_settings(runtime=backend_name, warm_pool=1)
+    backend = make_backend(backend_name, settings)
+    backend.keepalive_interval = 0.05
+
+    async def main() -> tuple[Any, ...]:
+        async with SessionManager(backend, settings) as s:
+            await s.execute("x = 41", session="idle")
+            quiet = asyncio.create_task(s.execute("import time\ntime.sleep(2)\n'slept'", session="busy"))
+            await settle(lambda: s.pool.ready == 1 and all(w.keepalives_sent >= 3 for w in s.pool.ready_workers()))
+            idle_worker, busy_worker = s.worker("idle"), s.worker("busy")
+            assert idle_worker is not None and busy_worker is not None
+            await settle(lambda: idle_worker.keepalives_sent >= 3 and busy_worker.keepalives_sent >= 3)
+            slept = await quiet
+            kept = await s.execute("x + 1", session="idle")
+            return slept, kept, idle_worker.alive
+
+    slept, kept, alive = asyncio.run(main())
+    assert slept.status == "ok" and slept.value == "'slept'", slept
+    assert kept.status == "ok" and kept.value == "42", kept
+    assert alive
+
+
+def test_local_backends_need_no_keepalive() -> None:
+    """Pipes never close when silent: the local backends send nothing extra down them."""
+    for name in ("bubblewrap", "podman"):
+        assert make_backend(name, sandbox_settings(runtime=name)).keepalive_interval is None
+
+
 @pytest.mark.parametrize("raw", ["-1", "65", "two", "1.5", ""])
 def test_bad_warm_pool_values_are_refused_with_the_rule(raw: str) -> None:
     with pytest.raises(SettingsError, match=r"MCP_BRIDGE_WARM_POOL='.*' is not valid: expected .*0 to 64"):

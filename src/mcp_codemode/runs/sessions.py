@@ -91,6 +91,7 @@ class SessionManager:
         self._sessions: dict[str, Session] = {}
         self._forgotten: dict[str, str] = {}  # names closed by expiry/eviction -> why, for the next call
         self._reaper: asyncio.Task[None] | None = None
+        self._keeper: asyncio.Task[None] | None = None
         self._closed = False
         self.pool = WarmPool(backend, settings)
 
@@ -100,6 +101,8 @@ class SessionManager:
             if removed:
                 log.info("removed %d leftover sandbox(es) of a bridge that died", removed)
         self._reaper = asyncio.create_task(self._expire_idle_forever())
+        if self.backend.keepalive_interval is not None:
+            self._keeper = asyncio.create_task(self._keep_channels_open(self.backend.keepalive_interval))
         self.pool.start()
         return self
 
@@ -223,6 +226,16 @@ class SessionManager:
             await self._drop(entry, "")
         self._forgotten.pop(name, None)
 
+    async def lose(self, name: str, why: str) -> None:
+        """Close ``name`` if it lives here, or mark it when it does not, so its next call here starts it fresh and
+        says ``why`` (a session taken over from a replica that is gone, or taken by another replica)."""
+        entry = self._sessions.get(name)
+        if entry is None:
+            self._forgotten[name] = why
+            return
+        async with entry.lock:
+            await self._drop(entry, why)
+
     async def expire_idle(self) -> int:
         """Close sessions idle for longer than the configured time; returns how many were closed."""
         limit = self.settings.session_idle_timeout
@@ -241,14 +254,26 @@ class SessionManager:
             except Exception:  # the reaper must outlive one bad close
                 log.exception("idle session expiry failed")
 
+    async def _keep_channels_open(self, interval: float) -> None:
+        """Send every live worker, pooled or in a session, busy or idle, a frame the guest drops.
+
+        A quiet cell (``time.sleep(600)``) sends nothing either way, so busy workers get it too; the guest reads
+        frames while a cell runs.
+        """
+        while True:
+            await asyncio.sleep(interval)
+            for worker in (*self.pool.ready_workers(), *(s.worker for s in self._sessions.values() if s.worker)):
+                worker.keepalive()
+
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self._reaper is not None:
-            self._reaper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reaper
+        for task in (self._reaper, self._keeper):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         workers = [s.worker for s in self._sessions.values() if s.worker is not None]
         self._sessions.clear()
         await asyncio.gather(self.pool.close(), *(self.pool.retire(w) for w in workers), return_exceptions=True)

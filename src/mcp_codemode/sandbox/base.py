@@ -59,6 +59,9 @@ class Backend(abc.ABC):
     """One kind of sandbox."""
 
     name: str
+    # How often a worker's channel needs traffic to stay open, in seconds; None where it never closes when idle
+    # (a pipe). A remote stream (a kubelet's exec, and any proxy on the way) may be cut after minutes of silence.
+    keepalive_interval: float | None = None
 
     @abc.abstractmethod
     def availability(self) -> Availability:

@@ -109,6 +109,7 @@ class Worker:
         self._reply_turn = asyncio.Lock()  # relayed replies wait their turn while the guest has a backlog to read
         self.python_version = ""
         self.started_at = 0.0
+        self.keepalives_sent = 0
         self._guest_summary: str | None = None  # what the guest was last sent, not sent again while unchanged
         self._guest_context: dict[str, Any] = {}
         # JSON may escape a character into 6 bytes; the guest bounds output, values and tracebacks in characters.
@@ -348,6 +349,7 @@ class Worker:
         the frames are this module's to write."""
         if self.alive:
             self._send({"type": KEEPALIVE})
+            self.keepalives_sent += 1
 
     async def execute(
         self,

@@ -53,6 +53,9 @@ class _Cluster:
 
 class KubernetesBackend(Backend):
     name = "kubernetes"
+    # The kubelet closes an exec stream after streamingConnectionIdleTimeout (4 h by default), and a proxy or load
+    # balancer between the bridge and the API server often after a few minutes (350 s on some cloud ones).
+    keepalive_interval = 60.0
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -73,8 +76,15 @@ class KubernetesBackend(Backend):
         return [
             EnforcedLimit("memory", "as the template sets it", f"container limits of {where}"),
             EnforcedLimit("cpus", "as the template sets it", f"container limits of {where}"),
+            EnforcedLimit("processes", str(self.settings.pids), "RLIMIT_NPROC, set by the guest at boot"),
             EnforcedLimit("isolation", "gVisor", f"runtimeClassName of {where}"),
         ]
+
+    def rlimits(self) -> dict[str, int]:
+        """What the guest sets on itself at boot: Kubernetes has no per-pod limit on processes (only the kubelet's
+        node-wide podPidsLimit), so MCP_BRIDGE_PIDS becomes RLIMIT_NPROC. Every worker runs as uid 65534 in its own
+        pod, so the count is this worker's alone. Memory and CPU are the template's container limits."""
+        return {"CORE": 0, "MSGQUEUE": 0, "NOFILE": 1024, "NPROC": self.settings.pids}
 
     async def _connect(self) -> _Cluster:
         async with self._lock:
@@ -97,7 +107,8 @@ class KubernetesBackend(Backend):
         claim = await cluster.claims.acquire(key)
         try:
             bound = await cluster.claims.wait_bound(claim.name, self.settings.startup_timeout)
-            argv = ["env", "-i", *GUEST_ENV, *guest_argv("python3", guest_config)]
+            config = dict(guest_config, rlimits=self.rlimits())
+            argv = ["env", "-i", *GUEST_ENV, *guest_argv("python3", config)]
             url = exec_url(cluster.base_url, self.settings.kube_namespace, bound.pod, CONTAINER, argv)
             channel = await open_exec_channel(url, headers=cluster.headers, ssl_context=cluster.ssl_context)
         except BaseException:
