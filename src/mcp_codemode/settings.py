@@ -103,6 +103,11 @@ class Settings:
     kube_claim_ttl: float = 1200.0
     # This replica's name, written on the claims it owns; a pod's hostname is its pod name.
     replica: str = dataclasses.field(default_factory=socket.gethostname)
+    # Face replicas that share sessions (face/replicas.py): a session belongs to the replica holding its Lease, and
+    # the others forward its calls there, authenticated by the shared token. Off while the token is empty.
+    peer_token: str = dataclasses.field(default="", repr=False)
+    peer_url: str = ""
+    session_lease: float = 30.0
     # Where the values came from, for `doctor` and for error messages.
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
@@ -112,6 +117,18 @@ class Settings:
                 f"the default timeout ({self.timeout} s, MCP_BRIDGE_TIMEOUT) is above the ceiling "
                 f"({self.max_timeout} s, MCP_BRIDGE_MAX_TIMEOUT); lower the first or raise the second"
             )
+        if bool(self.peer_token) != bool(self.peer_url):
+            given, missing = ("MCP_BRIDGE_PEER_TOKEN", "MCP_BRIDGE_PEER_URL")[:: 1 if self.peer_token else -1]
+            raise SettingsError(
+                f"{given} is set but {missing} is not: replicas that share sessions need both (the shared secret, "
+                "and the address the others reach this replica at, such as http://$(POD_IP):8765); set both, or "
+                "neither to serve sessions from this replica alone"
+            )
+
+    @property
+    def shares_sessions(self) -> bool:
+        """Whether this replica shares its sessions with others (through Leases; face/replicas.py)."""
+        return bool(self.peer_token)
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

@@ -118,6 +118,19 @@ def _tokens(text: str) -> tuple[str, ...]:
     return tokens
 
 
+def _peer_token(text: str) -> str:
+    if text.strip() and len(text.strip()) < 32:
+        raise ValueError("a token replicas share must be at least 32 characters")
+    return text.strip()
+
+
+def _peer_url(text: str) -> str:
+    value = text.strip().rstrip("/")
+    if value and not re.fullmatch(r"https?://[^/\s]+", value):
+        raise ValueError(value)
+    return value
+
+
 def _user(text: str) -> str:
     if not re.fullmatch(r"\d+(:\d+)?", text.strip()):
         raise ValueError(text)
@@ -291,8 +304,29 @@ FIELDS: tuple[Field, ...] = (
         "1200",
     ),
     Field("replica", "MCP_BRIDGE_REPLICA", _nonempty, "this bridge replica's name", "mcp-codemode-0"),
+    Field(
+        "peer_token",
+        "MCP_BRIDGE_PEER_TOKEN",
+        _peer_token,
+        "a secret of at least 32 characters that every replica shares (empty: sessions are not shared)",
+        "$(openssl rand -hex 32)",
+    ),
+    Field(
+        "peer_url",
+        "MCP_BRIDGE_PEER_URL",
+        _peer_url,
+        "the http(s)://host:port other replicas reach this one at, without a path",
+        "http://10.0.3.7:8765",
+    ),
+    Field(
+        "session_lease",
+        "MCP_BRIDGE_SESSION_LEASE",
+        _float_in(5, 3600),
+        "seconds a replica's claim on a session lasts without renewal, from 5 to 3600",
+        "30",
+    ),
 )
-SECRET_FIELDS = frozenset({"http_tokens"})
+SECRET_FIELDS = frozenset({"http_tokens", "peer_token"})
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
 
 

@@ -24,7 +24,7 @@ ALLOWED_VERBS: dict[tuple[str, str], frozenset[str]] = {
     ("agents.x-k8s.io", "sandboxes"): frozenset({"get"}),
     ("", "pods"): frozenset({"get", "list"}),
     ("", "pods/exec"): frozenset({"create"}),
-    ("coordination.k8s.io", "leases"): frozenset({"get", "list", "watch", "create", "update", "delete"}),
+    ("coordination.k8s.io", "leases"): frozenset({"get", "create", "patch", "delete"}),
 }
 _UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "k": 10**3, "M": 10**6, "G": 10**9}
 

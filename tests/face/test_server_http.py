@@ -16,6 +16,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import HEADER_MISMATCH
 
 from mcp_codemode.face.server import SESSION_HEADER
 from mcp_codemode.sandbox import cgroups
@@ -143,6 +144,33 @@ async def test_the_session_header_keeps_two_local_stateless_clients_apart(plain:
     assert text_of(argument_wins) == "'two'", "the session argument wins over the header"
     assert text_of(default).startswith("False"), text_of(default)
     assert text_of(by_name) == "'one'", "the header names a session like the argument does"
+
+
+async def test_the_session_argument_rides_in_a_routing_header_the_server_checks(plain: HttpServer) -> None:
+    """SEP-2243: the listing marks ``session`` with ``x-mcp-header``, so the real 2026-07-28 client mirrors it into
+    ``Mcp-Param-Session`` (a load balancer in front of several replicas hashes on it), and the server refuses a
+    request whose header says another session than its body: a balancer may route on the header safely."""
+    calls: list[httpx2.Request] = []
+
+    async def record(request: httpx2.Request) -> None:
+        if request.headers.get("mcp-method") == "tools/call":
+            calls.append(request)
+
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with httpx2.AsyncClient(timeout=timeout, event_hooks={"request": [record]}) as http:
+        transport = streamable_http_client(plain.url, http_client=http)
+        async with Client(transport, mode="auto", read_timeout_seconds=CALL_DEADLINE) as client:
+            listing = await client.list_tools()
+            answer = await client.call_tool("run_python", {"code": "routed = 1\nrouted", "session": "routed-1"})
+    assert listing.tools[0].input_schema["properties"]["session"]["x-mcp-header"] == "Session"
+    assert (answer.is_error, text_of(answer)) == (False, "1")
+    (call,) = calls
+    assert call.headers["mcp-param-session"] == "routed-1"
+    forged = {**call.headers, "mcp-param-session": "someone-else"}
+    async with httpx2.AsyncClient(timeout=30.0) as http:
+        refused = await http.post(plain.url, content=call.content, headers=forged)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["code"] == HEADER_MISMATCH, refused.text
 
 
 async def test_a_handshake_era_client_with_the_session_header_uses_the_named_session(plain: HttpServer) -> None:

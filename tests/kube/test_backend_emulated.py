@@ -21,16 +21,13 @@ from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from mcp_codemode.sandbox.kube import naming
 from mcp_codemode.sandbox.kube.backend import KubernetesBackend
 from mcp_codemode.sandbox.worker import Worker
-from tests.support.backends import fail_unless, require_usable, sandbox_settings
+from tests.support.backends import require_usable, sandbox_settings
 from tests.support.cells import private_state_dir
 from tests.support.exec_endpoint import ExecEndpoint
+from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 
-try:
+if not KUBE_TEST_DEPS_PROBLEM:
     from tests.support.kube_emulator import ClusterEmulator, emulated_cluster, write_kubeconfig
-except ImportError as exc:  # the dev group installs kmock and the kubernetes extra
-    IMPORT_PROBLEM: str | None = f"the Kubernetes test dependencies are missing ({exc}); run scripts/setup.sh"
-else:
-    IMPORT_PROBLEM = None
 
 pytestmark = pytest.mark.backend
 NAMESPACE = "mcp-codemode"
@@ -74,7 +71,7 @@ async def playing_the_controller(emulator: ClusterEmulator) -> AsyncIterator[lis
 
 
 def test_emulated_cluster_backend_claims_execs_keeps_state_and_deletes_its_claim(tmp_path: Path) -> None:
-    fail_unless(IMPORT_PROBLEM is None, IMPORT_PROBLEM or "")
+    require_kube_test_deps()
     with private_state_dir() as state:
         base = sandbox_settings(state_dir=state)
         require_usable(BubblewrapBackend(base))
@@ -111,4 +108,6 @@ def test_emulated_cluster_backend_claims_execs_keeps_state_and_deletes_its_claim
     assert found["first"].status == "ok" and found["second"].value == "42"
     (command,) = found["commands"]
     assert command[:2] == ["env", "-i"] and not any(part.startswith("KUBERNETES_") for part in command)
+    # No per-pod process limit exists in Kubernetes: the guest is told to set MCP_BRIDGE_PIDS on itself.
+    assert json.loads(command[-1])["rlimits"]["NPROC"] == sandbox_settings().pids
     assert found["left"] == []  # closing the worker deleted its claim

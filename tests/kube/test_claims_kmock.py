@@ -19,14 +19,10 @@ from mcp_codemode.errors import SandboxUnavailable
 from mcp_codemode.sandbox.kube import naming
 from mcp_codemode.sandbox.kube.api import KubeApiError, connect
 from mcp_codemode.sandbox.kube.claims import ClaimNotReady, ClaimStore
-from tests.support.backends import fail_unless
+from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 
-try:
+if not KUBE_TEST_DEPS_PROBLEM:
     from tests.support.kube_emulator import ClusterEmulator, crd_schema, emulated_cluster, schema_problems
-except ImportError as exc:  # the dev group installs kmock and the kubernetes extra
-    IMPORT_PROBLEM: str | None = f"the Kubernetes test dependencies are missing ({exc}); run scripts/setup.sh"
-else:
-    IMPORT_PROBLEM = None
 
 # A real loopback server and client: "backend" keeps it out of the process-free pure run.
 pytestmark = [pytest.mark.anyio, pytest.mark.backend]
@@ -50,7 +46,7 @@ class Clock:
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[tuple[Any, Path]]:
-    fail_unless(IMPORT_PROBLEM is None, IMPORT_PROBLEM or "")
+    require_kube_test_deps()
     async with emulated_cluster(tmp_path) as (emulator, kubeconfig):
         yield emulator, kubeconfig
 
@@ -278,7 +274,7 @@ async def test_emulated_api_rbac_refusal_names_the_verb_and_the_check(cluster: t
 
 
 async def test_a_named_kubeconfig_that_does_not_load_says_which_setting(tmp_path: Path) -> None:
-    fail_unless(IMPORT_PROBLEM is None, IMPORT_PROBLEM or "")
+    require_kube_test_deps()
     with pytest.raises(SandboxUnavailable) as caught:
         await connect(tmp_path / "absent", "")
     assert "MCP_BRIDGE_KUBECONFIG" in str(caught.value)

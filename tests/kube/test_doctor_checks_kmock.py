@@ -14,14 +14,11 @@ import pytest
 
 from mcp_codemode.sandbox.kube import naming
 from mcp_codemode.sandbox.kube.checks import WARM_POOLS, Check, cluster_checks
-from tests.support.backends import fail_unless, sandbox_settings
+from tests.support.backends import sandbox_settings
+from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 
-try:
+if not KUBE_TEST_DEPS_PROBLEM:
     from tests.support.kube_emulator import ClusterEmulator, emulated_cluster
-except ImportError as exc:  # the dev group installs kmock and the kubernetes extra
-    IMPORT_PROBLEM: str | None = f"the Kubernetes test dependencies are missing ({exc}); run scripts/setup.sh"
-else:
-    IMPORT_PROBLEM = None
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backend]
 NAMESPACE = "mcp-codemode"
@@ -30,7 +27,7 @@ POOL = "mcp-codemode-sandbox"
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[tuple[Any, Path]]:
-    fail_unless(IMPORT_PROBLEM is None, IMPORT_PROBLEM or "")
+    require_kube_test_deps()
     async with emulated_cluster(tmp_path) as (emulator, kubeconfig):
         emulator.declare("authorization.k8s.io", "v1", "selfsubjectaccessreviews")
         yield emulator, kubeconfig
@@ -62,7 +59,7 @@ async def test_emulated_api_a_ready_install_passes_every_check_but_the_runtime_c
     assert found["agent-sandbox CRDs"].ok, found["agent-sandbox CRDs"]
     assert found["warm pool"].ok and "4 of 4" in found["warm pool"].detail
     verbs = [name for name in found if name.startswith("may ")]
-    assert len(verbs) == 8 and all(found[name].ok for name in verbs), found
+    assert len(verbs) == 12 and all(found[name].ok for name in verbs), found
     assert found["runtime class"].ok is None and "smoke.sh" in found["runtime class"].fix
 
 
@@ -85,7 +82,7 @@ async def test_emulated_api_missing_crds_an_empty_pool_and_a_denied_verb_each_na
 
 
 async def test_no_credentials_is_one_failed_check_with_its_fix(tmp_path: Path) -> None:
-    fail_unless(IMPORT_PROBLEM is None, IMPORT_PROBLEM or "")
+    require_kube_test_deps()
     found = await checks_for(tmp_path / "absent-kubeconfig")
     assert list(found) == ["credentials"]
     assert found["credentials"].ok is False and "MCP_BRIDGE_KUBECONFIG" in found["credentials"].fix

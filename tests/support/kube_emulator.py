@@ -1,4 +1,4 @@
-"""An emulated Kubernetes API for the claim tests: kmock's emulator (PyPI), on 127.0.0.1, with four shims.
+"""An emulated Kubernetes API for the claim and Lease tests: kmock's emulator (PyPI), on 127.0.0.1, with shims.
 
 There is no Kubernetes control plane on these machines (no registry ships one; docs/kubernetes.md says what only
 a real cluster proves). kmock's ``KubernetesEmulator`` is the most real stand-in a registry offers: an aiohttp
@@ -10,6 +10,8 @@ conversion, controllers, pods or exec. The shims make it answer as an API server
 * a created object gets ``uid``, ``resourceVersion`` and ``creationTimestamp``;
 * a resource that was not declared answers 404, as a CRD that is not installed does (kmock would store it);
 * a list honours an equality ``labelSelector`` (kmock ignores it);
+* a patch that carries ``metadata.resourceVersion`` applies only to that version, else 409 Conflict (the optimistic
+  concurrency a Lease takeover relies on), and every patch gets a new ``resourceVersion``;
 * discovery answers at ``/apis/`` (the client's path) as at ``/apis``;
 * a ``SelfSubjectAccessReview`` is answered, allowed unless its (verb, resource) is in ``denied``: a stand-in for
   the authorizer, which kmock does not have.
@@ -68,6 +70,9 @@ class ClusterEmulator(kmock.KubernetesEmulator):
             return aiohttp.web.json_response({**request.data, "status": {"allowed": allowed}}, status=201)
         if resource is not None and request.action == kmock.action.UPDATE:
             self.patch_types.append(request.headers.get("Content-Type"))
+            conflict = self._bump_version(resource, request)
+            if conflict:
+                return conflict
         response = await super()._handle(request)
         if resource is not None and request.action == kmock.action.CREATE and response.status == 200:
             response.set_status(201)
@@ -76,6 +81,26 @@ class ClusterEmulator(kmock.KubernetesEmulator):
             listing = json.loads(bytes(response.body)) if isinstance(response.body, bytes | bytearray) else {}
             response.body = json.dumps(_select(listing, selector)).encode()
         return response
+
+    def _bump_version(self, resource: kmock.resource, request: kmock.Request) -> aiohttp.web.Response | None:
+        """A patch that names a ``resourceVersion`` applies only to that version (409 otherwise), as on an API
+        server; every applied patch gets a new version."""
+        if request.name is None or not isinstance(request.data, dict):
+            return None
+        try:
+            current = self.objects[resource, request.namespace, request.name]
+        except KeyError:
+            return None
+        if current.deleted:
+            return None
+        meta = request.data.setdefault("metadata", {})
+        expected = meta.get("resourceVersion")
+        if expected is not None and expected != (current.raw.get("metadata") or {}).get("resourceVersion"):
+            status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409,
+                      "message": f"the object has been modified; resourceVersion {expected} is stale"}  # fmt: skip
+            return aiohttp.web.json_response(status, status=409)
+        meta["resourceVersion"] = str(next(self._versions))
+        return None
 
     def stored(self, resource: kmock.resource) -> list[dict[str, Any]]:
         """The live objects of one resource, as the emulator holds them."""

@@ -17,7 +17,7 @@ from typing import cast
 import anyio
 from mcp.server.stdio import stdio_server
 
-from ..face.server import build_server
+from ..face.server import build_server, local_runner
 from ..face.stdio import private_stdio
 from ..face.web import bind_socket, check_exposure, serve_http
 from ..runs.bridge import Bridge
@@ -43,12 +43,26 @@ async def serve(settings: Settings, transport: str, discovery: Discovery | None 
         await _serve(settings, sock, discovery)
 
 
+async def _serve_shared(bridge: Bridge, settings: Settings, sock: socket.socket, stop: anyio.Event) -> None:
+    """HTTP, as one of several replicas that share sessions (face/replicas.py)."""
+    from ..face.replicas import PeerEndpoint, SessionRouter
+
+    async with SessionRouter.open(bridge, settings) as router:
+        server = build_server(bridge, "http", router=router)
+        run_here = local_runner(bridge)
+        log.info("sharing sessions with the other replicas as %s (%s)", settings.replica, settings.peer_url)
+        await serve_http(server, settings, sock, stop, wrap=lambda app: PeerEndpoint(app, router, run_here))
+
+
 async def _serve(settings: Settings, sock: socket.socket | None, discovery: Discovery | None) -> None:
     stop = anyio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(signum, stop.set)
     async with Bridge(settings, discovery) as bridge:
+        if sock is not None and settings.shares_sessions:
+            await _serve_shared(bridge, settings, sock, stop)
+            return
         if sock is not None:
             await serve_http(build_server(bridge, "http"), settings, sock, stop)
             return

@@ -28,7 +28,7 @@ import logging
 import re
 import time
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import mcp_types as types
@@ -44,6 +44,9 @@ from ..runs.summary import reference_capabilities
 from ..settings import Settings
 from .principals import PRINCIPAL_STATE_KEY
 from .render import cut_middle, error_result, render_result
+
+if TYPE_CHECKING:  # the router (httpx, the cluster's API) is imported only where replicas share sessions
+    from .replicas import Place, Report, RunHere, SessionRouter
 
 log = logging.getLogger("mcp_codemode.server")  # the name log lines have always shown
 Transport = Literal["stdio", "http"]
@@ -89,7 +92,13 @@ def run_python_tool(settings: Settings) -> types.Tool:
                 "default": settings.timeout,
                 "description": "seconds",
             },
-            "session": {"type": "string", "description": "persistent REPL to use (default: your own)"},
+            # SEP-2243: a 2026-07-28 client mirrors the argument into an Mcp-Param-Session header, so a load
+            # balancer in front of several replicas can route a session's calls without reading the body.
+            "session": {
+                "type": "string",
+                "description": "persistent REPL to use (default: your own)",
+                "x-mcp-header": "Session",
+            },
             "reset": {"type": "boolean", "description": "start the session fresh"},
         },
         "required": ["code"],
@@ -286,10 +295,42 @@ async def _report_progress(ctx: ServerRequestContext[Any, Any], timeout: float, 
             return
 
 
-def build_server(bridge: Bridge, transport: Transport, tracing: bool = False) -> Server[Any]:
-    """The MCP server for one bridge; the same object serves stdio, HTTP and both protocol eras."""
+def local_runner(bridge: Bridge) -> RunHere:
+    """Run a placed call in this replica's sandboxes and render it: what every call comes down to."""
+    settings = bridge.settings
+
+    async def run_here(request: RunRequest, where: Place) -> types.CallToolResult:
+        try:
+            result = await bridge.run(request, where.key, owner=where.owner)
+        except CodemodeError as exc:
+            return error_result(str(exc), type(exc).__name__)
+        return render_result(result, settings.output_mode, settings.output_limit, where.label)
+
+    return run_here
+
+
+def _progress_reporter(ctx: ServerRequestContext[Any, Any]) -> Report:
+    """Progress another replica reports for a forwarded call, passed on to this call's client."""
+
+    async def report(progress: float, total: float | None, message: str | None) -> None:
+        try:
+            await ctx.session.report_progress(progress, total, message)
+        except Exception:  # a client that went away is noticed by the call itself
+            log.debug("progress notification failed", exc_info=True)
+
+    return report
+
+
+def build_server(
+    bridge: Bridge, transport: Transport, tracing: bool = False, router: SessionRouter | None = None
+) -> Server[Any]:
+    """The MCP server for one bridge; the same object serves stdio, HTTP and both protocol eras.
+
+    ``router``: replicas share sessions (face/replicas.py), so a call may run at another replica.
+    """
     settings = bridge.settings
     tool = run_python_tool(settings)
+    run_here = local_runner(bridge)
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -309,23 +350,22 @@ def build_server(bridge: Bridge, transport: Transport, tracing: bool = False) ->
         if where.per_connection:
             close_with_connection(ctx, bridge, where.key)
         timeout = settings.clamp_timeout(request.timeout)
+        wants_progress = _progress_token(ctx) is not None
 
-        async def run() -> types.CallToolResult:
-            try:
-                result = await bridge.run(request, where.key, owner=where.owner)
-            except CodemodeError as exc:
-                return error_result(str(exc), type(exc).__name__)
-            return render_result(result, settings.output_mode, settings.output_limit, where.label)
+        async def run(request: RunRequest, where: Place) -> types.CallToolResult:
+            if not wants_progress:
+                return await run_here(request, where)
+            reply: types.CallToolResult | None = None
+            async with anyio.create_task_group() as group:  # nothing escapes run_here: none gets wrapped in a group
+                group.start_soon(_report_progress, ctx, timeout, settings.progress_interval)
+                reply = await run_here(request, where)
+                group.cancel_scope.cancel()
+            assert reply is not None
+            return reply
 
-        if _progress_token(ctx) is None:
-            return await run()
-        reply: types.CallToolResult | None = None
-        async with anyio.create_task_group() as group:  # no exception escapes run(): none gets wrapped in a group
-            group.start_soon(_report_progress, ctx, timeout, settings.progress_interval)
-            reply = await run()
-            group.cancel_scope.cancel()
-        assert reply is not None
-        return reply
+        if router is not None and router.shares(where):
+            return await router.run(request, where, run, _progress_reporter(ctx) if wants_progress else None)
+        return await run(request, where)
 
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

@@ -11,6 +11,7 @@ import hmac
 import json
 import logging
 import socket
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -92,15 +93,23 @@ class Guard:
 
 
 async def _reply(send: Send, status: int, message: str, extra: dict[str, str]) -> None:
-    body = json.dumps({"error": message}).encode()
+    await reply_json(send, status, {"error": message}, extra)
+
+
+async def reply_json(send: Send, status: int, answer: dict[str, Any], extra: dict[str, str] | None = None) -> None:
+    """A whole JSON response, sent by hand: the guards answer before any framework sees the request."""
+    body = json.dumps(answer).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    headers.extend((key.encode(), value.encode()) for key, value in extra.items())
+    headers.extend((key.encode(), value.encode()) for key, value in (extra or {}).items())
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
-def http_app(server: Server[Any], settings: Settings) -> ASGIApp:
-    """The guarded Streamable HTTP app; the SDK checks Host on loopback (DNS rebinding), we check the rest."""
+def http_app(server: Server[Any], settings: Settings, wrap: Callable[[ASGIApp], ASGIApp] | None = None) -> ASGIApp:
+    """The guarded Streamable HTTP app; the SDK checks Host on loopback (DNS rebinding), we check the rest.
+
+    ``wrap`` puts an app in front of the guards: the replicas' own endpoint, which has its own token.
+    """
     loopback = is_loopback(settings.http_host)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=loopback,
@@ -113,7 +122,8 @@ def http_app(server: Server[Any], settings: Settings) -> ASGIApp:
         host=settings.http_host,
         session_idle_timeout=settings.session_idle_timeout,
     )
-    return Guard(app, settings)
+    guarded = Guard(app, settings)
+    return wrap(guarded) if wrap is not None else guarded
 
 
 def bind_socket(settings: Settings) -> socket.socket:
@@ -137,14 +147,20 @@ def bind_socket(settings: Settings) -> socket.socket:
     return sock
 
 
-async def serve_http(server: Server[Any], settings: Settings, sock: socket.socket, stop: anyio.Event) -> None:
+async def serve_http(
+    server: Server[Any],
+    settings: Settings,
+    sock: socket.socket,
+    stop: anyio.Event,
+    wrap: Callable[[ASGIApp], ASGIApp] | None = None,
+) -> None:
     """Serve until ``stop`` is set or uvicorn sees SIGINT/SIGTERM; either way through uvicorn's graceful exit.
 
     Cancelling uvicorn from outside would cut its lifespan shutdown short (and log a traceback), so a stop
     request only raises its ``should_exit`` flag.
     """
     config = uvicorn.Config(
-        http_app(server, settings),
+        http_app(server, settings, wrap),
         log_config=None,
         log_level=settings.log_level.lower(),
         access_log=False,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import CodemodeError
 from .api import CRDS_FIX, connect, explain, failures
+from .leases import LEASE_GROUP, LEASES
 from .naming import CLAIMS, GROUP, SANDBOX_GROUP, SANDBOXES, VERSION
 
 if TYPE_CHECKING:
@@ -31,6 +32,11 @@ VERBS = (
     ("get", GROUP, WARM_POOLS, ""),
     ("get", SANDBOX_GROUP, SANDBOXES, ""),
     ("create", "", "pods", "exec"),
+    # Session Leases, for replicas that share sessions (sandbox/kube/leases.py).
+    ("get", LEASE_GROUP, LEASES, ""),
+    ("create", LEASE_GROUP, LEASES, ""),
+    ("patch", LEASE_GROUP, LEASES, ""),
+    ("delete", LEASE_GROUP, LEASES, ""),
 )
 
 

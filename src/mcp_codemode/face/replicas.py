@@ -1,0 +1,331 @@
+"""Face replicas that serve one set of sessions: the owner runs a session's calls, the others forward them there.
+
+A session's state is a live Python process, so exactly one replica can run it: the one holding the session's
+Lease (``sandbox/kube/leases.py``). A ``run_python`` call that reaches another replica is sent on to the owner's
+internal endpoint (``POST /internal/v1/run``, bearer ``MCP_BRIDGE_PEER_TOKEN``), whose answer streams back as lines
+of JSON: progress while the cell runs, then the rendered tool result. Cancelling the client's call closes that
+stream, and the owner cancels the call as if its own client had (the cell is interrupted; the session survives).
+
+When the owner does not answer (its replica is gone), the receiving replica takes the Lease over, atomically, and
+runs the call itself; the session's state went with the old replica, and the result says so (the notice sessions
+give after an idle expiry). A Lease that lapsed (its replica stopped renewing it) is taken over the same way.
+
+Only sessions of a principal are shared (named ones and the stateless era's default, ``p:`` keys). A handshake-era
+connection's default session belongs to its MCP session, which the SDK keeps in one replica's memory: a load
+balancer must keep such a connection on one replica anyway (by ``Mcp-Session-Id``), so it never needs forwarding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hmac
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+import httpx2
+import mcp_types as types
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..runs.bridge import Bridge, RunRequest
+from ..sandbox.kube.api import connect
+from ..sandbox.kube.leases import Holder, SessionLeases
+from ..sandbox.kube.naming import ClaimKey
+from ..settings import Settings
+from .render import error_result
+from .web import reply_json
+
+log = logging.getLogger("mcp_codemode.replicas")
+INTERNAL_PATH = "/internal/v1/run"
+MAX_FORWARDED_BYTES = 8 << 20  # a call's code is at most 1,000,000 characters (server.MAX_CODE_CHARS)
+_HOPS = 3  # a Lease that changes hands while a call is on its way is followed this many times
+
+
+class Place(Protocol):
+    """Where a call runs (``server.Placement``): named here by what the router reads."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def owner(self) -> str: ...
+
+
+RunHere = Callable[[RunRequest, Place], Awaitable[types.CallToolResult]]
+Report = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Forwarded:
+    """A call that arrived from another replica."""
+
+    key: str
+    label: str
+    owner: str
+
+
+class _PeerGone(Exception):
+    """The owner's address refused the connection: its replica is not running."""
+
+
+class _Moved(Exception):
+    def __init__(self, holder: Holder) -> None:
+        self.holder = holder
+
+
+def _claim_key(place: Place) -> ClaimKey:
+    return ClaimKey(place.owner, place.label)
+
+
+class SessionRouter:
+    """Decides where a shared session's call runs, forwards it there, and keeps this replica's Leases."""
+
+    def __init__(self, bridge: Bridge, settings: Settings, leases: SessionLeases) -> None:
+        self.bridge = bridge
+        self.settings = settings
+        self.leases = leases
+        self._keys: dict[str, str] = {}  # Lease name -> session key, for sessions this replica ran
+        # Lease name -> the replica that answered its last forwarded call: asked again without reading the Lease.
+        self._elsewhere: dict[str, Holder] = {}
+        timeout = httpx2.Timeout(10.0, read=max(30.0, 10 * settings.progress_interval))
+        self._http = httpx2.AsyncClient(timeout=timeout)
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, bridge: Bridge, settings: Settings) -> AsyncIterator[SessionRouter]:
+        """Connect to the cluster's API, renew this replica's Leases while serving, give them up at the end."""
+        api = await connect(settings.kube_config, settings.kube_context)
+        leases = SessionLeases(
+            api,
+            namespace=settings.kube_namespace,
+            replica=settings.replica,
+            url=settings.peer_url,
+            duration=settings.session_lease,
+        )
+        router = cls(bridge, settings, leases)
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(router._renew_forever)
+                try:
+                    yield router
+                finally:
+                    group.cancel_scope.cancel()
+        finally:
+            with contextlib.suppress(Exception):
+                await leases.release_all()
+            await router._http.aclose()
+            await api.close()
+
+    @staticmethod
+    def shares(place: Place) -> bool:
+        """Whether this call's session is shared between replicas (see the module docstring)."""
+        return place.key.startswith("p:")
+
+    async def run(self, request: RunRequest, place: Place, run_here: RunHere, report: Report | None) -> (
+        types.CallToolResult
+    ):  # fmt: skip
+        """Run the call where its session lives: here, at the owner, or here after taking the session over."""
+        key = _claim_key(place)
+        holder = self._elsewhere.get(key.name) or await self.leases.holder(key)
+        for _hop in range(_HOPS):
+            if holder.replica == self.settings.replica:
+                self._elsewhere.pop(key.name, None)
+                return await self.run_owned(request, place, holder, run_here)
+            try:
+                answer = await self._forward(holder, request, place, report)
+            except _PeerGone:
+                log.warning("replica %s does not answer; taking session %s over", holder.replica, key.name)
+                self._elsewhere.pop(key.name, None)
+                current = await self.leases.holder(key)  # a remembered holder may be stale: read the Lease
+                holder = current if current.replica != holder.replica else await self.leases.take_over(key, current)
+            except _Moved:
+                self._elsewhere.pop(key.name, None)
+                holder = await self.leases.holder(key)
+            else:
+                self._elsewhere[key.name] = holder
+                return answer
+        return error_result(
+            f"this session's owner changed {_HOPS} times while the call was on its way; call again",
+            "SessionMoved",
+        )
+
+    async def run_owned(self, request: RunRequest, place: Place, holder: Holder, run_here: RunHere) -> (
+        types.CallToolResult
+    ):  # fmt: skip
+        self._keys[_claim_key(place).name] = place.key
+        if holder.taken_from and self.bridge.sessions is not None:
+            await self.bridge.sessions.lose(
+                place.key, f"lived on replica {holder.taken_from}, which stopped answering, so its state was lost"
+            )
+        return await run_here(request, place)
+
+    async def accept(self, forwarded: _Forwarded) -> Holder:
+        """A call another replica forwarded: who holds its session now (this replica, unless it moved on)."""
+        return await self.leases.holder(_claim_key(forwarded))
+
+    async def _forward(self, holder: Holder, request: RunRequest, place: Place, report: Report | None) -> (
+        types.CallToolResult
+    ):  # fmt: skip
+        body = {
+            "key": place.key, "label": place.label, "owner": place.owner, "code": request.code,
+            "timeout": request.timeout, "session": request.session, "reset": request.reset,
+            "servers": list(request.servers),
+        }  # fmt: skip
+        headers = {"Authorization": f"Bearer {self.settings.peer_token}"}
+        url = holder.url + INTERNAL_PATH
+        try:
+            async with self._http.stream("POST", url, json=body, headers=headers) as answer:
+                if answer.status_code == 409:
+                    moved = json.loads(await answer.aread())
+                    raise _Moved(Holder(str(moved["replica"]), str(moved["url"]), ""))
+                if answer.status_code != 200:
+                    text = (await answer.aread()).decode("utf-8", "replace")[:500]
+                    return error_result(
+                        f"replica {holder.replica} refused the forwarded call (HTTP {answer.status_code}: {text}); "
+                        "every replica needs the same MCP_BRIDGE_PEER_TOKEN",
+                        "ForwardingFailed",
+                    )
+                async for line in answer.aiter_lines():
+                    if not line.strip():
+                        continue
+                    message = json.loads(line)
+                    if "result" in message:
+                        return types.CallToolResult.model_validate(message["result"])
+                    if report is not None and "progress" in message:
+                        await report(float(message["progress"]), message.get("total"), message.get("message"))
+        except httpx2.ConnectError as exc:
+            raise _PeerGone(str(exc)) from None
+        except (httpx2.TransportError, ValueError, KeyError) as exc:
+            return _owner_lost(holder, str(exc) or type(exc).__name__)
+        return _owner_lost(holder, "the answer ended without a result")
+
+    async def _renew_forever(self) -> None:
+        while True:
+            await anyio.sleep(self.settings.session_lease / 3)
+            try:
+                lost = await self.leases.renew()
+            except Exception as exc:  # noqa: BLE001 - the API may be down a moment; the Lease has room for two misses
+                log.warning("could not renew this replica's session Leases: %s", exc)
+                continue
+            for key in lost:
+                name = self._keys.pop(key.name, "")
+                if name and self.bridge.sessions is not None:
+                    log.warning("session %s was taken over by another replica; closing it here", key.name)
+                    await self.bridge.sessions.lose(name, "was taken over by another replica")
+
+
+def _owner_lost(holder: Holder, why: str) -> types.CallToolResult:
+    return error_result(
+        f"replica {holder.replica}, which runs this session, stopped during the call ({why}); the call's outcome "
+        "is unknown. Call again: another replica takes the session over if that one is gone",
+        "ReplicaLost",
+    )
+
+
+class PeerEndpoint:
+    """``POST /internal/v1/run`` in front of the MCP app: calls other replicas forward to this one.
+
+    Only the shared token opens it (clients' tokens do not); a request without it gets 401 and learns nothing.
+    """
+
+    def __init__(self, app: ASGIApp, router: SessionRouter, run_here: RunHere) -> None:
+        self.app = app
+        self.router = router
+        self.run_here = run_here
+        self.token = router.settings.peer_token.encode()
+        self.interval = router.settings.progress_interval
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") != INTERNAL_PATH:
+            await self.app(scope, receive, send)
+            return
+        headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+        scheme, _, offered = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(offered.strip().encode(), self.token):
+            await reply_json(send, 401, {"error": "this endpoint is for the bridge's own replicas"})
+            return
+        if scope.get("method") != "POST":
+            await reply_json(send, 405, {"error": "POST only"})
+            return
+        try:
+            forwarded, request = _parse(await _read_body(receive))
+        except ValueError as exc:
+            await reply_json(send, 400, {"error": str(exc)})
+            return
+        holder = await self.router.accept(forwarded)
+        if holder.replica != self.router.settings.replica:
+            await reply_json(send, 409, {"replica": holder.replica, "url": holder.url})
+            return
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/x-ndjson")]})  # fmt: skip
+        timeout = self.router.settings.clamp_timeout(request.timeout)
+
+        async def line(message: dict[str, Any]) -> None:
+            with contextlib.suppress(OSError):  # the forwarding replica hung up: until_disconnect ends the call
+                body = json.dumps(message).encode() + b"\n"
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+
+        async def progress() -> None:
+            started = time.monotonic()
+            while True:
+                await anyio.sleep(self.interval)
+                elapsed = time.monotonic() - started
+                await line({"progress": elapsed, "total": timeout,
+                            "message": f"running for {elapsed:.0f} s of at most {timeout:g} s"})  # fmt: skip
+
+        async def until_disconnect(group: anyio.abc.TaskGroup) -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            group.cancel_scope.cancel()  # the forwarding replica's client cancelled: so do we
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(until_disconnect, group)
+            group.start_soon(progress)
+            result = await self.router.run_owned(request, forwarded, holder, self.run_here)
+            await line({"result": result.model_dump(mode="json", by_alias=True, exclude_none=True)})
+            group.cancel_scope.cancel()
+        with contextlib.suppress(OSError):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ValueError("the forwarding replica hung up")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_FORWARDED_BYTES:
+            raise ValueError(f"a forwarded call is at most {MAX_FORWARDED_BYTES} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def _parse(raw: bytes) -> tuple[_Forwarded, RunRequest]:
+    """A forwarded call, checked as strictly as a client's: the sender is trusted, its bytes are not."""
+    try:
+        body = json.loads(raw)
+        key, label, owner = str(body["key"]), str(body["label"]), str(body["owner"])
+        servers = tuple(str(name) for name in body.get("servers") or ())
+        timeout = body.get("timeout")
+        request = RunRequest(
+            code=str(body["code"]),
+            timeout=float(timeout) if timeout is not None else None,
+            session=str(body["session"]) if body.get("session") is not None else None,
+            reset=bool(body.get("reset")),
+            servers=servers,
+        )
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ValueError(f"not a forwarded call: {exc}") from None
+    if key != f"p:{owner}:{label}":
+        raise ValueError("the session key does not match its principal and name")
+    return _Forwarded(key, label, owner), request

@@ -1,0 +1,219 @@
+"""Which face replica owns a session: one ``coordination.k8s.io`` Lease per (principal, session).
+
+Why Leases: they are the API server's own record of "who holds this, until when" (leader election uses them), every
+cluster serves them, and a patch that carries the ``resourceVersion`` it read is applied only if nobody changed the
+Lease since, so taking one over is atomic: two replicas never both come away holding a session. The Lease is named
+like the session's claim (``naming.ClaimKey``: hashes of principal and session), so any replica finds it with no
+database of its own; the holder's address for forwarded calls rides in an annotation.
+
+The owner renews its Leases every third of their duration (``renew``). One not renewed for its whole duration is
+expired and any replica may take it over; so may a replica that finds the holder's address refusing connections
+(the caller decides that, ``take_over``). Expiry compares ``renewTime`` with this replica's clock, so the replicas'
+clocks must agree to well within a lease (30 s by default; NTP keeps them within milliseconds).
+
+Lives beside the claims because it speaks to the same API with the same client and errors (``api.py``); it knows
+nothing of sandboxes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .api import api_status, explain, failures
+from .naming import ClaimKey
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
+
+LEASE_GROUP = "coordination.k8s.io"
+LEASE_VERSION = "v1"
+LEASES = "leases"
+PEER_URL_ANNOTATION = "mcp-codemode.dev/peer-url"
+MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Holder:
+    """Who holds a session's Lease, as last read."""
+
+    replica: str
+    url: str  # where that replica takes forwarded calls
+    resource_version: str
+    expired: bool = False
+    taken_from: str = ""  # the replica this one just took the Lease from (its state is lost)
+
+
+def micro_time(when: datetime.datetime) -> str:
+    """A Kubernetes ``MicroTime``: RFC 3339 in UTC with microseconds."""
+    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def holder_of(lease: dict[str, Any], now: datetime.datetime) -> Holder:
+    """Read a Lease: its holder, address, version, and whether it lapsed (unparseable times count as lapsed)."""
+    meta = lease.get("metadata") or {}
+    spec = lease.get("spec") or {}
+    url = str((meta.get("annotations") or {}).get(PEER_URL_ANNOTATION) or "")
+    try:
+        renewed = datetime.datetime.fromisoformat(str(spec.get("renewTime")).replace("Z", "+00:00"))
+        duration = float(spec.get("leaseDurationSeconds") or 0)
+        expired = renewed + datetime.timedelta(seconds=duration) < now
+    except (TypeError, ValueError):
+        expired = True
+    holder = str(spec.get("holderIdentity") or "")
+    return Holder(holder, url, str(meta.get("resourceVersion") or ""), expired or not holder)
+
+
+class SessionLeases:
+    """This replica's view of the session Leases of one namespace; ``owned`` are those it holds."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        *,
+        namespace: str,
+        replica: str,
+        url: str,
+        duration: float,
+        now: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+    ) -> None:
+        from kubernetes_asyncio.client import CustomObjectsApi
+
+        self._objects = CustomObjectsApi(api)
+        self._failures = failures()
+        self.namespace = namespace
+        self.replica = replica
+        self.url = url
+        self.duration = duration
+        self._now = now
+        self.owned: dict[str, ClaimKey] = {}
+
+    def _mine(self, version: str = "") -> Holder:
+        return Holder(self.replica, self.url, version)
+
+    async def holder(self, key: ClaimKey) -> Holder:
+        """Who holds the session now: this replica when the Lease was free, lapsed or already ours.
+
+        A Lease this replica holds is answered without asking the API: ``renew`` finds out within a third of the
+        lease if another replica took it (which it only does when this one stopped answering or renewing).
+        """
+        if key.name in self.owned:
+            return self._mine()
+        for _attempt in range(3):  # a Lease deleted between our create and our read: create again
+            created = await self._create(key)
+            if created is not None:
+                return created
+            current = await self._get(key.name)
+            if current is None:
+                continue
+            found = holder_of(current, self._now())
+            if found.replica == self.replica:
+                self.owned[key.name] = key
+                return found
+            if found.expired:
+                return await self.take_over(key, found)
+            return found
+        raise explain(RuntimeError("the Lease kept disappearing"), verb="create", what=LEASES, namespace=self.namespace)
+
+    async def take_over(self, key: ClaimKey, previous: Holder) -> Holder:
+        """Take the Lease from ``previous`` (lapsed, or its replica does not answer); who holds it afterwards.
+
+        The patch carries the version ``previous`` was read at: if another replica took it meanwhile, the API
+        refuses (409) and that replica is the answer.
+        """
+        now = micro_time(self._now())
+        patch = {
+            "metadata": {"resourceVersion": previous.resource_version, "annotations": {PEER_URL_ANNOTATION: self.url}},
+            "spec": {"holderIdentity": self.replica, "acquireTime": now, "renewTime": now,
+                     "leaseDurationSeconds": round(self.duration)},
+        }  # fmt: skip
+        try:
+            updated = await self._patch(key.name, patch)
+        except self._failures as exc:
+            if api_status(exc) == 404:
+                return await self.holder(key)
+            if api_status(exc) != 409:
+                raise explain(exc, verb="patch", what=LEASES, namespace=self.namespace) from None
+            current = await self._get(key.name)
+            return holder_of(current, self._now()) if current is not None else await self.holder(key)
+        self.owned[key.name] = key
+        version = str((updated.get("metadata") or {}).get("resourceVersion") or "")
+        return Holder(self.replica, self.url, version, taken_from=previous.replica)
+
+    async def renew(self) -> list[ClaimKey]:
+        """Renew every Lease this replica holds; returns the sessions another replica has taken meanwhile."""
+        lost = []
+        for name, key in list(self.owned.items()):
+            current = await self._get(name)
+            found = holder_of(current, self._now()) if current is not None else None
+            if found is None or found.replica != self.replica:
+                self.owned.pop(name, None)
+                lost.append(key)
+                continue
+            patch = {"metadata": {"resourceVersion": found.resource_version},
+                     "spec": {"renewTime": micro_time(self._now())}}  # fmt: skip
+            try:
+                await self._patch(name, patch)
+            except self._failures as exc:
+                if api_status(exc) not in (404, 409):  # changed under us: the next round reads who holds it
+                    raise explain(exc, verb="patch", what=LEASES, namespace=self.namespace) from None
+        return lost
+
+    async def release(self, key: ClaimKey) -> None:
+        """Give the session up (this replica closed it): the next replica to get a call for it holds it at once."""
+        if self.owned.pop(key.name, None) is None:
+            return
+        current = await self._get(key.name)
+        if current is None or holder_of(current, self._now()).replica != self.replica:
+            return
+        try:
+            await self._objects.delete_namespaced_custom_object(
+                LEASE_GROUP, LEASE_VERSION, self.namespace, LEASES, key.name
+            )
+        except self._failures as exc:
+            if api_status(exc) != 404:
+                raise explain(exc, verb="delete", what=LEASES, namespace=self.namespace) from None
+
+    async def release_all(self) -> None:
+        for key in list(self.owned.values()):
+            await self.release(key)
+
+    async def _create(self, key: ClaimKey) -> Holder | None:
+        now = micro_time(self._now())
+        body = {
+            "apiVersion": f"{LEASE_GROUP}/{LEASE_VERSION}",
+            "kind": "Lease",
+            "metadata": {"name": key.name, "namespace": self.namespace, "labels": key.labels(),
+                         "annotations": {PEER_URL_ANNOTATION: self.url}},
+            "spec": {"holderIdentity": self.replica, "leaseDurationSeconds": round(self.duration),
+                     "acquireTime": now, "renewTime": now},
+        }  # fmt: skip
+        try:
+            created = await self._objects.create_namespaced_custom_object(
+                LEASE_GROUP, LEASE_VERSION, self.namespace, LEASES, body
+            )
+        except self._failures as exc:
+            if api_status(exc) == 409:
+                return None
+            raise explain(exc, verb="create", what=LEASES, namespace=self.namespace) from None
+        self.owned[key.name] = key
+        return self._mine(str((dict(created).get("metadata") or {}).get("resourceVersion") or ""))
+
+    async def _get(self, name: str) -> dict[str, Any] | None:
+        try:
+            found = await self._objects.get_namespaced_custom_object(
+                LEASE_GROUP, LEASE_VERSION, self.namespace, LEASES, name
+            )
+        except self._failures as exc:
+            if api_status(exc) == 404:
+                return None
+            raise explain(exc, verb="get", what=LEASES, namespace=self.namespace) from None
+        return dict(found)
+
+    async def _patch(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        found = await self._objects.patch_namespaced_custom_object(
+            LEASE_GROUP, LEASE_VERSION, self.namespace, LEASES, name, patch, _content_type=MERGE_PATCH
+        )  # type: ignore[call-arg]  # the stub omits it; the method passes **kwargs on (JSON patch otherwise)
+        return dict(found)

@@ -1,0 +1,133 @@
+"""Two face replicas sharing sessions: real `mcp-codemode serve --transport http` processes on 127.0.0.1 with real
+bubblewrap sandboxes and the real SDK client, the session Leases on an EMULATED Kubernetes API (kmock).
+
+The Lease store is the one stand-in: there is no Kubernetes control plane on these machines (docs/kubernetes.md
+says what only a cluster proves). Everything the replicas say to each other is real: the forwarded call, its
+progress, its cancellation, the refusal of a wrong token, and the takeover when the owner is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from mcp_codemode.face.replicas import INTERNAL_PATH
+from mcp_codemode.sandbox.kube.leases import LEASE_GROUP, LEASE_VERSION, LEASES
+from tests.support.clients import HttpServer, http_client_for, require_bubblewrap, text_of
+from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
+from tests.support.patience import patient
+
+if not KUBE_TEST_DEPS_PROBLEM:
+    from tests.support.kube_emulator import emulated_cluster
+
+pytestmark = [pytest.mark.anyio, pytest.mark.backend]
+PEER_TOKEN = uuid.uuid4().hex + uuid.uuid4().hex
+
+
+@contextlib.asynccontextmanager
+async def two_replicas(tmp_path: Path) -> AsyncIterator[tuple[Any, HttpServer, HttpServer]]:
+    """Replicas a and b of one deployment, sharing sessions through Leases on the emulated API."""
+    require_kube_test_deps()
+    require_bubblewrap()
+    async with emulated_cluster(tmp_path) as (emulator, kubeconfig):
+        emulator.declare(LEASE_GROUP, LEASE_VERSION, LEASES)
+        servers = [
+            HttpServer(
+                tmp_path / f"{name}.log",
+                MCP_BRIDGE_REPLICA=name,
+                MCP_BRIDGE_PEER_TOKEN=PEER_TOKEN,
+                MCP_BRIDGE_PEER_URL="http://127.0.0.1:{port}",
+                MCP_BRIDGE_KUBECONFIG=str(kubeconfig),
+                MCP_BRIDGE_WARM_POOL="0",
+                MCP_BRIDGE_PROGRESS_INTERVAL="0.2",
+            )
+            for name in ("replica-a", "replica-b")
+        ]
+        try:
+            for server in servers:  # in a thread: the emulator answers on this event loop meanwhile
+                await anyio.to_thread.run_sync(server.start)
+            yield emulator, servers[0], servers[1]
+        finally:
+            for server in servers:
+                await anyio.to_thread.run_sync(server.stop)
+
+
+def holders(emulator: Any) -> list[str]:
+    leases = [obj.raw for obj in emulator.objects.values() if not obj.deleted and obj.get("kind") == "Lease"]
+    return sorted(lease["spec"]["holderIdentity"] for lease in leases)
+
+
+async def test_a_session_is_served_by_either_replica_and_survives_its_owner_only_with_a_notice(
+    tmp_path: Path,
+) -> None:
+    async with two_replicas(tmp_path) as (emulator, a, b):
+        # Both eras: the stateless era's named session and a handshake-era client naming one.
+        for mode in ("auto", "legacy"):
+            session = f"shared-{mode}"
+            async with http_client_for(a.url, mode) as on_a, http_client_for(b.url, mode) as on_b:
+                set_on_a = await on_a.call_tool("run_python", {"code": "import os\nx = 41", "session": session})
+                read_on_b = await on_b.call_tool("run_python", {"code": "x += 1\n(x, os.getpid())", "session": session})
+                read_on_a = await on_a.call_tool("run_python", {"code": "(x, os.getpid())", "session": session})
+            assert set_on_a.is_error is False, text_of(set_on_a)
+            assert read_on_b.is_error is False, text_of(read_on_b)
+            assert text_of(read_on_b) == text_of(read_on_a), "b ran the call in a's process, not in its own"
+            assert text_of(read_on_b).startswith("(42, ")
+        assert holders(emulator) == ["replica-a", "replica-a"]
+
+        # Progress of a forwarded call reaches the client of the replica it arrived at.
+        seen: list[float] = []
+        said: list[str | None] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append(progress)
+            said.append(message)
+
+        async with http_client_for(b.url, "auto") as on_b:
+            slow = await on_b.call_tool(
+                "run_python",
+                {"code": "import time\ntime.sleep(2)\n'slept'", "session": "shared-auto"},
+                progress_callback=on_progress,
+            )
+        assert text_of(slow) == "'slept'"
+        # At least one arrives in 2 s at a 0.2 s interval however loaded the machine; the owner's own words.
+        assert seen and seen == sorted(seen), seen
+        assert all(message and message.startswith("running for ") for message in said), said
+
+        # Cancelling a forwarded call interrupts it at the owner; the session's state survives.
+        async with http_client_for(b.url, "auto") as on_b:
+            with anyio.move_on_after(3) as waited:
+                await on_b.call_tool(
+                    "run_python", {"code": "while True:\n    pass", "timeout": 120, "session": "shared-auto"}
+                )
+            with anyio.fail_after(patient(30)):  # the loop had 120 s: an answer now proves the cancel reached a
+                after = await on_b.call_tool("run_python", {"code": "x", "session": "shared-auto"})
+        assert waited.cancelled_caught
+        assert (after.is_error, text_of(after)) == (False, "42")
+
+        # The internal endpoint opens to the shared token only.
+        internal = a.url.removesuffix("/mcp") + INTERNAL_PATH
+        async with httpx2.AsyncClient(timeout=30.0) as http:
+            body = {"key": "p:local:shared-auto", "label": "shared-auto", "owner": "local", "code": "x"}
+            wrong = await http.post(internal, json=body, headers={"Authorization": "Bearer " + "w" * 64})
+            none = await http.post(internal, json=body)
+        assert (wrong.status_code, none.status_code) == (401, 401)
+        assert "42" not in wrong.text + none.text
+
+        # The owner dies: the next call through b takes the session over, fresh, and says the state was lost.
+        a.stop(signal.SIGKILL)
+        async with http_client_for(b.url, "auto") as on_b:
+            taken = await on_b.call_tool("run_python", {"code": "'x' in globals()", "session": "shared-auto"})
+            kept = await on_b.call_tool("run_python", {"code": "y = 1\ny", "session": "shared-auto"})
+        assert taken.is_error is False, text_of(taken)
+        assert "False" in text_of(taken) and "True" not in text_of(taken), text_of(taken)
+        assert "lived on replica replica-a, which stopped answering, so its state was lost" in text_of(taken)
+        assert (kept.is_error, text_of(kept)) == (False, "1")
+        assert "replica-b" in holders(emulator)

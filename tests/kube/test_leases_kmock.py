@@ -1,0 +1,134 @@
+"""Session Leases (which face replica owns a session) against an EMULATED Kubernetes API, through the real client.
+
+Not a cluster (tests/support/kube_emulator.py): the emulator stores Leases and, like an API server, applies a patch
+that names a resourceVersion only to that version. What is real: kubernetes_asyncio's requests and every decision
+the bridge takes on the answers. Time is moved by hand; nothing here waits for a lease to lapse.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mcp_codemode.sandbox.kube.api import connect
+from mcp_codemode.sandbox.kube.leases import LEASE_GROUP, LEASE_VERSION, LEASES, PEER_URL_ANNOTATION, SessionLeases
+from mcp_codemode.sandbox.kube.naming import ClaimKey
+from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
+
+if not KUBE_TEST_DEPS_PROBLEM:
+    from tests.support.kube_emulator import emulated_cluster
+
+pytestmark = [pytest.mark.anyio, pytest.mark.backend]  # a real loopback server and client
+NAMESPACE = "mcp-codemode"
+KEY = ClaimKey("principal-1", "analysis")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime.datetime(2026, 11, 27, 12, 0, 0, tzinfo=datetime.UTC)
+
+    def advance(self, seconds: float) -> None:
+        self.now += datetime.timedelta(seconds=seconds)
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[tuple[Any, Path]]:
+    require_kube_test_deps()
+    async with emulated_cluster(tmp_path) as (emulator, kubeconfig):
+        emulator.declare(LEASE_GROUP, LEASE_VERSION, LEASES)
+        yield emulator, kubeconfig
+
+
+async def replica(kubeconfig: Path, name: str, clock: Clock) -> SessionLeases:
+    api = await connect(kubeconfig, "")
+    return SessionLeases(
+        api, namespace=NAMESPACE, replica=name, url=f"http://{name}:8765", duration=30, now=lambda: clock.now
+    )
+
+
+def stored_leases(emulator: Any) -> list[dict[str, Any]]:
+    return [obj.raw for obj in emulator.objects.values() if not obj.deleted and obj.get("kind") == "Lease"]
+
+
+async def test_the_first_replica_holds_a_session_and_the_others_are_told_where(cluster: tuple[Any, Path]) -> None:
+    emulator, kubeconfig = cluster
+    clock = Clock()
+    a, b = await replica(kubeconfig, "a", clock), await replica(kubeconfig, "b", clock)
+    first = await a.holder(KEY)
+    again = await a.holder(KEY)
+    seen_by_b = await b.holder(KEY)
+    assert (first.replica, again.replica) == ("a", "a")
+    assert (seen_by_b.replica, seen_by_b.url, seen_by_b.expired) == ("a", "http://a:8765", False)
+    assert KEY.name in a.owned and KEY.name not in b.owned
+    (lease,) = stored_leases(emulator)
+    assert lease["metadata"]["name"] == KEY.name
+    assert "principal-1" not in str(lease) and "analysis" not in str(lease), "only hashes reach the cluster"
+    assert lease["metadata"]["annotations"][PEER_URL_ANNOTATION] == "http://a:8765"
+    assert lease["spec"]["holderIdentity"] == "a" and lease["spec"]["leaseDurationSeconds"] == 30
+
+
+async def test_a_lapsed_lease_is_taken_over_and_the_old_holder_learns_it_on_renewal(cluster: tuple[Any, Path]) -> None:
+    _, kubeconfig = cluster
+    clock = Clock()
+    a, b = await replica(kubeconfig, "a", clock), await replica(kubeconfig, "b", clock)
+    await a.holder(KEY)
+    clock.advance(20)
+    assert (await b.holder(KEY)).replica == "a", "a lease within its duration stays with its holder"
+    clock.advance(20)  # 40 s since a's last renewal: lapsed
+    taken = await b.holder(KEY)
+    assert (taken.replica, taken.taken_from) == ("b", "a")
+    assert await a.renew() == [KEY]
+    assert KEY.name not in a.owned
+    assert await b.renew() == []
+
+
+async def test_renewal_keeps_a_lease_from_lapsing(cluster: tuple[Any, Path]) -> None:
+    _, kubeconfig = cluster
+    clock = Clock()
+    a, b = await replica(kubeconfig, "a", clock), await replica(kubeconfig, "b", clock)
+    await a.holder(KEY)
+    for _ in range(4):
+        clock.advance(20)
+        assert await a.renew() == []
+    assert (await b.holder(KEY)).replica == "a"
+
+
+async def test_two_replicas_taking_over_at_once_end_with_one_holder(cluster: tuple[Any, Path]) -> None:
+    """Both read the same lapsed Lease and patch it with the version they read: the API applies one patch."""
+    emulator, kubeconfig = cluster
+    clock = Clock()
+    a, b, c = [await replica(kubeconfig, name, clock) for name in "abc"]
+    await a.holder(KEY)
+    previous = await b.holder(KEY)
+    assert previous.replica == "a"
+    results = {}
+
+    async def take(leases: SessionLeases) -> None:
+        results[leases.replica] = await leases.take_over(KEY, previous)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(take, b)
+        group.start_soon(take, c)
+    winners = {holder.replica for holder in results.values()}
+    assert len(winners) == 1 and winners <= {"b", "c"}, results
+    (lease,) = stored_leases(emulator)
+    assert lease["spec"]["holderIdentity"] in winners
+    assert sum(KEY.name in leases.owned for leases in (b, c)) == 1
+
+
+async def test_a_released_session_is_held_by_the_next_replica_at_once(cluster: tuple[Any, Path]) -> None:
+    emulator, kubeconfig = cluster
+    clock = Clock()
+    a, b = await replica(kubeconfig, "a", clock), await replica(kubeconfig, "b", clock)
+    await a.holder(KEY)
+    await b.release(KEY)  # not b's: nothing happens
+    assert len(stored_leases(emulator)) == 1
+    await a.release_all()
+    assert stored_leases(emulator) == []
+    taken = await b.holder(KEY)
+    assert (taken.replica, taken.taken_from) == ("b", "")
