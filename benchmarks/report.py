@@ -35,7 +35,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.ticker import NullFormatter
 
-BENCHMARKS = ("sandbox", "mcp_face", "proxy", "search", "tokens", "sessions")
+BENCHMARKS = ("sandbox", "mcp_face", "proxy", "search", "tokens", "sessions", "channel", "remote", "replicas")
 RESULTS = Path(__file__).resolve().parent / "results"
 MEASURED_COLOR = "#1f6fb4"
 BASELINE_COLOR = "#9a9a9a"
@@ -460,7 +460,52 @@ def sessions_section(doc: dict[str, Any], heads: list[Headline]) -> Section:
     return section
 
 
+def channel_section(doc: dict[str, Any], heads: list[Headline]) -> Section:
+    section = Section(
+        "channel",
+        "The byte-stream seam on pipes (`benchmarks/channel.py`)",
+        "One frame out and back through an echoing child: through `PipeChannel` against the raw pipes, interleaved.",
+        covered=["results"],
+    )
+    for size, entry in (doc.get("results") or {}).items():
+        section.rows.append(Row(f"{size}: through the channel", entry.get("channel"), "raw pipes", entry.get("raw")))
+    return section
+
+
+def remote_section(doc: dict[str, Any], heads: list[Headline]) -> Section:
+    section = Section(
+        "remote",
+        "Remote workers: the pods/exec stream against pipes (`benchmarks/remote.py`)",
+        "A real bubblewrap worker behind the loopback exec stand-in against one over pipes, interleaved; no apiserver "
+        "or kubelet hop is in it.",
+        covered=["pipes", "exec_stand_in"],
+    )
+    kinds = (("start", "worker start"), ("cell", "a cell"), ("relayed_cell", "a cell with one relayed call"))
+    for kind, label in kinds:
+        section.rows.append(
+            Row(f"{label} over the exec stream", get(doc, "exec_stand_in", kind), "pipes", get(doc, "pipes", kind))
+        )
+    for target in doc.get("targets") or []:
+        heads.append(Headline(target["name"], f"+{ms(target['measured_median_ms'])}", target["met"], "remote"))
+    return section
+
+
+def replicas_section(doc: dict[str, Any], heads: list[Headline]) -> Section:
+    section = Section(
+        "replicas",
+        "Replicas that share sessions: a forwarded call (`benchmarks/replicas.py`)",
+        "A warm call sent to the replica that is not the session's owner (it forwards the call) against the same call "
+        "sent to the owner, alternating; the Leases are on the emulated API.",
+        covered=["owner", "forwarded"],
+    )
+    section.rows.append(Row("warm call through the other replica", doc.get("forwarded"), "owner", doc.get("owner")))
+    return section
+
+
 SECTIONS = {
+    "channel": channel_section,
+    "remote": remote_section,
+    "replicas": replicas_section,
     "sandbox": sandbox_section,
     "mcp_face": mcp_face_section,
     "proxy": proxy_section,

@@ -59,6 +59,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     "search": Benchmark("search.py"),
     "tokens": Benchmark("tokens.py"),
     "sessions": Benchmark("sessions.py"),
+    "channel": Benchmark("channel.py"),
+    "remote": Benchmark("remote.py", quick=("--starts", "3", "--calls", "30")),
+    "replicas": Benchmark("replicas.py", quick=("--calls", "20")),
 }
 assert tuple(BENCHMARKS) == report.BENCHMARKS
 
