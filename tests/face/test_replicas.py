@@ -1,9 +1,10 @@
 """Two face replicas sharing sessions: real `mcp-codemode serve --transport http` processes on 127.0.0.1 with real
 bubblewrap sandboxes and the real SDK client, the session Leases on an EMULATED Kubernetes API (kmock).
 
-The Lease store is the one stand-in: there is no Kubernetes control plane on these machines (docs/kubernetes.md
-says what only a cluster proves). Everything the replicas say to each other is real: the forwarded call, its
-progress, its cancellation, the refusal of a wrong token, and the takeover when the owner is killed.
+The Lease store is the stand-in (and, in the last test, the claims and the pods' exec endpoint too): there is no
+Kubernetes control plane on these machines (docs/kubernetes.md says what only a cluster proves). Everything the
+replicas say to each other is real: the forwarded call, its progress, its cancellation, the refusal of a wrong
+token, and the takeover when the owner is killed.
 """
 
 from __future__ import annotations
@@ -20,44 +21,57 @@ import httpx2
 import pytest
 
 from mcp_codemode.face.replicas import INTERNAL_PATH
+from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
+from mcp_codemode.sandbox.kube import naming
 from mcp_codemode.sandbox.kube.leases import LEASE_GROUP, LEASE_VERSION, LEASES
+from tests.support.backends import require_usable, sandbox_settings
+from tests.support.cells import private_state_dir
 from tests.support.clients import HttpServer, http_client_for, require_bubblewrap, text_of
+from tests.support.exec_endpoint import ExecEndpoint
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 from tests.support.patience import patient
 
 if not KUBE_TEST_DEPS_PROBLEM:
-    from tests.support.kube_emulator import emulated_cluster
+    from tests.support.kube_emulator import agent_sandbox_controller, emulated_cluster, write_kubeconfig
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backend]
 PEER_TOKEN = uuid.uuid4().hex + uuid.uuid4().hex
 
 
 @contextlib.asynccontextmanager
+async def replicas(tmp_path: Path, kubeconfig: Path, **settings: str) -> AsyncIterator[tuple[HttpServer, HttpServer]]:
+    """Replicas a and b of one deployment, sharing sessions through Leases on the API ``kubeconfig`` names."""
+    servers = [
+        HttpServer(
+            tmp_path / f"{name}.log",
+            MCP_BRIDGE_REPLICA=name,
+            MCP_BRIDGE_PEER_TOKEN=PEER_TOKEN,
+            MCP_BRIDGE_PEER_URL="http://127.0.0.1:{port}",
+            MCP_BRIDGE_KUBECONFIG=str(kubeconfig),
+            MCP_BRIDGE_WARM_POOL="0",
+            MCP_BRIDGE_PROGRESS_INTERVAL="0.2",
+            **settings,
+        )
+        for name in ("replica-a", "replica-b")
+    ]
+    try:
+        for server in servers:  # in a thread: the emulator answers on this event loop meanwhile
+            await anyio.to_thread.run_sync(server.start)
+        yield servers[0], servers[1]
+    finally:
+        for server in servers:
+            await anyio.to_thread.run_sync(server.stop)
+
+
+@contextlib.asynccontextmanager
 async def two_replicas(tmp_path: Path) -> AsyncIterator[tuple[Any, HttpServer, HttpServer]]:
-    """Replicas a and b of one deployment, sharing sessions through Leases on the emulated API."""
+    """Two replicas with local bubblewrap sandboxes; only the Leases are on the emulated API."""
     require_kube_test_deps()
     require_bubblewrap()
     async with emulated_cluster(tmp_path) as (emulator, kubeconfig):
         emulator.declare(LEASE_GROUP, LEASE_VERSION, LEASES)
-        servers = [
-            HttpServer(
-                tmp_path / f"{name}.log",
-                MCP_BRIDGE_REPLICA=name,
-                MCP_BRIDGE_PEER_TOKEN=PEER_TOKEN,
-                MCP_BRIDGE_PEER_URL="http://127.0.0.1:{port}",
-                MCP_BRIDGE_KUBECONFIG=str(kubeconfig),
-                MCP_BRIDGE_WARM_POOL="0",
-                MCP_BRIDGE_PROGRESS_INTERVAL="0.2",
-            )
-            for name in ("replica-a", "replica-b")
-        ]
-        try:
-            for server in servers:  # in a thread: the emulator answers on this event loop meanwhile
-                await anyio.to_thread.run_sync(server.start)
-            yield emulator, servers[0], servers[1]
-        finally:
-            for server in servers:
-                await anyio.to_thread.run_sync(server.stop)
+        async with replicas(tmp_path, kubeconfig) as (a, b):
+            yield emulator, a, b
 
 
 def holders(emulator: Any) -> list[str]:
@@ -131,3 +145,41 @@ async def test_a_session_is_served_by_either_replica_and_survives_its_owner_only
         assert "lived on replica replica-a, which stopped answering, so its state was lost" in text_of(taken)
         assert (kept.is_error, text_of(kept)) == (False, "1")
         assert "replica-b" in holders(emulator)
+
+
+def claims_of(emulator: Any) -> dict[str, str]:
+    """Live claims by name, with the replica each is annotated as owned by."""
+    found = [obj.raw for obj in emulator.objects.values() if not obj.deleted and obj.get("kind") == "SandboxClaim"]
+    return {claim["metadata"]["name"]: claim["metadata"]["annotations"][naming.OWNER_ANNOTATION] for claim in found}
+
+
+async def test_on_the_kubernetes_backend_the_dead_owners_claims_go_with_the_takeover(tmp_path: Path) -> None:
+    """The replicas on MCP_BRIDGE_RUNTIME=kubernetes, all on STAND-INS: claims and Leases on the emulated API (the
+    test plays agent-sandbox's controller), each claimed pod a real bubblewrap worker behind the loopback exec
+    endpoint. A call through the other replica keeps the session's state; killing the owner gives the takeover
+    notice and deletes the dead replica's claims; stopping the last replica leaves no claim behind."""
+    require_kube_test_deps()
+    with private_state_dir() as state:
+        base = sandbox_settings(state_dir=state)
+        require_usable(BubblewrapBackend(base))
+        async with (
+            emulated_cluster(tmp_path) as (emulator, _),
+            agent_sandbox_controller(emulator, "mcp-codemode") as pods,
+            ExecEndpoint(base, api_url=emulator.address) as endpoint,
+        ):
+            emulator.declare(LEASE_GROUP, LEASE_VERSION, LEASES)
+            kubeconfig = write_kubeconfig(tmp_path / "through-endpoint", endpoint.url)
+            async with replicas(tmp_path, kubeconfig, MCP_BRIDGE_RUNTIME="kubernetes") as (a, b):
+                async with http_client_for(a.url, "auto") as on_a, http_client_for(b.url, "auto") as on_b:
+                    await on_a.call_tool("run_python", {"code": "x = 1", "session": "on-cluster"})
+                    forwarded = await on_b.call_tool("run_python", {"code": "x + 1", "session": "on-cluster"})
+                assert (forwarded.is_error, text_of(forwarded)) == (False, "2")
+                assert list(claims_of(emulator).values()) == ["replica-a"] and len(pods) == 1
+
+                a.stop(signal.SIGKILL)
+                async with http_client_for(b.url, "auto") as on_b:
+                    taken = await on_b.call_tool("run_python", {"code": "'x' in globals()", "session": "on-cluster"})
+                assert "lived on replica replica-a, which stopped answering" in text_of(taken), text_of(taken)
+                assert "False" in text_of(taken)
+                assert list(claims_of(emulator).values()) == ["replica-b"], "the dead replica's claim is deleted"
+            assert claims_of(emulator) == {}, "the last replica's shutdown deletes its claims"

@@ -9,9 +9,7 @@ unmodified Worker and the guest behind it. docs/kubernetes.md lists what only a 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,47 +25,10 @@ from tests.support.exec_endpoint import ExecEndpoint
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 
 if not KUBE_TEST_DEPS_PROBLEM:
-    from tests.support.kube_emulator import ClusterEmulator, emulated_cluster, write_kubeconfig
+    from tests.support.kube_emulator import agent_sandbox_controller, emulated_cluster, write_kubeconfig
 
 pytestmark = pytest.mark.backend
 NAMESPACE = "mcp-codemode"
-
-
-@contextlib.asynccontextmanager
-async def playing_the_controller(emulator: ClusterEmulator) -> AsyncIterator[list[str]]:
-    """Bind every new claim to a fresh Sandbox whose pod was adopted from the warm pool; yields the pods bound."""
-    claims = emulator.declare(naming.GROUP, naming.VERSION, naming.CLAIMS)
-    sandboxes = emulator.declare(naming.SANDBOX_GROUP, naming.VERSION, naming.SANDBOXES)
-    pods: list[str] = []
-
-    async def loop() -> None:
-        while True:
-            for claim in emulator.stored(claims):
-                name = claim["metadata"]["name"]
-                if claim.get("status"):
-                    continue
-                sandbox, pod = f"sbx-{len(pods) + 1}", f"warm-pod-{len(pods) + 1}"
-                emulator.objects[sandboxes, NAMESPACE, sandbox] = {
-                    "apiVersion": f"{naming.SANDBOX_GROUP}/{naming.VERSION}", "kind": "Sandbox",
-                    "metadata": {"name": sandbox, "namespace": NAMESPACE,
-                                 "annotations": {naming.POD_NAME_ANNOTATION: pod}},
-                    "spec": {"podTemplate": {"spec": {"containers": [{"name": "sandbox", "image": "x"}]}}},
-                }  # fmt: skip
-                emulator.write_status(claims, NAMESPACE, name, {
-                    "sandbox": {"name": sandbox},
-                    "conditions": [{"type": "Ready", "status": "True", "reason": "DependenciesReady", "message": "",
-                                    "lastTransitionTime": "2026-11-26T12:00:01Z"}],
-                })  # fmt: skip
-                pods.append(pod)
-            await asyncio.sleep(0.02)
-
-    task = asyncio.create_task(loop())
-    try:
-        yield pods
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def test_emulated_cluster_backend_claims_execs_keeps_state_and_deletes_its_claim(tmp_path: Path) -> None:
@@ -79,7 +40,7 @@ def test_emulated_cluster_backend_claims_execs_keeps_state_and_deletes_its_claim
         async def main() -> dict[str, Any]:
             async with (
                 emulated_cluster(tmp_path) as (emulator, _),
-                playing_the_controller(emulator) as pods,
+                agent_sandbox_controller(emulator, NAMESPACE) as pods,
                 ExecEndpoint(base, api_url=emulator.address) as endpoint,
             ):
                 kubeconfig = write_kubeconfig(tmp_path / "through-endpoint", endpoint.url)

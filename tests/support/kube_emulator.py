@@ -16,11 +16,12 @@ conversion, controllers, pods or exec. The shims make it answer as an API server
 * a ``SelfSubjectAccessReview`` is answered, allowed unless its (verb, resource) is in ``denied``: a stand-in for
   the authorizer, which kmock does not have.
 
-The tests play agent-sandbox's controller by writing ``status`` on the stored objects.
+The tests play agent-sandbox's controller by writing ``status`` on the stored objects (``agent_sandbox_controller``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import json
@@ -32,6 +33,8 @@ from typing import Any
 import aiohttp.web
 import kmock
 import yaml
+
+from mcp_codemode.sandbox.kube import naming
 
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "vendor" / "agent-sandbox-v0.5.6" / "crds"
 
@@ -172,3 +175,41 @@ def schema_problems(objects: Iterable[dict[str, Any]], schema: dict[str, Any]) -
         for error in validator.iter_errors(obj):
             problems.append(f"{name}: {'/'.join(map(str, error.absolute_path))}: {error.message}")
     return problems
+
+
+@contextlib.asynccontextmanager
+async def agent_sandbox_controller(emulator: ClusterEmulator, namespace: str) -> AsyncIterator[list[str]]:
+    """Play agent-sandbox's controller: bind every new claim to a fresh Sandbox whose pod was adopted from the warm
+    pool; yields the pods bound, in order."""
+    claims = emulator.declare(naming.GROUP, naming.VERSION, naming.CLAIMS)
+    sandboxes = emulator.declare(naming.SANDBOX_GROUP, naming.VERSION, naming.SANDBOXES)
+    pods: list[str] = []
+
+    async def loop() -> None:
+        while True:
+            for claim in emulator.stored(claims):
+                name = claim["metadata"]["name"]
+                if claim.get("status"):
+                    continue
+                sandbox, pod = f"sbx-{len(pods) + 1}", f"warm-pod-{len(pods) + 1}"
+                emulator.objects[sandboxes, namespace, sandbox] = {
+                    "apiVersion": f"{naming.SANDBOX_GROUP}/{naming.VERSION}", "kind": "Sandbox",
+                    "metadata": {"name": sandbox, "namespace": namespace,
+                                 "annotations": {naming.POD_NAME_ANNOTATION: pod}},
+                    "spec": {"podTemplate": {"spec": {"containers": [{"name": "sandbox", "image": "x"}]}}},
+                }  # fmt: skip
+                emulator.write_status(claims, namespace, name, {
+                    "sandbox": {"name": sandbox},
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "DependenciesReady", "message": "",
+                                    "lastTransitionTime": "2026-11-26T12:00:01Z"}],
+                })  # fmt: skip
+                pods.append(pod)
+            await asyncio.sleep(0.02)
+
+    task = asyncio.create_task(loop())
+    try:
+        yield pods
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -159,10 +159,18 @@ class SessionRouter:
         types.CallToolResult
     ):  # fmt: skip
         self._keys[_claim_key(place).name] = place.key
-        if holder.taken_from and self.bridge.sessions is not None:
-            await self.bridge.sessions.lose(
+        sessions = self.bridge.sessions
+        if holder.taken_from and sessions is not None:
+            await sessions.lose(
                 place.key, f"lived on replica {holder.taken_from}, which stopped answering, so its state was lost"
             )
+            try:
+                reaped = await sessions.backend.reap_replica(holder.taken_from)
+            except Exception as exc:  # noqa: BLE001 - the claims' shutdownTime backstop still removes them
+                log.warning("could not delete the sandboxes of replica %s: %s", holder.taken_from, exc)
+            else:
+                if reaped:
+                    log.info("deleted %d sandbox(es) of replica %s, which is gone", reaped, holder.taken_from)
         return await run_here(request, place)
 
     async def accept(self, forwarded: _Forwarded) -> Holder:

@@ -79,6 +79,13 @@ class Backend(abc.ABC):
         """Remove leftovers of bridges that died without cleaning up; returns how many."""
         return 0
 
+    async def reap_replica(self, replica: str) -> int:
+        """Remove what another bridge replica, found dead, left running (its cluster sandboxes); returns how many.
+
+        Only a backend whose sandboxes outlive their bridge has any: a local sandbox dies with its parent.
+        """
+        return 0
+
     async def close(self) -> None:
         """Release what the backend holds between launches (a cluster backend's API connections)."""
         return None

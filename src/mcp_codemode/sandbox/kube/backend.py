@@ -149,6 +149,14 @@ class KubernetesBackend(Backend):
         cluster = await self._connect()
         return len(await cluster.claims.sweep(set()))
 
+    async def reap_replica(self, replica: str) -> int:
+        """Delete every claim of ``replica``, a face replica found dead (its address refused a forwarded call, or
+        its Leases lapsed): its sandboxes would otherwise wait for their shutdownTime backstop."""
+        if replica == self.settings.replica:
+            return 0
+        cluster = await self._connect()
+        return len(await cluster.claims.sweep(set(), replica=replica))
+
     async def close(self) -> None:
         if self._cluster is not None:
             await self._cluster.api.close()

@@ -201,8 +201,9 @@ class ClaimStore:
             raise explain(exc, verb="delete", what=CLAIMS, namespace=self.namespace) from None
         return True
 
-    async def owned(self) -> list[str]:
-        """The names of the claims this replica owns (the bridge's label, and our name in the owner annotation).
+    async def owned(self, replica: str = "") -> list[str]:
+        """The names of the claims this replica owns (the bridge's label, and our name in the owner annotation);
+        ``replica``: another replica's instead (one found dead).
 
         Both are checked here too, not only by the label selector: what is deleted from this list must be ours.
         """
@@ -217,14 +218,15 @@ class ClaimStore:
             meta = item.get("metadata") or {}
             if (meta.get("labels") or {}).get(MANAGED_BY) != MANAGER:
                 continue
-            if (meta.get("annotations") or {}).get(OWNER_ANNOTATION) == self.replica and meta.get("name"):
+            if (meta.get("annotations") or {}).get(OWNER_ANNOTATION) == (replica or self.replica) and meta.get("name"):
                 names.append(str(meta["name"]))
         return sorted(names)
 
-    async def sweep(self, live: set[str]) -> list[str]:
-        """Delete this replica's claims that no live session holds (left by a crash); the names deleted."""
+    async def sweep(self, live: set[str], replica: str = "") -> list[str]:
+        """Delete this replica's claims that no live session holds (left by a crash), or every claim of a dead
+        ``replica``; the names deleted."""
         deleted = []
-        for name in await self.owned():
+        for name in await self.owned(replica):
             if name not in live and await self.release(name):
                 deleted.append(name)
         return deleted
