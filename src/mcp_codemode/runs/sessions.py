@@ -263,7 +263,10 @@ class SessionManager:
         while True:
             await asyncio.sleep(interval)
             for worker in (*self.pool.ready_workers(), *(s.worker for s in self._sessions.values() if s.worker)):
-                worker.keepalive()
+                try:
+                    worker.keepalive()
+                except Exception:  # one worker's broken channel must not stop the others' keepalives
+                    log.debug("keepalive to worker %s failed", worker.worker_id, exc_info=True)
 
     async def close(self) -> None:
         if self._closed:
