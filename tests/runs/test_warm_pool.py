@@ -291,9 +291,10 @@ def test_a_backend_whose_channels_close_when_silent_gets_keepalives_to_every_wor
         async with SessionManager(backend, settings) as s:
             await s.execute("x = 41", session="idle")
             quiet = asyncio.create_task(s.execute("import time\ntime.sleep(2)\n'slept'", session="busy"))
-            await settle(lambda: s.pool.ready == 1 and all(w.keepalives_sent >= 3 for w in s.pool.ready_workers()))
+            await settle(lambda: s.worker("busy") is not None)  # its worker may still be starting (podman)
             idle_worker, busy_worker = s.worker("idle"), s.worker("busy")
             assert idle_worker is not None and busy_worker is not None
+            await settle(lambda: s.pool.ready == 1 and all(w.keepalives_sent >= 3 for w in s.pool.ready_workers()))
             await settle(lambda: idle_worker.keepalives_sent >= 3 and busy_worker.keepalives_sent >= 3)
             slept = await quiet
             kept = await s.execute("x + 1", session="idle")
