@@ -22,7 +22,6 @@ import dataclasses
 import hmac
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
@@ -37,6 +36,7 @@ from ..sandbox.kube.api import connect
 from ..sandbox.kube.leases import Holder, SessionLeases
 from ..sandbox.kube.naming import ClaimKey
 from ..settings import Settings
+from .heartbeat import Report, heartbeat
 from .render import error_result
 from .web import reply_json
 
@@ -58,7 +58,6 @@ class Place(Protocol):
 
 
 RunHere = Callable[[RunRequest, Place], Awaitable[types.CallToolResult]]
-Report = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,13 +278,8 @@ class PeerEndpoint:
                 body = json.dumps(message).encode() + b"\n"
                 await send({"type": "http.response.body", "body": body, "more_body": True})
 
-        async def progress() -> None:
-            started = time.monotonic()
-            while True:
-                await anyio.sleep(self.interval)
-                elapsed = time.monotonic() - started
-                await line({"progress": elapsed, "total": timeout,
-                            "message": f"running for {elapsed:.0f} s of at most {timeout:g} s"})  # fmt: skip
+        async def progress(elapsed: float, total: float | None, message: str | None) -> None:
+            await line({"progress": elapsed, "total": total, "message": message})
 
         async def until_disconnect(group: anyio.abc.TaskGroup) -> None:
             while (await receive())["type"] != "http.disconnect":
@@ -294,7 +288,7 @@ class PeerEndpoint:
 
         async with anyio.create_task_group() as group:
             group.start_soon(until_disconnect, group)
-            group.start_soon(progress)
+            group.start_soon(heartbeat, timeout, self.interval, progress)
             result = await self.router.run_owned(request, forwarded, holder, self.run_here)
             await line({"result": result.model_dump(mode="json", by_alias=True, exclude_none=True)})
             group.cancel_scope.cancel()

@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -42,11 +41,12 @@ from ..guest.protocol import USER_SESSION_NAME_PATTERN
 from ..runs.bridge import Bridge, RunRequest
 from ..runs.summary import reference_capabilities
 from ..settings import Settings
+from .heartbeat import Report, heartbeat
 from .principals import PRINCIPAL_STATE_KEY
 from .render import cut_middle, error_result, render_result
 
 if TYPE_CHECKING:  # the router (httpx, the cluster's API) is imported only where replicas share sessions
-    from .replicas import Place, Report, RunHere, SessionRouter
+    from .replicas import Place, RunHere, SessionRouter
 
 log = logging.getLogger("mcp_codemode.server")  # the name log lines have always shown
 Transport = Literal["stdio", "http"]
@@ -284,15 +284,10 @@ def _progress_token(ctx: ServerRequestContext[Any, Any]) -> object:
 
 async def _report_progress(ctx: ServerRequestContext[Any, Any], timeout: float, interval: float) -> None:
     """Tell the client we are alive: many drop a call that stays silent for a while."""
-    started = time.monotonic()
-    while True:
-        await anyio.sleep(interval)
-        elapsed = time.monotonic() - started
-        try:
-            await ctx.session.report_progress(elapsed, timeout, f"running for {elapsed:.0f} s of at most {timeout:g} s")
-        except Exception:  # a client that went away is noticed by the call itself
-            log.debug("progress notification failed", exc_info=True)
-            return
+    try:
+        await heartbeat(timeout, interval, ctx.session.report_progress)
+    except Exception:  # a client that went away is noticed by the call itself
+        log.debug("progress notification failed", exc_info=True)
 
 
 def local_runner(bridge: Bridge) -> RunHere:
