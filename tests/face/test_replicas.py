@@ -50,6 +50,9 @@ async def replicas(tmp_path: Path, kubeconfig: Path, **settings: str) -> AsyncIt
             MCP_BRIDGE_KUBECONFIG=str(kubeconfig),
             MCP_BRIDGE_WARM_POOL="0",
             MCP_BRIDGE_PROGRESS_INTERVAL="0.2",
+            # The cancel test needs the interrupt to win, not the hard kill that follows a missed grace: a starved
+            # machine can stall the guest for seconds (seen here: the default 2 s lost to a stall, state gone).
+            MCP_BRIDGE_INTERRUPT_GRACE="30",
             **settings,
         )
         for name in ("replica-a", "replica-b")

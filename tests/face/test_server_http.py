@@ -51,7 +51,10 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     log = tmp_path_factory.mktemp("http-plain") / "server.log"
     # No warm pool: the lifecycle tests below find a session's sandbox by its cgroup name, which names the session
     # only when the session started the sandbox itself (a pooled one is named pool-<n>; tests/runs/test_warm_pool.py).
-    with HttpServer(log, MCP_BRIDGE_PROGRESS_INTERVAL="0.2", MCP_BRIDGE_WARM_POOL="0") as server:
+    # A long interrupt grace: the cancel test needs the interrupt to win over a hard kill on a stalled machine too.
+    with HttpServer(
+        log, MCP_BRIDGE_PROGRESS_INTERVAL="0.2", MCP_BRIDGE_WARM_POOL="0", MCP_BRIDGE_INTERRUPT_GRACE="30"
+    ) as server:
         yield server
     assert_no_orphans()
 
