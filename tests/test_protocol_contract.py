@@ -132,10 +132,12 @@ def test_every_error_kind_the_host_sends_the_guest_raises_as_its_class() -> None
 
 
 def _ops_answered() -> set[object]:
-    """The ops relay.py dispatches: the keys of its ``_ops`` table and the op it compares against by itself."""
+    """The ops relay.py dispatches: the keys of its ``_ops`` and ``_uses`` tables and any op it compares against."""
     ops: set[object] = set()
     for node in ast.walk(ast.parse((SRC / "runs" / "relay.py").read_text())):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Attribute) and node.target.attr == "_ops":
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        named = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else ""
+        if isinstance(node, ast.AnnAssign) and named in ("_ops", "_uses"):
             assert isinstance(node.value, ast.Dict)
             ops |= {key.value for key in node.value.keys if isinstance(key, ast.Constant)}
         if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "op":

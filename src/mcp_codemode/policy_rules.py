@@ -1,4 +1,4 @@
-"""What sandboxed code may reach: which servers and tools, how many calls, how large their arguments.
+"""What sandboxed code may reach: which servers, tools, resources and prompts, how many calls, how large.
 
 The policy is trusted configuration (the ``[policy]`` table of the settings file, parsed in ``settings_file.py``);
 everything it judges comes from code we do not trust. It is applied in two ways:
@@ -14,6 +14,10 @@ Matching is ``fnmatchcase`` (case-sensitive shell globs: ``*``, ``?``, ``[abc]``
 and an empty allow list allows nothing. Servers match by name or alias; tool patterns are
 ``SERVER/TOOL`` (split on the first ``/``; a pattern without one means ``*/TOOL``) and their tool part
 matches the tool's name or its Python alias, so ``delete_*`` also catches a tool named ``delete-file``.
+Prompt patterns are ``SERVER/PROMPT`` the same way. Resource patterns are ``SERVER/URI``, except that a pattern
+whose text before the first ``/`` holds a ``:`` (a URI's scheme, as in ``file:///etc/*``) or that has no ``/`` at
+all is a URI pattern for every server: a URI has a scheme, a server name has none. The URI part matches a
+resource's URI and, in listings, a template's URI template; ``*`` crosses ``/``.
 
 Why a module apart from ``policy.py``: these rules are a value the settings build and every layer reads, pure
 and stateless, so they sit with the settings below the bridge; ``policy.py`` keeps what enforcing them needs at
@@ -48,6 +52,10 @@ class Policy:
     deny_servers: tuple[str, ...] = ()
     allow_tools: tuple[str, ...] = ("*",)
     deny_tools: tuple[str, ...] = ()
+    allow_resources: tuple[str, ...] = ("*",)
+    deny_resources: tuple[str, ...] = ()
+    allow_prompts: tuple[str, ...] = ("*",)
+    deny_prompts: tuple[str, ...] = ()
     read_only: bool = False
     max_calls_per_run: int = DEFAULT_MAX_CALLS_PER_RUN  # 0: no limit
     max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
@@ -66,10 +74,13 @@ class Policy:
 
     @property
     def narrows(self) -> bool:
-        """Whether it hides servers or tools (or all but read-only ones), which `doctor` asks of a setup."""
+        """Whether it hides servers, tools, resources or prompts (or all but read-only tools), which `doctor` asks
+        of a setup."""
         defaults = Policy()
-        lists = (self.allow_servers, self.deny_servers, self.allow_tools, self.deny_tools)
-        return self.read_only or lists != (defaults.allow_servers, (), defaults.allow_tools, ())
+        lists = (self.allow_servers, self.deny_servers, self.allow_tools, self.deny_tools, self.allow_resources,
+                 self.deny_resources, self.allow_prompts, self.deny_prompts)  # fmt: skip
+        return self.read_only or lists != (defaults.allow_servers, (), defaults.allow_tools, (),
+                                           defaults.allow_resources, (), defaults.allow_prompts, ())  # fmt: skip
 
     def without_source(self) -> Policy:
         return dataclasses.replace(self, source="")
@@ -110,6 +121,30 @@ class Policy:
             return Refused("allow_tools", f"matched by no allow_tools pattern ({_listed(self.allow_tools)})")
         return None
 
+    # -- resources and prompts ---------------------------------------------------------------------------------
+
+    def resource_refusal(self, server: str, server_alias: str, uri: str) -> Refused | None:
+        """The patterns' verdict on a resource URI (or, in a listing, a URI template) of one server."""
+        servers = (server, server_alias)
+        for pattern in self.deny_resources:
+            if _resource_match(pattern, servers, uri):
+                return Refused("deny_resources", f'denied by deny_resources pattern "{pattern}"')
+        if not any(_resource_match(pattern, servers, uri) for pattern in self.allow_resources):
+            return Refused(
+                "allow_resources", f"matched by no allow_resources pattern ({_listed(self.allow_resources)})"
+            )
+        return None
+
+    def prompt_refusal(self, server: str, server_alias: str, prompt: str) -> Refused | None:
+        """The patterns' verdict on one prompt of one server, by its name."""
+        servers, names = (server, server_alias), (prompt,)
+        for pattern in self.deny_prompts:
+            if _tool_match(pattern, servers, names):
+                return Refused("deny_prompts", f'denied by deny_prompts pattern "{pattern}"')
+        if not any(_tool_match(pattern, servers, names) for pattern in self.allow_prompts):
+            return Refused("allow_prompts", f"matched by no allow_prompts pattern ({_listed(self.allow_prompts)})")
+        return None
+
     # -- arguments ---------------------------------------------------------------------------------------------
 
     def argument_refusal(self, arguments: dict[str, Any]) -> tuple[Refused | None, bytes | None]:
@@ -147,14 +182,41 @@ def _tool_match(pattern: str, servers: tuple[str, str], tools: tuple[str, ...]) 
     return any(fnmatchcase(s, server_part) for s in servers) and any(fnmatchcase(t, tool_part) for t in tools)
 
 
-def check_pattern(pattern: str, tools: bool) -> str:
-    """A pattern as the settings file gave it, or ValueError saying what is wrong with it."""
+def _resource_parts(pattern: str) -> tuple[str, str]:
+    """``(server part, URI part)`` of a resource pattern (the module docstring says how it is split)."""
+    server_part, slash, uri_part = pattern.partition("/")
+    if not slash or ":" in server_part:
+        return "*", pattern
+    return server_part, uri_part
+
+
+def _resource_match(pattern: str, servers: tuple[str, str], uri: str) -> bool:
+    server_part, uri_part = _resource_parts(pattern)
+    return any(fnmatchcase(s, server_part) for s in servers) and fnmatchcase(uri, uri_part)
+
+
+# What a pattern of each list names, for the error that shows a user the shape it needs.
+_SHAPES = {
+    "tools": '"SERVER/TOOL", such as "git/git_*"',
+    "prompts": '"SERVER/PROMPT", such as "everything/simple-*"',
+    "resources": '"SERVER/URI", such as "github/repo://*", or a URI alone, such as "file:///etc/*"',
+}
+
+
+def check_pattern(pattern: str, kind: str = "servers") -> str:
+    """A pattern as the settings file gave it, or ValueError saying what is wrong with it.
+
+    ``kind`` is the list's subject: ``servers``, ``tools``, ``resources`` or ``prompts``."""
     if not pattern.strip() or pattern != pattern.strip():
         raise ValueError(f"pattern {pattern!r} is empty or has spaces around it")
-    if tools:
-        server_part, slash, tool_part = pattern.partition("/")
-        if slash and (not server_part or not tool_part):
-            raise ValueError(f'pattern {pattern!r} needs both parts around "/": "SERVER/TOOL", such as "git/git_*"')
+    if kind in ("tools", "prompts"):
+        server_part, slash, name_part = pattern.partition("/")
+        if slash and (not server_part or not name_part):
+            raise ValueError(f'pattern {pattern!r} needs both parts around "/": {_SHAPES[kind]}')
+    elif kind == "resources":
+        server_part, uri_part = _resource_parts(pattern)
+        if not server_part or not uri_part:
+            raise ValueError(f'pattern {pattern!r} needs both parts around "/": {_SHAPES[kind]}')
     return pattern
 
 

@@ -59,6 +59,10 @@ _POLICY_EXAMPLES = {
     "deny_servers": 'deny_servers = ["shell"]',
     "allow_tools": 'allow_tools = ["git/git_status", "*/read_*"]',
     "deny_tools": 'deny_tools = ["git/git_commit", "*/delete_*"]',
+    "allow_resources": 'allow_resources = ["docs/*", "github/repo://*"]',
+    "deny_resources": 'deny_resources = ["file:///etc/*", "github/repo://*/secrets*"]',
+    "allow_prompts": 'allow_prompts = ["everything/simple-*"]',
+    "deny_prompts": 'deny_prompts = ["*/admin-*"]',
     "read_only": "read_only = true",
     "max_calls_per_run": "max_calls_per_run = 1000   # 0: no limit",
     "max_argument_bytes": 'max_argument_bytes = "1m"   # or a number of bytes',
@@ -89,10 +93,10 @@ def policy_from_table(table: Mapping[str, object], path: Path) -> Policy:
 
 
 def _policy_value(key: str, raw: object) -> Any:
-    if key in ("allow_servers", "deny_servers", "allow_tools", "deny_tools"):
+    if key.startswith(("allow_", "deny_")):
         if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
             raise TypeError("expected a list of strings")
-        return tuple(check_pattern(item, tools=key.endswith("_tools")) for item in raw)
+        return tuple(check_pattern(item, kind=key.partition("_")[2]) for item in raw)
     if key == "read_only":
         if not isinstance(raw, bool):
             raise TypeError("expected true or false")

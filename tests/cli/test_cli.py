@@ -153,9 +153,9 @@ def test_nothing_survives_a_sigkill_of_the_bridge(backend_name):
     ids=["script", "python-m-package", "python-m-cli"],
 )
 def test_every_way_of_starting_the_program_is_the_same_program(program):
-    done = subprocess.run([*program, "--version"], capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run([*program, "--version"], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("mcp-codemode ")
-    listed = subprocess.run([*program, "--help"], capture_output=True, text=True, timeout=60, check=False)
+    listed = subprocess.run([*program, "--help"], capture_output=True, text=True, timeout=300, check=False)
     assert listed.returncode == 0, listed.stderr
     assert all(command in listed.stdout for command in ("serve", "run", "servers", "search", "doctor", "packages"))

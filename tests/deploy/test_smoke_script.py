@@ -21,7 +21,7 @@ SMOKE = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "smoke.s
 
 
 def test_smoke_script_parses_with_bash_no_cluster_involved() -> None:
-    done = subprocess.run(["bash", "-n", str(SMOKE)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(["bash", "-n", str(SMOKE)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
 
 
@@ -31,7 +31,7 @@ def test_smoke_script_is_shellcheck_clean_no_cluster_involved() -> None:
         shellcheck is not None, "shellcheck is missing (scripts/setup.sh installs it: apt-get install shellcheck)"
     )
     assert shellcheck is not None
-    done = subprocess.run([shellcheck, "--severity=style", str(SMOKE)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([shellcheck, "--severity=style", str(SMOKE)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -55,7 +55,7 @@ def baseline_entries() -> list[tuple[str, str, str]]:
 def required_scenarios(revision: str) -> set[str]:
     """The server scenarios ``--requirements <revision>`` runs, scored or not, as ``conformance list`` names them."""
     command = [*node_command(CONFORMANCE), "list", "--requirements", revision]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, f"{' '.join(command)} exited with {done.returncode}:\n{done.stdout}{done.stderr}"
     text = ANSI.sub("", done.stdout)
     server_part = text.split("Server scenarios", 1)[1].split("Client scenarios", 1)[0]

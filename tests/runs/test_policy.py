@@ -66,7 +66,7 @@ def test_a_policy_table_is_read_from_the_top_level_or_the_mcp_codemode_table(tmp
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("[policy]\nallow_server = []\n", "[policy] has unknown key(s) allow_server; known keys: allow_servers"),
+        ("[policy]\nallow_server = []\n", "unknown key(s) allow_server; known keys: allow_prompts, allow_resources,"),
         ('[policy]\ndeny_tools = "git/*"\n', 'policy.deny_tools = "git/*" is not valid (expected a list of strings)'),
         ("[policy]\nread_only = 1\n", "for example read_only = true"),
         ("[policy]\nmax_calls_per_run = -1\n", "expected a whole number from 0 to 1,000,000,000"),
@@ -75,6 +75,9 @@ def test_a_policy_table_is_read_from_the_top_level_or_the_mcp_codemode_table(tmp
         ("[policy]\nmax_calls_per_second = -2\n", "from 0 (no limit)"),
         ('[policy]\ndeny_tools = ["git/"]\n', 'needs both parts around "/"'),
         ('[policy]\nallow_servers = [" git"]\n', "is empty or has spaces around it"),
+        ('[policy]\ndeny_resources = ["docs/"]\n', 'needs both parts around "/": "SERVER/URI"'),
+        ('[policy]\ndeny_prompts = ["/x"]\n', '"SERVER/PROMPT", such as "everything/simple-*"'),
+        ("[policy]\nallow_prompts = [3]\n", "for example allow_prompts = "),
         ("policy = 3\n", "policy must be a table"),
         ("[mcp-codemode]\ntimeout = 5\n[policy]\nread_only = true\n", "rename it [mcp-codemode.policy]"),
     ],
@@ -126,6 +129,41 @@ def test_tool_patterns_name_server_and_tool_and_a_bare_pattern_means_every_serve
     # A typed name is judged by the deny patterns only: it may be an alias that an allow pattern names otherwise.
     assert allow.name_refusal("everything", "everything", ("get_env",)) is None
     assert Policy(deny_tools=("*/get_*",)).name_refusal("time", "time", ("get_current_time",)) is not None
+
+
+def test_resource_patterns_name_a_server_and_a_uri_or_a_uri_alone_and_prompt_patterns_read_like_tools() -> None:
+    policy = Policy(
+        allow_resources=("docs/*", "file:///srv/*", "everything/demo://resource/static/*"),
+        deny_resources=("*/*secret*", "file:///srv/private/*"),
+        deny_prompts=("*/admin-*",),
+        allow_prompts=("everything/*", "simple-*"),
+    )
+
+    def resource(server: str, uri: str) -> str | None:
+        refused = policy.resource_refusal(server, server.replace("-", "_"), uri)
+        return None if refused is None else refused.rule
+
+    assert resource("docs", "https://example.com/a/b") is None  # "*" crosses "/"
+    assert resource("any-server", "file:///srv/report.txt") is None  # a scheme before the first "/": every server
+    assert resource("fs", "file:///srv/private/key") == "deny_resources"
+    assert resource("docs", "https://example.com/secret") == "deny_resources"
+    assert resource("everything", "demo://resource/static/document/a.md") is None
+    assert resource("everything", "demo://resource/dynamic/text/1") == "allow_resources"
+    assert resource("other", "https://example.com/") == "allow_resources"
+    assert Policy().resource_refusal("x", "x", "anything://at/all") is None  # the default allows every resource
+    # Templates are judged by their URI template, so a hidden template's URIs are hidden as their reads are.
+    assert resource("everything", "demo://resource/static/{id}") is None
+
+    def prompt(server: str, name: str) -> str | None:
+        refused = policy.prompt_refusal(server, server, name)
+        return None if refused is None else refused.rule
+
+    assert prompt("everything", "args-prompt") is None
+    assert prompt("other", "simple-prompt") is None  # a bare pattern means every server
+    assert prompt("everything", "admin-reset") == "deny_prompts"
+    assert prompt("other", "args-prompt") == "allow_prompts"
+    assert Policy(deny_prompts=("x",)).narrows and Policy(allow_resources=("docs/*",)).narrows
+    assert not Policy().narrows
 
 
 def test_read_only_lets_through_only_tools_annotated_read_only() -> None:
@@ -184,7 +222,9 @@ def test_the_summary_names_the_limits_of_a_restrictive_policy_but_never_its_patt
     assert "Policy" not in plain
     policy = Policy(deny_servers=("secret-server",), read_only=True, max_calls_per_run=5, source="/x.toml")
     text = capability_summary(sandbox_settings(policy=policy), "bubblewrap", {"time": "time"})
-    assert "- Policy: only read-only tools are offered; at most 5 tool calls per run_python call" in text
+    assert (
+        "- Policy: only read-only tools are offered; at most 5 calls (tools, resources, prompts) per run_python" in text
+    )
     assert "secret-server" not in text and "/x.toml" not in text
 
 

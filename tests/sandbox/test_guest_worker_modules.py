@@ -47,7 +47,7 @@ def test_the_staged_worker_loads_its_modules_by_top_level_name(tmp_path: Path) -
         "print(json.dumps(sorted(name for name in sys.modules if name.startswith(('worker', 'protocol', 'mcp')))))"
     )
     done = subprocess.run(
-        [sys.executable, "-I", "-B", "-c", probe, str(target)], capture_output=True, text=True, timeout=60
+        [sys.executable, "-I", "-B", "-c", probe, str(target)], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
     expected = sorted({path.stem for path in GUEST.glob("worker*.py")} | {"protocol"})
@@ -69,7 +69,7 @@ def test_the_staged_worker_starts_and_says_ready(tmp_path: Path) -> None:
         worker.stdin.close()
         if not said:
             worker.kill()
-        status = worker.wait(timeout=60)
+        status = worker.wait(timeout=300)
         errors = worker.stderr.read().decode(errors="replace")
     assert len(header) == HEADER.size, f"the worker said nothing: {errors}"
     ready = json.loads(payload)

@@ -31,6 +31,10 @@ def sandbox_settings(**changes: Any) -> Settings:
         "interrupt_grace": 1.0,
         "timeout": 20,
         "startup_timeout": patient(60),  # the product's default, lengthened on a slow machine
+        # Hang guards, not limits under test: a Node server's handshake has taken over 30 s (the product's
+        # default) on a starved machine, and cells.RUN_TIMEOUT needs a ceiling above it.
+        "connect_timeout": 120.0,
+        "max_timeout": 600,
     }
     defaults.update(changes)
     return base.replace(**defaults)

@@ -27,8 +27,10 @@ from . import upstreams
 from .backends import sandbox_settings
 from .clients import require_bubblewrap
 
-RUN_TIMEOUT = 60.0  # per cell: generous, a Python server's first start happens inside the cell
-READY_DEADLINE = 60.0  # polling bound for a server to come up in the background
+# Per cell: generous, a server's first start happens inside the cell, and a starved machine (CPU steal) has taken
+# minutes for what takes a second; sandbox_settings' max_timeout allows it.
+RUN_TIMEOUT = 300.0
+READY_DEADLINE = 180.0  # polling bound for a server to come up in the background
 
 
 @contextlib.contextmanager

@@ -1,4 +1,5 @@
-"""The audit log: one JSON line per tool call that sandboxed code made, refused ones included.
+"""The audit log: one JSON line per tool call, resource read and prompt get that sandboxed code made, refused ones
+included.
 
 It answers "what did the agent's code do with my tools, and when" after the fact, so it records who
 (session, owner), what (server, tool), how it ended and how large the traffic was, and never the
@@ -52,6 +53,7 @@ class _Call(NamedTuple):
     result_bytes: int | None
     rule: str | None
     error: str | None
+    kind: str = "tool"  # "resource": ``tool`` holds the URI; "prompt": the prompt's name
 
 
 class AuditLog:
@@ -84,6 +86,7 @@ class AuditLog:
         result_bytes: int | None = None,
         rule: str | None = None,
         error: str | None = None,
+        kind: str = "tool",
     ) -> None:
         """Queue one call's line; ``arguments`` is their canonical JSON (None when it could not be made).
 
@@ -93,7 +96,7 @@ class AuditLog:
         if self.path is None:
             return
         self._queue(_Call(time.time(), session, owner, server, tool, arguments, outcome, duration, result_bytes, rule,
-                          error))  # fmt: skip
+                          error, kind))  # fmt: skip
 
     def write(self, record: dict[str, Any]) -> None:
         """Queue one line given as a whole; it reaches the file on the event loop's next turn, or at once."""
@@ -187,7 +190,13 @@ def _encoded(entry: dict[str, Any] | _Call) -> bytes:
             "session": entry.session,
             "owner": entry.owner,
             "server": entry.server,
-            "tool": entry.tool,
+        }
+        if entry.kind == "tool":
+            line["tool"] = entry.tool
+        else:  # a resource read or a prompt get: its kind, then what it named where a tool line names the tool
+            line["kind"] = entry.kind
+            line["uri" if entry.kind == "resource" else "prompt"] = entry.tool
+        line |= {
             "args_sha256": hashlib.sha256(arguments).hexdigest() if arguments is not None else None,
             "args_bytes": len(arguments) if arguments is not None else None,
             "outcome": entry.outcome,

@@ -1,4 +1,4 @@
-"""The host end of sandboxed code's requests: discovery, tool calls, resources and saved tools.
+"""The host end of sandboxed code's requests: discovery, tool calls, resources, prompts and saved tools.
 
 This is the request API: it dispatches each ``call`` frame by its ``op`` and answers it. Every request
 arrives from code we do not trust, so each parameter is type-checked before use (``relay_params.py``) and
@@ -10,7 +10,10 @@ without starting a server, but a call is always checked against the listing of t
 
 The policy's refusals of servers and tools the calls name, its caps (argument size and depth, measured
 before anything recursive touches the arguments, the per-run budget and the rate) and the audit line of
-every tool call are in ``relay_policy.py``; whose run a request belongs to is ``relay_run.Run``.
+every tool call are in ``relay_policy.py``; whose run a request belongs to is ``relay_run.Run``. Reading a
+resource and getting a prompt are uses of a server like a tool call: they pass the same policy (its resource and
+prompt patterns), spend from the same budget and rate, and get an audit line each. Listings are filtered by the
+same patterns, so code never sees a resource or prompt it may not use.
 """
 
 from __future__ import annotations
@@ -82,10 +85,17 @@ class Relay:
             "docs": self._docs,
             "search": self._search,
             "resources": self._resources,
-            "read_resource": self._read_resource,
+            "resource_templates": self._resource_templates,
+            "prompts": self._prompts,
             "save_tool": self._save_tool,
             "saved_tools": self._saved_tools,
             "delete_saved_tool": self._delete_saved_tool,
+        }
+        # Uses of a server: policed, budgeted and audited as one kind each (CallGuard.audited).
+        self._uses: dict[str, tuple[str, Callable[[Run, dict[str, Any], CallNote], Awaitable[Any]]]] = {
+            "call": ("tool", self._call),
+            "read_resource": ("resource", self._read_resource),
+            "get_prompt": ("prompt", self._get_prompt),
         }
 
     # ------------------------------------------------------------------------------------ the guest's side
@@ -123,9 +133,13 @@ class Relay:
 
     async def handle(self, owner: str, message: dict[str, Any], run: Run | None = None) -> Reply:
         op = message.get("op")
-        if op == "call":
-            run = run if run is not None else Run(owner, "")
-            return await self.guard.audited(run, lambda note: self._answer(self._call(run, message, note), message))
+        use = self._uses.get(op) if isinstance(op, str) else None
+        if use is not None:
+            kind, answer = use
+            used = run if run is not None else Run(owner, "")
+            return await self.guard.audited(
+                used, lambda note: self._answer(answer(used, message, note), message), kind=kind
+            )
         handler = self._ops.get(op) if isinstance(op, str) else None
         if handler is None:
             return Refusal(ERROR_KIND_MCP, f"unknown request {op!r:.40}").reply()
@@ -277,6 +291,47 @@ class Relay:
         result = await self.hub.call_tool(server, tool.name, arguments, timeout=timeout)
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
+    async def _read_resource(self, run: Run, message: dict[str, Any], note: CallNote) -> dict[str, Any]:
+        name = checked_text(message.get("server"), "server", MAX_NAME)
+        note.server = name
+        uri = note.tool = checked_text(message.get("uri"), "uri", MAX_URI)
+        config = self._call_target(name, uri, note)
+        server = note.server = config.name
+        refused = self.policy.resource_refusal(server, config.alias, uri)
+        if refused is not None:
+            raise self.guard.refused(f"resource {uri!r:.300} of {server!r}", refused, note, server)
+        self.guard.spend(run, f"resource {uri!r:.300} of {server!r}", note)
+        result = await self.hub.read_resource(server, uri)
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    async def _get_prompt(self, run: Run, message: dict[str, Any], note: CallNote) -> dict[str, Any]:
+        name = checked_text(message.get("server"), "server", MAX_NAME)
+        note.server = name
+        prompt = note.tool = checked_text(message.get("prompt"), "prompt", MAX_NAME)
+        arguments = message.get("arguments") or {}
+        if not isinstance(arguments, dict) or not all(isinstance(value, str) for value in arguments.values()):
+            raise Refusal(ERROR_KIND_ARGUMENT, "a prompt's arguments must be a dict of strings (MCP prompt arguments "
+                          "are text: pass str(value))", name, prompt)  # fmt: skip
+        too_large, note.arguments = self.policy.argument_refusal(arguments)
+        config = self._call_target(name, prompt, note)
+        server = note.server = config.name
+        subject = f"prompt {prompt!r} of {server!r}"
+        refused = self.policy.prompt_refusal(server, config.alias, prompt) or too_large
+        if refused is not None:
+            raise self.guard.refused(subject, refused, note, server)
+        self.guard.spend(run, subject, note)
+        try:
+            result = await self.hub.get_prompt(server, prompt, arguments)
+        except UpstreamCallError:
+            known = [listed.name for listed in await self._allowed_prompts(server)]
+            if prompt in known:
+                raise
+            close = close_matches(prompt, known)
+            hint = did_you_mean(close)
+            raise Refusal(ERROR_KIND_ARGUMENT, f"the {server!r} server has no prompt {prompt!r}.{hint} Its prompts: "
+                          f"{', '.join(known) or 'none'}.", server, suggestions=close) from None  # fmt: skip
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
     def _call_target(self, name: str, tool: str, note: CallNote) -> ServerConfig:
         """The server a call names; one the policy refuses is refused here, without being started or listed."""
         try:
@@ -290,14 +345,27 @@ class Relay:
             raise self.guard.refused(f"{config.name}/{tool}", refused, note, config.name, tool) from None
 
     async def _resources(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
-        resources = await self.hub.list_resources(self._server(message))
-        return [resource.model_dump(mode="json", by_alias=True, exclude_none=True) for resource in resources]
-
-    async def _read_resource(self, owner: str, message: dict[str, Any]) -> dict[str, Any]:
         server = self._server(message)
-        uri = checked_text(message.get("uri"), "uri", MAX_URI)
-        result = await self.hub.read_resource(server, uri)
-        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        alias = self.hub.config(server).alias
+        resources = await self.hub.list_resources(server)
+        allowed = [item for item in resources if self.policy.resource_refusal(server, alias, str(item.uri)) is None]
+        return [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in allowed]
+
+    async def _resource_templates(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+        server = self._server(message)
+        alias = self.hub.config(server).alias
+        templates = await self.hub.list_resource_templates(server)
+        allowed = [item for item in templates if self.policy.resource_refusal(server, alias, item.uri_template) is None]
+        return [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in allowed]
+
+    async def _prompts(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+        prompts = await self._allowed_prompts(self._server(message))
+        return [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in prompts]
+
+    async def _allowed_prompts(self, server: str) -> list[types.Prompt]:
+        alias = self.hub.config(server).alias
+        prompts = await self.hub.list_prompts(server)
+        return [item for item in prompts if self.policy.prompt_refusal(server, alias, item.name) is None]
 
     async def _save_tool(self, owner: str, message: dict[str, Any]) -> dict[str, Any]:
         tool = await asyncio.to_thread(

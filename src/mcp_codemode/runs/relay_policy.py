@@ -1,4 +1,5 @@
-"""The policy's side of sandboxed code's tool calls: refusals, the per-run budget, the rate, the audit line.
+"""The policy's side of sandboxed code's uses of servers (tool calls, resource reads, prompt gets): refusals, the
+per-run budget, the rate, the audit line.
 
 The policy hides refused servers and tools in the directory; the relay still refuses the calls that name
 them anyway, with the refusal built here, and here are the caps that cost something to pass: a budget of
@@ -28,8 +29,9 @@ from .relay_run import Run
 class CallNote:
     """What one tool call turned out to be, for its audit line, filled in as the call is checked."""
 
+    kind: str = "tool"  # or "resource", "prompt"
     server: str | None = None
-    tool: str | None = None
+    tool: str | None = None  # the tool's name; a resource's URI; a prompt's name
     arguments: bytes | None = None  # canonical JSON
     rule: str | None = None
 
@@ -42,9 +44,11 @@ class CallGuard:
         self.audit = audit
         self.rate = RateLimiter(policy.max_calls_per_second)
 
-    async def audited(self, run: Run, answer: Callable[[CallNote], Awaitable[Reply]]) -> Reply:
-        """``answer``'s reply to one tool call, with the call's audit line written whatever becomes of it."""
-        note = CallNote()
+    async def audited(self, run: Run, answer: Callable[[CallNote], Awaitable[Reply]], kind: str = "tool") -> Reply:
+        """``answer``'s reply to one use of a server, with its audit line written whatever becomes of it.
+
+        ``kind`` is what was used: ``tool`` (``note.tool`` is its name), ``resource`` (the URI) or ``prompt``."""
+        note = CallNote(kind=kind)
         started = time.monotonic()
         try:
             reply = await answer(note)
@@ -86,13 +90,15 @@ class CallGuard:
             result_bytes=result_bytes,
             rule=note.rule if outcome == "refused" else None,
             error=error,
+            kind=note.kind,
         )
 
     def spend(self, run: Run, subject: str, note: CallNote) -> None:
         """Take one call from the run's budget and the owner's rate; a call refused here costs neither."""
         policy = self.policy
         if policy.max_calls_per_run and run.calls >= policy.max_calls_per_run:
-            reason = (f"the per-run call budget of {policy.max_calls_per_run:,} tool calls is used up "
+            reason = (f"the per-run call budget of {policy.max_calls_per_run:,} calls (tools, resource reads, prompts) "
+                      "is used up "
                       "(max_calls_per_run); the next run_python call starts with a fresh budget")  # fmt: skip
             raise self.refused(subject, Refused("max_calls_per_run", reason), note)
         if not self.rate.take(run.owner):

@@ -67,7 +67,9 @@ def _servers_line(servers: Mapping[str, str]) -> str:
         '"name", "summary", "full" for less or more); call them as '
         "`await mcp_<alias>.<tool>(arg=...)` (typed: help() shows parameters) or `runtime.call_tool(server, tool, "
         "{...})`. Results are Python values; failures raise runtime.ToolError, ToolNotFound, ArgumentError (all "
-        "runtime.MCPError). asyncio.gather runs calls concurrently."
+        "runtime.MCPError). asyncio.gather runs calls concurrently. Resources and prompts: "
+        "`runtime.list_resources(server)`, `list_resource_templates`, `read_resource(server, uri)`, "
+        "`list_prompts(server)`, `get_prompt(server, name, {...})` (each with a _sync twin)."
     )
 
 
@@ -79,7 +81,7 @@ def _policy_line(policy: Policy) -> list[str]:
     if policy.read_only:
         limits.append("only read-only tools are offered")
     if policy.max_calls_per_run:
-        limits.append(f"at most {policy.max_calls_per_run:,} tool calls per run_python call")
+        limits.append(f"at most {policy.max_calls_per_run:,} calls (tools, resources, prompts) per run_python call")
     if policy.max_calls_per_second:
         limits.append(f"at most {policy.max_calls_per_second:g} tool calls per second")
     limits.append(f"arguments up to {format_size(policy.max_argument_bytes)} of JSON, nested up to "

@@ -37,7 +37,7 @@ from .failures import crash_reason, describe_failure, headline
 from .identity import refusal_of
 from .launch import LaunchError, ServerLog
 from .model import ServerConfig
-from .paging import list_resources, list_tools
+from .paging import list_prompts, list_resource_templates, list_resources, list_tools
 from .redaction import redaction_for
 from .restart import STABLE_AFTER, backoff_delay
 from .state import ServerState, Status
@@ -437,6 +437,18 @@ class Connection:
         if client.server_capabilities.resources is None:
             return []
         return await self.request("resources/list", "resources/list", list_resources, None)
+
+    async def resource_templates(self) -> list[types.ResourceTemplate]:
+        client, _ = await self.ensure()
+        if client.server_capabilities.resources is None:
+            return []
+        return await self.request("resources/templates/list", "resources/templates/list", list_resource_templates, None)
+
+    async def prompts(self) -> list[types.Prompt]:
+        client, _ = await self.ensure()
+        if client.server_capabilities.prompts is None:
+            return []
+        return await self.request("prompts/list", "prompts/list", list_prompts, None)
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification):

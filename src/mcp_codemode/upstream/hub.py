@@ -179,6 +179,18 @@ class Hub:
         connection = self._connection(name)
         return await connection.request(f"resource {uri!r}", uri, lambda client: client.read_resource(uri), None)
 
+    async def list_resource_templates(self, name: str) -> list[types.ResourceTemplate]:
+        return await self._connection(name).resource_templates()
+
+    async def list_prompts(self, name: str) -> list[types.Prompt]:
+        return await self._connection(name).prompts()
+
+    async def get_prompt(self, name: str, prompt: str, arguments: dict[str, str]) -> types.GetPromptResult:
+        connection = self._connection(name)
+        return await connection.request(
+            f"prompt {prompt!r}", prompt, lambda client: client.get_prompt(prompt, arguments or None), None
+        )
+
     def warm(self, names: Iterable[str]) -> None:
         """Start connecting to these servers in the background and return at once (the ``servers`` hint).
 

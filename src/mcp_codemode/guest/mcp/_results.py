@@ -1,7 +1,9 @@
-"""The natural values tool results become: parsed text, ``Image``, ``Audio``/``Media``, resource contents.
+"""The natural values tool results become: parsed text, ``Image``, ``Audio``/``Media``, resource contents,
+``ResourceLink``; and the values of a resource read and a prompt.
 
 Standard library only. A tool's ``CallToolResult`` arrives as a dict; every way of calling a tool (a proxy
-function, ``call_tool``) and of reading a resource converts it here, so the rules are written once.
+function, ``call_tool``), of reading a resource and of getting a prompt converts it here, so the rules are
+written once.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import base64
 import json
 
 from ._images import Image, sniff
-from ._rpc import ToolError
+from ._rpc import ToolError, rpc
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,6 +37,32 @@ class Audio(Media):
     """Audio content of a tool result."""
 
 
+class ResourceLink(dict):  # type: ignore[type-arg]
+    """A link to a resource in a tool result: the link's fields as a dict (``uri``, ``name``, ``mimeType``, ...),
+    and ``read()`` / ``read_sync()`` to read it from the server whose tool returned it, in one call.
+
+    A dict so code written when links came as plain dicts keeps working."""
+
+    def __init__(self, item: dict[str, Any], server: str) -> None:
+        super().__init__(item)
+        self.server = server
+
+    @property
+    def uri(self) -> str:
+        return str(self.get("uri", ""))
+
+    async def read(self) -> Any:
+        """The linked resource's contents, as ``runtime.read_resource`` gives them."""
+        return read_resource_value(await rpc.arequest("read_resource", server=self.server, uri=self.uri))
+
+    def read_sync(self) -> Any:
+        """Blocking twin of ``read``."""
+        return read_resource_value(rpc.request("read_resource", server=self.server, uri=self.uri))
+
+    def __repr__(self) -> str:
+        return f"ResourceLink({self.uri!r}, server={self.server!r})"
+
+
 def natural(raw: dict[str, Any], server: str, tool: str, wrapped: bool = False) -> Any:
     """The value a tool result means: structured content, parsed JSON text, text, images; isError raises."""
     if raw.get("isError"):
@@ -44,7 +72,7 @@ def natural(raw: dict[str, Any], server: str, tool: str, wrapped: bool = False) 
         if wrapped and isinstance(structured, dict) and set(structured) == {"result"}:
             return structured["result"]
         return structured
-    items = [_content(item) for item in raw.get("content") or [] if isinstance(item, dict)]
+    items = [_content(item, server) for item in raw.get("content") or [] if isinstance(item, dict)]
     if not items:
         return None
     return items[0] if len(items) == 1 else items
@@ -66,7 +94,7 @@ def parse_text(text: str) -> Any:
     return text
 
 
-def _content(item: dict[str, Any]) -> Any:
+def _content(item: dict[str, Any], server: str) -> Any:
     kind = item.get("type")
     if kind == "text":
         return parse_text(str(item.get("text", "")))
@@ -83,7 +111,9 @@ def _content(item: dict[str, Any]) -> Any:
         return Audio(data, mime)
     if kind == "resource":
         return resource_value(item.get("resource") or {})
-    return item  # resource_link and anything newer: the raw item, which says what it is
+    if kind == "resource_link" and isinstance(item.get("uri"), str):
+        return ResourceLink(item, server)
+    return item  # anything newer: the raw item, which says what it is
 
 
 def resource_value(contents: dict[str, Any]) -> Any:
@@ -96,3 +126,25 @@ def resource_value(contents: dict[str, Any]) -> Any:
         except ValueError:
             return contents
     return contents
+
+
+def read_resource_value(result: Any) -> Any:
+    """The value of a whole ``read_resource`` reply: one content's value, a list of several, or None."""
+    contents = [item for item in (result or {}).get("contents") or [] if isinstance(item, dict)]
+    values = [resource_value(item) for item in contents]
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
+
+
+def prompt_value(result: Any, server: str) -> dict[str, Any]:
+    """A ``get_prompt`` reply as plain values: ``description`` and ``messages``, each ``{"role", "content"}``
+    with the content converted as a tool result's is (text, ``Image``, a resource's contents, ``ResourceLink``)."""
+    result = result if isinstance(result, dict) else {}
+    messages = []
+    for message in result.get("messages") or []:
+        if isinstance(message, dict):
+            content = message.get("content")
+            value = _content(content, server) if isinstance(content, dict) else content
+            messages.append({"role": message.get("role"), "content": value})
+    return {"description": result.get("description"), "messages": messages}

@@ -44,7 +44,7 @@ from ._images import is_image_like as is_image_like
 from ._images import sniff as sniff
 from ._images import to_image as to_image
 from ._proxies import ServerProxy, catalog
-from ._results import Audio, Media, natural, resource_value
+from ._results import Audio, Media, ResourceLink, natural, prompt_value, read_resource_value
 from ._rpc import (
     ArgumentError,
     MCPError,
@@ -70,6 +70,7 @@ __all__ = [
     "MCPError",
     "Media",
     "PolicyError",
+    "ResourceLink",
     "SearchResults",
     "ServerNotFound",
     "ServerUnavailable",
@@ -83,7 +84,13 @@ __all__ = [
     "delete_saved_tool",
     "describe_server",
     "discovered_servers",
+    "get_prompt",
+    "get_prompt_sync",
     "list_loaded_server_metadata",
+    "list_prompts",
+    "list_prompts_sync",
+    "list_resource_templates",
+    "list_resource_templates_sync",
     "list_resources",
     "list_resources_sync",
     "list_saved_tools",
@@ -207,38 +214,69 @@ def call_tool_sync(
     return result if raw else natural(result, server, tool)
 
 
+def _entries(reply: Any) -> list[dict[str, Any]]:
+    """A listing's entries (resources, templates, prompts): the dicts of the reply's list."""
+    return [entry for entry in reply if isinstance(entry, dict)] if isinstance(reply, list) else []
+
+
 async def list_resources(server: str) -> list[dict[str, Any]]:
-    """The resources a server offers (uri, name, mimeType, description)."""
-    result: list[dict[str, Any]] = await rpc.arequest("resources", server=server)
-    return result
+    """The resources a server offers and the policy allows (uri, name, mimeType, description)."""
+    return _entries(await rpc.arequest("resources", server=server))
 
 
 def list_resources_sync(server: str) -> list[dict[str, Any]]:
     """Blocking twin of ``list_resources``."""
-    result: list[dict[str, Any]] = rpc.request("resources", server=server)
-    return result
+    return _entries(rpc.request("resources", server=server))
 
 
-def _read_resource_value(result: Any) -> Any:
-    """The value of a whole ``read_resource`` reply: one content's value, a list of several, or None.
+async def list_resource_templates(server: str) -> list[dict[str, Any]]:
+    """A server's resource templates (uriTemplate, name, mimeType, description): fill one in, then
+    ``read_resource`` the URI."""
+    return _entries(await rpc.arequest("resource_templates", server=server))
 
-    Named apart from ``_results.resource_value``, which converts one content item, so the two read differently.
-    """
-    contents = [item for item in (result or {}).get("contents") or [] if isinstance(item, dict)]
-    values = [resource_value(item) for item in contents]
-    if not values:
-        return None
-    return values[0] if len(values) == 1 else values
+
+def list_resource_templates_sync(server: str) -> list[dict[str, Any]]:
+    """Blocking twin of ``list_resource_templates``."""
+    return _entries(rpc.request("resource_templates", server=server))
 
 
 async def read_resource(server: str, uri: str) -> Any:
     """A resource's contents: text (parsed when it is JSON) or bytes; several contents come as a list."""
-    return _read_resource_value(await rpc.arequest("read_resource", server=server, uri=uri))
+    return read_resource_value(await rpc.arequest("read_resource", server=server, uri=uri))
 
 
 def read_resource_sync(server: str, uri: str) -> Any:
     """Blocking twin of ``read_resource``."""
-    return _read_resource_value(rpc.request("read_resource", server=server, uri=uri))
+    return read_resource_value(rpc.request("read_resource", server=server, uri=uri))
+
+
+async def list_prompts(server: str) -> list[dict[str, Any]]:
+    """The prompts a server offers and the policy allows (name, title, description, arguments)."""
+    return _entries(await rpc.arequest("prompts", server=server))
+
+
+def list_prompts_sync(server: str) -> list[dict[str, Any]]:
+    """Blocking twin of ``list_prompts``."""
+    return _entries(rpc.request("prompts", server=server))
+
+
+def _prompt_params(server: str, name: str, arguments: dict[str, str] | None) -> dict[str, Any]:
+    if arguments is not None and not isinstance(arguments, dict):
+        raise ArgumentError(f"arguments must be a dict of the prompt's arguments, not {type(arguments).__name__}")
+    return {"server": server, "prompt": name, "arguments": arguments or {}}
+
+
+async def get_prompt(server: str, name: str, arguments: dict[str, str] | None = None, *, raw: bool = False) -> Any:
+    """A prompt filled in with ``arguments`` (strings): ``{"description", "messages": [{"role", "content"}]}``
+    with each content a natural value (text, ``Image``, ...), or the raw GetPromptResult dict with ``raw=True``."""
+    result = await rpc.arequest("get_prompt", **_prompt_params(server, name, arguments))
+    return result if raw else prompt_value(result, server)
+
+
+def get_prompt_sync(server: str, name: str, arguments: dict[str, str] | None = None, *, raw: bool = False) -> Any:
+    """Blocking twin of ``get_prompt``."""
+    result = rpc.request("get_prompt", **_prompt_params(server, name, arguments))
+    return result if raw else prompt_value(result, server)
 
 
 def _bind_names(namespace: dict[str, Any]) -> None:
