@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from mcp_codemode.guest import protocol
 from mcp_codemode.guest.mcp import _rpc
 from mcp_codemode.runs.relay import Relay
 from mcp_codemode.runs.saved_tools import SavedToolStore
@@ -32,8 +33,7 @@ pytestmark = pytest.mark.backend
 
 KINDS = set(_rpc.ERRORS)
 QUICK_TOOLS = ["echo", "get-sum", "get-tiny-image", "get-annotated-message", "get-structured-content"]
-OPS = ["servers", "describe", "loaded", "tools", "docs", "search", "call", "resources", "read_resource", "save_tool",
-       "saved_tools", "delete_saved_tool"]  # fmt: skip
+OPS = sorted(protocol.CALL_OPS)  # every op the guest may send: a new one is fuzzed the day it is added
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +66,7 @@ fields = {
     "arguments": st.one_of(
         st.fixed_dictionaries({"message": st.one_of(st.text(max_size=20), json_values)}),
         st.fixed_dictionaries({"a": json_values, "b": json_values}),
+        st.fixed_dictionaries({"city": st.text(max_size=12)}),  # args-prompt's argument
         st.dictionaries(st.text(max_size=8), json_values, max_size=4),
         json_values,
     ),
@@ -76,6 +77,9 @@ fields = {
     "detail": st.one_of(st.sampled_from(["name", "summary", "full", "stub", "everything"]), json_values),
     "uri": st.one_of(
         st.sampled_from(["demo://resource/static/document/architecture.md", "file:///etc/passwd"]), texts, json_values
+    ),
+    "prompt": st.one_of(
+        st.sampled_from(["simple-prompt", "args-prompt", "resource-prompt", "simple-promt"]), texts, json_values
     ),
     "name": st.one_of(st.sampled_from(["fuzzed", "_private", "not an identifier"]), texts, json_values),
     "source": st.one_of(st.just("def fuzzed():\n    return 1\n"), texts, json_values),
