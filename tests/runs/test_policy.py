@@ -521,7 +521,7 @@ async def test_the_rate_cap_is_per_owner_across_sessions(tmp_path: Path) -> None
     assert first["call"][0] == "no error"
     kind, message, rule = second["call"]
     assert (kind, rule) == ("PolicyError", "max_calls_per_second")
-    assert message.startswith("policy refused time/get_current_time: the rate cap of 0.01 tool calls per second")
+    assert message.startswith("policy refused time/get_current_time: the rate cap of 0.01 calls per second (tools,")
     assert message.endswith("(the default policy)")
     assert other["call"][0] == "no error"
 

@@ -102,8 +102,8 @@ class CallGuard:
                       "(max_calls_per_run); the next run_python call starts with a fresh budget")  # fmt: skip
             raise self.refused(subject, Refused("max_calls_per_run", reason), note)
         if not self.rate.take(run.owner):
-            reason = (f"the rate cap of {policy.max_calls_per_second:g} tool calls per second is reached "
-                      f"(max_calls_per_second); wait {self.rate.wait_hint()} and call again")  # fmt: skip
+            reason = (f"the rate cap of {policy.max_calls_per_second:g} calls per second (tools, resources, prompts) "
+                      f"is reached (max_calls_per_second); wait {self.rate.wait_hint()} and call again")  # fmt: skip
             raise self.refused(subject, Refused("max_calls_per_second", reason), note)
         run.calls += 1
 

@@ -83,7 +83,7 @@ def _policy_line(policy: Policy) -> list[str]:
     if policy.max_calls_per_run:
         limits.append(f"at most {policy.max_calls_per_run:,} calls (tools, resources, prompts) per run_python call")
     if policy.max_calls_per_second:
-        limits.append(f"at most {policy.max_calls_per_second:g} tool calls per second")
+        limits.append(f"at most {policy.max_calls_per_second:g} calls per second")
     limits.append(f"arguments up to {format_size(policy.max_argument_bytes)} of JSON, nested up to "
                   f"{policy.max_argument_depth} deep")  # fmt: skip
     return [f"- Policy: {'; '.join(limits)}. A refused call raises runtime.PolicyError (an MCPError) naming the rule."]
