@@ -661,7 +661,13 @@ def test_natural_reads_embedded_resources_and_passes_other_items_through():
     text = {"type": "resource", "resource": {"uri": "file:///a", "text": '{"k": true}'}}
     blob = {"type": "resource", "resource": {"uri": "file:///b", "blob": b64(b"\x00\x01")}}
     link = {"type": "resource_link", "uri": "file:///c", "name": "c"}
-    assert _proxies.natural({"content": [text, blob, link]}, "s", "t") == [{"k": True}, b"\x00\x01", link]
+    values = _proxies.natural({"content": [text, blob, link]}, "s", "t")
+    assert values == [{"k": True}, b"\x00\x01", link]  # a link is still the dict it was...
+    assert isinstance(values[2], runtime.ResourceLink) and (values[2].uri, values[2].server) == ("file:///c", "s")
+    assert repr(values[2]) == "ResourceLink('file:///c', server='s')"  # ...that knows where to read itself
+    newer = {"type": "something_newer", "uri": "x:y"}
+    passed = _proxies.natural({"content": [newer]}, "s", "t")
+    assert passed == newer and type(passed) is dict
     assert _proxies.resource_value({"uri": "file:///d"}) == {"uri": "file:///d"}
 
 
