@@ -15,6 +15,9 @@ from tests.support.backends import BACKENDS, require_usable, sandbox_settings
 from tests.support.processes import our_containers, sandbox_processes, wait_until_gone
 from tests.support.purity import forbid_processes_and_network
 
+# The security tally and the slow-test lines, kept where every xdist worker's reports meet (tests/support/tally.py).
+pytest_plugins = ["tests.support.tally"]
+
 T = TypeVar("T")
 # A test that asks for one of these (even through another fixture) runs a real sandbox: it is marked backend
 # without having to say so. Whole modules of such tests say it once, with ``pytestmark = pytest.mark.backend``.

@@ -31,13 +31,14 @@ from tests.support.clients import (
     require_bubblewrap,
     server_env,
 )
+from tests.support.patience import patient
 
 pytestmark = pytest.mark.backend
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENTS_PYTHON = ROOT / ".cache" / "clients" / "bin" / "python"
 LANGCHAIN_PYTHON = ROOT / ".cache" / "clients-langchain" / "bin" / "python"  # mcp 1.x: scripts/setup-clients.sh
-DRIVER_DEADLINE = 240  # seconds for one driver's whole run (the openai-agents one waits out two 7 s calls)
+DRIVER_DEADLINE = patient(240)  # seconds for one driver's whole run (the openai-agents one waits out two 7 s calls)
 
 STATE = "state kept: 42"
 ERROR_LINE = "ZeroDivisionError: division by zero"

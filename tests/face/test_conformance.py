@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 
 from tests.support.inspector import CONFORMANCE, ROOT, node_command, running_bridge
+from tests.support.patience import patient
 
 BASELINE = ROOT / "tests" / "conformance-baseline.yml"
 REVISIONS = ("2025-11-25", "2026-07-28")
-SUITE_SECONDS = 300
+SUITE_SECONDS = round(patient(300))
 SCENARIO_MILLISECONDS = 20_000
 ENTRY = re.compile(r"^  - (?P<scenario>[a-z0-9/-]+):(?P<check>[a-z0-9-]+)  # (?P<reason>\S.*)$")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -55,7 +56,7 @@ def baseline_entries() -> list[tuple[str, str, str]]:
 def required_scenarios(revision: str) -> set[str]:
     """The server scenarios ``--requirements <revision>`` runs, scored or not, as ``conformance list`` names them."""
     command = [*node_command(CONFORMANCE), "list", "--requirements", revision]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=SUITE_SECONDS, check=False)
     assert done.returncode == 0, f"{' '.join(command)} exited with {done.returncode}:\n{done.stdout}{done.stderr}"
     text = ANSI.sub("", done.stdout)
     server_part = text.split("Server scenarios", 1)[1].split("Client scenarios", 1)[0]

@@ -131,7 +131,7 @@ async def test_a_session_is_served_by_either_replica_and_survives_its_owner_only
 
         # The internal endpoint opens to the shared token only.
         internal = a.url.removesuffix("/mcp") + INTERNAL_PATH
-        async with httpx2.AsyncClient(timeout=30.0) as http:
+        async with httpx2.AsyncClient(timeout=patient(30.0)) as http:
             body = {"key": "p:local:shared-auto", "label": "shared-auto", "owner": "local", "code": "x"}
             wrong = await http.post(internal, json=body, headers={"Authorization": "Bearer " + "w" * 64})
             none = await http.post(internal, json=body)

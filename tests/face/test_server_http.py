@@ -37,6 +37,7 @@ from tests.support.clients import (
     require_bubblewrap,
     text_of,
 )
+from tests.support.patience import patient
 from tests.support.processes import wait_until_gone
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backend]
@@ -170,7 +171,7 @@ async def test_the_session_argument_rides_in_a_routing_header_the_server_checks(
     (call,) = calls
     assert call.headers["mcp-param-session"] == "routed-1"
     forged = {**call.headers, "mcp-param-session": "someone-else"}
-    async with httpx2.AsyncClient(timeout=30.0) as http:
+    async with httpx2.AsyncClient(timeout=patient(30.0)) as http:
         refused = await http.post(plain.url, content=call.content, headers=forged)
     assert refused.status_code == 400, refused.text
     assert refused.json()["error"]["code"] == HEADER_MISMATCH, refused.text
@@ -369,7 +370,7 @@ def initialize_body() -> dict[str, Any]:
 
 async def post_initialize(url: str, headers: dict[str, str]) -> httpx2.Response:
     base = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    async with httpx2.AsyncClient(timeout=30.0) as http:
+    async with httpx2.AsyncClient(timeout=patient(30.0)) as http:
         return await http.post(url, json=initialize_body(), headers={**base, **headers})
 
 

@@ -18,7 +18,8 @@ so an attack that forgets to assert it still fails. A tool that deliberately ret
 configured tool, not an escape, so tests must not call it while the secret check is on.
 
 Each test's outcome per backend is recorded in ``.cache/security-report.json`` (attack id, backend, passed or
-failed), and a per-backend tally is printed at the end of the session: passed means contained.
+failed), and a per-backend tally is printed at the end of the session: passed means contained. That tally is kept
+by ``tests/support/tally.py`` (a plugin of the root conftest), where the reports of every pytest-xdist worker meet.
 """
 
 from __future__ import annotations
@@ -42,13 +43,9 @@ import pytest
 from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.upstream.config import discover
 from tests.support import upstreams
-from tests.support.backends import IN_CI
 from tests.support.cells import private_state_dir
 from tests.support.security import (
     BRIDGE_SECRET_ENV,
-    RECORDS,
-    REPORT_FILE,
-    ROOT,
     SECURITY_BACKENDS,
     UPSTREAM_SECRET_ENV,
     Canaries,
@@ -56,7 +53,6 @@ from tests.support.security import (
     Listeners,
     Target,
     assert_no_secrets,
-    attack_id,
     created_file,
     honeytoken,
     require_backend,
@@ -255,47 +251,3 @@ def _canaries_untouched(request: pytest.FixtureRequest) -> Iterator[None]:
     results, target.results[:] = list(target.results), []
     assert not touched, f"{target.name}: the sandbox reached the host's canaries: {touched}"
     assert_no_secrets(target, *results)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    report_box = yield
-    report: pytest.TestReport = report_box.get_result()  # type: ignore[attr-defined]
-    key = attack_id(item)
-    if key is None:
-        return
-    if report.failed:
-        RECORDS[key] = "failed"
-    elif report.skipped and report.when in ("setup", "call"):
-        RECORDS.setdefault(key, "skipped")
-    elif report.when == "call" and report.passed:
-        RECORDS.setdefault(key, "passed")
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if not RECORDS:
-        return
-    rows = [{"attack": a, "backend": b, "outcome": o} for (a, b), o in sorted(RECORDS.items())]
-    REPORT_FILE.parent.mkdir(parents=True, exist_ok=True)
-    REPORT_FILE.write_text(json.dumps({"ci": IN_CI, "results": rows}, indent=2) + "\n")
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not RECORDS:
-        return
-    terminalreporter.section("security suite: attacks per backend")
-    for backend in SECURITY_BACKENDS:
-        outcomes = [o for (_, b), o in RECORDS.items() if b == backend]
-        if not outcomes:
-            continue
-        contained = outcomes.count("passed")
-        failed = outcomes.count("failed")
-        skipped = outcomes.count("skipped")
-        terminalreporter.write_line(
-            f"{backend:>10}: {len(outcomes)} tried, {contained} contained, {failed} not contained/failed"
-            + (f", {skipped} skipped" if skipped else "")
-        )
-    for (attack, backend), result in sorted(RECORDS.items()):
-        if result == "failed":
-            terminalreporter.write_line(f"  FAILED {backend}: {attack}")
-    terminalreporter.write_line(f"(written to {REPORT_FILE.relative_to(ROOT)})")

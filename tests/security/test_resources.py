@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import uuid
 from typing import Any
 
 import pytest
 
-from mcp_codemode.sandbox.container import OWNER_LABEL
 from tests.support.backends import SANDBOX_UID
 from tests.support.cells import explain
 from tests.support.processes import our_containers, sandbox_processes, wait_until_gone
@@ -56,64 +54,9 @@ def this_bridges_containers() -> list[str]:
     return [name for name in our_containers() if name.startswith(prefix)]
 
 
-_GROUP = re.compile(r"/w-(\d+)-\d+-")  # a bubblewrap sandbox's cgroup: w-<bridge pid>-<n>-<worker>
-_CONTAINER_ID = re.compile(r"[0-9a-f]{64}")  # in a container process's cgroup (libpod-<id>) or runsc's arguments
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _bridge_of_container(container: str, cache: dict[str, str]) -> str:
-    if container not in cache:
-        done = subprocess.run(
-            ["podman", "inspect", "--format", '{{index .Config.Labels "' + OWNER_LABEL + '"}}', container],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        cache[container] = done.stdout.strip() if done.returncode == 0 else ""
-    return cache[container]
-
-
-def _belongs_elsewhere(pid: int, cache: dict[str, str]) -> bool:
-    """True when a sandbox-uid process is provably another bridge's (another test run on this machine).
-
-    It is attributed by its cgroup (which no sandboxed process can leave) or an ancestor's: a bubblewrap group
-    names its bridge's pid, and a container's id leads to its bridge-pid label. Anything that cannot be traced
-    to another live bridge (an escapee whose container is gone, say) counts as ours.
-    """
-    current = pid
-    for _ in range(64):
-        if current <= 1 or current == os.getpid():
-            return False
-        text = _read(f"/proc/{current}/cgroup") + _read(f"/proc/{current}/cmdline")
-        group = _GROUP.search(text)
-        if group is not None:
-            return int(group.group(1)) != os.getpid()
-        container = _CONTAINER_ID.search(text)
-        if container is not None:
-            owner = _bridge_of_container(container.group(0), cache)
-            return owner not in ("", str(os.getpid()))
-        stat = _read(f"/proc/{current}/stat")
-        try:
-            current = int(stat.rsplit(")", 1)[1].split()[1])
-        except (IndexError, ValueError):
-            return False
-    return False
-
-
-def our_sandbox_processes() -> list[str]:
-    """``sandbox_processes()`` without those of other bridges that may run on this machine at the same time."""
-    cache: dict[str, str] = {}
-    return [row for row in sandbox_processes() if not _belongs_elsewhere(int(row.split()[0]), cache)]
-
-
 def assert_nothing_left(target: Target) -> None:
     """No process of the sandbox uid on the host and no container of this bridge (every session was discarded)."""
-    assert wait_until_gone(our_sandbox_processes) == [], f"{target.name}: sandbox processes outlived their session"
+    assert wait_until_gone(sandbox_processes) == [], f"{target.name}: sandbox processes outlived their session"
     if target.name != "bubblewrap":
         assert wait_until_gone(this_bridges_containers) == [], f"{target.name}: a container outlived its session"
 

@@ -31,7 +31,7 @@ INSPECTOR = NODE_MODULES / "@modelcontextprotocol" / "inspector" / "clients" / "
 CONFORMANCE = NODE_MODULES / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 BRIDGE = Path(sys.executable).with_name("mcp-codemode")
 SETUP_HINT = "run scripts/setup-node.sh (it installs the pinned Node 22, Inspector and conformance suite)"
-INSPECTOR_SECONDS = 90
+INSPECTOR_SECONDS = round(patient(90))
 # The Inspector gives a server 15 s to answer initialize by default; a loaded CI machine has taken 32 s to import
 # the SDK alone, so it gets most of the run's budget instead.
 CONNECT_MS = int(patient(60) * 1000)

@@ -2,12 +2,21 @@
 
 Apart because the tests that prove nothing outlives a session (CLI, HTTP, warm pool, cgroups, resources) all ask
 the same questions of ps, podman and /proc, with the same bounded wait for the kernel to finish reaping.
+
+The suite runs in several pytest processes at once (pytest-xdist), and all their sandboxes share one uid and one
+podman. So "what is left" means what is left *of this test process*: a sandbox process or container is someone
+else's only when it provably belongs to a live bridge outside this process's tree. Its bridge is named by its
+cgroup (``w-<bridge pid>-...``, which no sandboxed process can leave) or its container's bridge-pid label. Anything
+that cannot be traced to another live bridge (an escapee whose container is gone, the leftovers of a bridge that
+died) counts as ours, so a leak is never explained away.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
+import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -18,28 +27,103 @@ from mcp_codemode.sandbox.container import OWNER_LABEL
 from .backends import SANDBOX_UID
 from .patience import patient
 
+_GROUP = re.compile(r"/w-(\d+)-\d+-")  # a bubblewrap sandbox's cgroup: w-<bridge pid>-<n>-<worker>
+_CONTAINER_ID = re.compile(r"[0-9a-f]{64}")  # in a container process's cgroup (libpod-<id>) or runsc's arguments
+
 
 def sandbox_processes() -> list[str]:
-    """Live processes of the sandbox uid on the host (workers, their children, rootful containers).
+    """Live processes of the sandbox uid on the host that are not another test process's (see the module doc).
 
     Zombies are left out: they run nothing and hold no memory, and bwrap's inner processes become zombies
     of the host's init, which on our VMs reaps them only every second or so.
     """
     done = subprocess.run(
-        ["ps", "-o", "pid=,stat=,args=", "-u", str(SANDBOX_UID)], capture_output=True, text=True, check=False
+        ["ps", "-ww", "-o", "pid=,stat=,args=", "-u", str(SANDBOX_UID)], capture_output=True, text=True, check=False
     )
     rows = [line.split(None, 2) for line in done.stdout.splitlines() if line.strip()]
-    return [" ".join(row) for row in rows if len(row) == 3 and not row[1].startswith("Z")]
+    labels: dict[str, str] = {}
+    return [
+        " ".join(row)
+        for row in rows
+        if len(row) == 3 and not row[1].startswith("Z") and not _belongs_elsewhere(int(row[0]), labels)
+    ]
 
 
 def our_containers() -> list[str]:
+    """Names of our containers (by their owner label) whose bridge is not another test process's."""
     done = subprocess.run(
-        ["podman", "ps", "--all", "--filter", f"label={OWNER_LABEL}", "--format", "{{.Names}}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return [line for line in done.stdout.splitlines() if line.strip()]
+        ["podman", "ps", "--all", "--filter", f"label={OWNER_LABEL}",
+         "--format", '{{.Names}} {{index .Labels "' + OWNER_LABEL + '"}}'],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    found = []
+    for line in done.stdout.splitlines():
+        name, _, owner = line.strip().partition(" ")
+        if name and not _elsewhere(owner):
+            found.append(name)
+    return found
+
+
+def _elsewhere(bridge: str) -> bool:
+    """True when ``bridge`` (a pid, as text) is alive and not this process or one of its descendants."""
+    if not bridge.isdigit():
+        return False
+    stat = _stat(int(bridge))
+    if stat is None or stat[0] in ("Z", "X"):
+        return False
+    return not _in_my_tree(int(bridge))
+
+
+def _in_my_tree(pid: int) -> bool:
+    me, current = os.getpid(), pid
+    for _ in range(64):
+        if current == me:
+            return True
+        if current <= 1:
+            return False
+        stat = _stat(current)
+        if stat is None:
+            return False
+        current = stat[2]
+    return False
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _label_of(container: str, labels: dict[str, str]) -> str:
+    if container not in labels:
+        done = subprocess.run(
+            ["podman", "inspect", "--format", '{{index .Config.Labels "' + OWNER_LABEL + '"}}', container],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        labels[container] = done.stdout.strip() if done.returncode == 0 else ""
+    return labels[container]
+
+
+def _belongs_elsewhere(pid: int, labels: dict[str, str]) -> bool:
+    """True when a sandbox-uid process is provably another live bridge's, found through it or an ancestor."""
+    current = pid
+    for _ in range(64):
+        if current <= 1 or current == os.getpid():
+            return False
+        text = _read(f"/proc/{current}/cgroup") + _read(f"/proc/{current}/cmdline")
+        group = _GROUP.search(text)
+        if group is not None:
+            return _elsewhere(group.group(1))
+        container = _CONTAINER_ID.search(text)
+        if container is not None:
+            return _elsewhere(_label_of(container.group(0), labels))
+        stat = _stat(current)
+        if stat is None:
+            return False
+        current = stat[2]
+    return False
 
 
 def wait_until_gone(probe: Callable[[], list[str]], seconds: float = 15.0) -> list[str]:

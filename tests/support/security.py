@@ -354,8 +354,9 @@ RECORDS: dict[tuple[str, str], str] = {}
 
 
 def attack_id(item: pytest.Item) -> tuple[str, str] | None:
+    """(attack, backend) of a test of tests/security/ run against a target; None for every other test."""
     callspec = getattr(item, "callspec", None)
-    if callspec is None or "target" not in callspec.params:
+    if callspec is None or "target" not in callspec.params or item.path.parent.name != "security":
         return None
     module = item.path.stem.removeprefix("test_")
     name = getattr(item, "originalname", item.name)

@@ -32,13 +32,14 @@ from tests.support.backends import sandbox_settings
 from tests.support.cells import explain, poll, private_state_dir, reported, run
 from tests.support.clients import clean_environ, require_bubblewrap
 from tests.support.inspector import BRIDGE
+from tests.support.patience import patient
 from tests.support.upstreams import GROWER
 
 pytestmark = pytest.mark.backend
 
 T = TypeVar("T")
-DEADLINE = 60.0  # bound on polling for a background listing: a hang fails the test instead of the run
-CLI_DEADLINE = 120.0
+DEADLINE = patient(60.0)  # bound on polling for a background listing: a hang fails the test instead of the run
+CLI_DEADLINE = patient(120.0)
 
 # A server whose tools are named by the words of a file (so its listing can change while its configuration
 # stays the same) and which appends a line to a marker file on every start.

@@ -42,12 +42,13 @@ from tests.support.clients import (
     text_of,
 )
 from tests.support.inspector import BRIDGE, inspector, result_of
+from tests.support.patience import patient
 from tests.support.processes import Proc, descendants
 
 pytestmark = pytest.mark.backend
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-DEADLINE = 60.0  # bound on waiting for a process to answer or end: a hang fails the test instead of the run
+DEADLINE = patient(60.0)  # bound on waiting for a process to answer or end: a hang fails the test instead of the run
 TODO_FILES = {
     "alpha.py": "def alpha():\n    # TODO: handle the empty case SECRET-ALPHA-41\n    return 1\n",
     "beta.md": "# Beta\n\nNothing left to do here. SECRET-BETA-42\n",
