@@ -662,7 +662,20 @@ def test_natural_reads_embedded_resources_and_passes_other_items_through():
     blob = {"type": "resource", "resource": {"uri": "file:///b", "blob": b64(b"\x00\x01")}}
     link = {"type": "resource_link", "uri": "file:///c", "name": "c"}
     values = _proxies.natural({"content": [text, blob, link]}, "s", "t")
-    assert values == [{"k": True}, b"\x00\x01", link]  # a link is still the dict it was...
+    assert values == [{"k": True}, b"\x00\x01", link]  # contents are what they were, a link the dict it was...
+    # ...and embedded contents know which resource they are, and can read it again.
+    assert isinstance(values[0], runtime.EmbeddedDict) and isinstance(values[1], runtime.EmbeddedBytes)
+    assert [(v.uri, v.mime_type, v.server) for v in values[:2]] == [("file:///a", None, "s"), ("file:///b", None, "s")]
+    assert (repr(values[0]), repr(values[1])) == ("{'k': True}", "b'\\x00\\x01'")  # shown as the contents are
+    plain = {"type": "resource", "resource": {"uri": "file:///e", "text": "hi", "mimeType": "text/markdown"}}
+    listed = {"type": "resource", "resource": {"uri": "file:///f", "text": "[1, 2]"}}
+    hi, numbers = _proxies.natural({"content": [plain, listed]}, "s", "t")
+    assert (hi, type(hi), hi.mime_type, numbers, type(numbers)) == (
+        "hi", runtime.EmbeddedText, "text/markdown", [1, 2], runtime.EmbeddedList
+    )  # fmt: skip
+    assert json.dumps([hi, numbers]) == '["hi", [1, 2]]'
+    nameless = _proxies.natural({"content": [{"type": "resource", "resource": {"text": "x"}}]}, "s", "t")
+    assert type(nameless) is str  # without a URI there is nothing to add
     assert isinstance(values[2], runtime.ResourceLink) and (values[2].uri, values[2].server) == ("file:///c", "s")
     assert repr(values[2]) == "ResourceLink('file:///c', server='s')"  # ...that knows where to read itself
     newer = {"type": "something_newer", "uri": "x:y"}

@@ -51,6 +51,9 @@ report({
     "prompts": {p["name"]: [a["name"] for a in p.get("arguments", [])] for p in prompts},
     "weather": weather,
     "embedded": [[m["role"], type(m["content"]).__name__, str(m["content"])[:60]] for m in embedded["messages"]],
+    "embedded_is": [isinstance(embedded["messages"][1]["content"], str), embedded["messages"][1]["content"].uri,
+                    embedded["messages"][1]["content"].mime_type, embedded["messages"][1]["content"].server,
+                    (await embedded["messages"][1]["content"].read())[:40]],
     "raw": raw["messages"][0]["content"],
     "link": [type(link).__name__, isinstance(link, dict), link["uri"], link.uri, link.server],
     "read": (await link.read())[:40],
@@ -79,9 +82,12 @@ async def test_code_lists_templates_and_prompts_gets_prompts_and_reads_a_link_in
         "messages": [{"role": "user", "content": "What's weather in Paris, TX?"}],
     }
     assert seen["embedded"][0][:2] == ["user", "str"]
-    # The embedded resource becomes its contents, as in a tool result.
-    assert seen["embedded"][1][:2] == ["user", "str"]
+    # The embedded resource becomes its contents, as in a tool result: a str that knows its resource.
+    assert seen["embedded"][1][:2] == ["user", "EmbeddedText"]
     assert seen["embedded"][1][2].startswith("Resource 2: This is a plaintext resource")
+    is_text, uri, mime, server, again = seen["embedded_is"]
+    assert (is_text, uri, mime, server) == (True, "demo://resource/dynamic/text/2", "text/plain", "everything")
+    assert again.startswith("Resource 2: This is a plaintext resource")  # read again in one call
     assert seen["raw"] == {"type": "text", "text": "This is a simple prompt without arguments."}
     # A link is still the dict it was, and reads itself from the server whose tool returned it.
     assert seen["link"] == ["ResourceLink", True, "demo://resource/dynamic/text/2", "demo://resource/dynamic/text/2",

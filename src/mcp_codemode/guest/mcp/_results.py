@@ -1,4 +1,4 @@
-"""The natural values tool results become: parsed text, ``Image``, ``Audio``/``Media``, resource contents,
+"""The natural values tool results become: parsed text, ``Image``, ``Audio``/``Media``, embedded resources,
 ``ResourceLink``; and the values of a resource read and a prompt.
 
 Standard library only. A tool's ``CallToolResult`` arrives as a dict; every way of calling a tool (a proxy
@@ -63,6 +63,77 @@ class ResourceLink(dict):  # type: ignore[type-arg]
         return f"ResourceLink({self.uri!r}, server={self.server!r})"
 
 
+class _Embedded:
+    """What an embedded resource's value knows besides its contents: where it came from.
+
+    Mixed into the contents' own type (``str``, ``bytes``, ``dict``, ``list``), so the value is used, compared
+    and printed exactly as the plain contents were before, and ``.uri`` names the resource to read again."""
+
+    __slots__ = ()
+    uri: str
+    mime_type: str | None
+    server: str
+
+    async def read(self) -> Any:
+        """The resource's current contents, read again from the server, as ``runtime.read_resource`` gives them."""
+        return read_resource_value(await rpc.arequest("read_resource", server=self.server, uri=self.uri))
+
+    def read_sync(self) -> Any:
+        """Blocking twin of ``read``."""
+        return read_resource_value(rpc.request("read_resource", server=self.server, uri=self.uri))
+
+
+class EmbeddedText(_Embedded, str):
+    """An embedded resource's text: a ``str`` with ``uri``, ``mime_type``, ``server`` and ``read()``."""
+
+    uri: str
+    mime_type: str | None
+    server: str
+
+
+class EmbeddedBytes(_Embedded, bytes):
+    """An embedded resource's blob: ``bytes`` with ``uri``, ``mime_type``, ``server`` and ``read()``."""
+
+    uri: str
+    mime_type: str | None
+    server: str
+
+
+class EmbeddedDict(_Embedded, dict):  # type: ignore[type-arg]
+    """An embedded resource whose text is a JSON object: the ``dict`` with ``uri``, ``mime_type``, ``server``."""
+
+    uri: str
+    mime_type: str | None
+    server: str
+
+
+class EmbeddedList(_Embedded, list):  # type: ignore[type-arg]
+    """An embedded resource whose text is a JSON array: the ``list`` with ``uri``, ``mime_type``, ``server``."""
+
+    uri: str
+    mime_type: str | None
+    server: str
+
+
+_EMBEDDED: dict[type, type] = {str: EmbeddedText, bytes: EmbeddedBytes, dict: EmbeddedDict, list: EmbeddedList}
+
+
+def embedded_value(contents: dict[str, Any], server: str) -> Any:
+    """An embedded resource's contents (as ``resource_value`` makes them) that also know their ``uri``,
+    ``mime_type`` and ``server``; contents without a URI, or of another shape, stay as they are."""
+    value = resource_value(contents)
+    uri = contents.get("uri")
+    kind = _EMBEDDED.get(type(value))
+    if kind is None or not isinstance(uri, str):
+        return value
+    made = kind(value)
+    made.uri = uri
+    mime = contents.get("mimeType")
+    made.mime_type = mime if isinstance(mime, str) else None
+    made.server = server
+    return made
+
+
 def natural(raw: dict[str, Any], server: str, tool: str, wrapped: bool = False) -> Any:
     """The value a tool result means: structured content, parsed JSON text, text, images; isError raises."""
     if raw.get("isError"):
@@ -110,7 +181,8 @@ def _content(item: dict[str, Any], server: str) -> Any:
             return Media(data, mime)
         return Audio(data, mime)
     if kind == "resource":
-        return resource_value(item.get("resource") or {})
+        contents = item.get("resource")
+        return embedded_value(contents, server) if isinstance(contents, dict) else contents
     if kind == "resource_link" and isinstance(item.get("uri"), str):
         return ResourceLink(item, server)
     return item  # anything newer: the raw item, which says what it is

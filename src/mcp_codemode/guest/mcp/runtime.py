@@ -44,7 +44,18 @@ from ._images import is_image_like as is_image_like
 from ._images import sniff as sniff
 from ._images import to_image as to_image
 from ._proxies import ServerProxy, catalog
-from ._results import Audio, Media, ResourceLink, natural, prompt_value, read_resource_value
+from ._results import (
+    Audio,
+    EmbeddedBytes,
+    EmbeddedDict,
+    EmbeddedList,
+    EmbeddedText,
+    Media,
+    ResourceLink,
+    natural,
+    prompt_value,
+    read_resource_value,
+)
 from ._rpc import (
     ArgumentError,
     MCPError,
@@ -66,6 +77,10 @@ if TYPE_CHECKING:
 __all__ = [
     "ArgumentError",
     "Audio",
+    "EmbeddedBytes",
+    "EmbeddedDict",
+    "EmbeddedList",
+    "EmbeddedText",
     "Image",
     "MCPError",
     "Media",
