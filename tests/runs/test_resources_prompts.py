@@ -34,6 +34,18 @@ async def attempt(make):
         return ["ok", value if isinstance(value, (str, int, list, dict)) else str(value)[:60]]
     except runtime.MCPError as exc:
         return [type(exc).__name__, exc.message, exc.details.get("rule")]
+
+async def also(query, wanted=None):
+    # The prompts and resources a search names beside its tools, as [kind, name, uri, use]. The server's
+    # extras are listed in the background after its tools, so wait (bounded) until the search names ``wanted``.
+    import asyncio
+    for _ in range(1200):
+        found = await runtime.search_tool_docs(query)
+        names = [entry["name"] for entry in found.also]
+        if wanted is None or wanted in names:
+            break
+        await asyncio.sleep(0.1)
+    return [[entry["kind"], entry["name"], entry.get("uri"), entry["use"]] for entry in found.also]
 """
 
 USE_EVERYTHING = (
@@ -63,6 +75,10 @@ report({
     "not_text": await attempt(lambda: runtime.get_prompt("everything", "args-prompt", {"city": 3})),
     "not_dict": await attempt(lambda: runtime.get_prompt_sync("everything", "args-prompt", ["Paris"])),
     "missing_argument": await attempt(lambda: runtime.get_prompt("everything", "args-prompt")),
+    "search_document": await also("architecture document", "architecture.md"),
+    "search_prompt": await also("prompt with arguments", "args-prompt"),
+    "search_template": await also("dynamic blob resource", "Dynamic Blob Resource"),
+    "printed": repr(await runtime.search_tool_docs("architecture document", limit=1)),
 })
 """
 )
@@ -101,6 +117,19 @@ async def test_code_lists_templates_and_prompts_gets_prompts_and_reads_a_link_in
     assert seen["not_text"][0] == "ArgumentError" and "dict of strings" in seen["not_text"][1]
     assert seen["not_dict"][0] == "ArgumentError" and "not list" in seen["not_dict"][1]
     assert seen["missing_argument"][0] == "MCPError" and "city" in seen["missing_argument"][1]
+    # Search names the prompts and resources that fit beside the tools, with the call that uses each.
+    assert seen["search_document"][0] == [
+        "resource", "architecture.md", "demo://resource/static/document/architecture.md",
+        "await runtime.read_resource('everything', 'demo://resource/static/document/architecture.md')",
+    ]  # fmt: skip
+    assert seen["search_prompt"][0][:2] == ["prompt", "args-prompt"]
+    assert (
+        seen["search_prompt"][0][3]
+        == "await runtime.get_prompt('everything', 'args-prompt', {'city': ..., 'state': ...})"
+    )
+    assert seen["search_template"][0][:3] == ["template", "Dynamic Blob Resource", BLOB_TEMPLATE]
+    assert "\nalso (prompts and resources):\n" in seen["printed"]
+    assert "  resource everything/architecture.md — Static document file exposed from /docs" in seen["printed"]
 
 
 POLICED = (
@@ -116,6 +145,9 @@ report({
     "blob_link": await attempt(links[1].read),
     "prompt": await attempt(lambda: runtime.get_prompt("everything", "simple-prompt")),
     "hidden_prompt": await attempt(lambda: runtime.get_prompt("everything", "args-prompt", {"city": "Oslo"})),
+    "search_allowed": await also("simple prompt", "simple-prompt"),
+    "search_blob": await also("dynamic blob resource"),
+    "search_prompt": await also("prompt with arguments"),
 })
 """
 )
@@ -144,6 +176,11 @@ async def test_the_policy_hides_and_refuses_resources_and_prompts_and_every_use_
     assert seen["prompt"][0] == "ok"
     assert seen["hidden_prompt"][0] == "PolicyError" and seen["hidden_prompt"][2] == "allow_prompts"
     assert "args-prompt" in seen["hidden_prompt"][1]
+    # Search never names what the policy refuses (the allowed prompt proves the extras were listed by then).
+    assert seen["search_allowed"][0][:2] == ["prompt", "simple-prompt"]
+    assert "Dynamic Blob Resource" not in [entry[1] for entry in seen["search_blob"]]
+    assert [entry[1] for entry in seen["search_blob"]][:1] == ["Dynamic Text Resource"]
+    assert not {"args-prompt", "resource-prompt", "completable-prompt"} & {entry[1] for entry in seen["search_prompt"]}
 
     uses = [line for line in lines if line.get("kind") in ("resource", "prompt")]
     summary = [(line["kind"], line.get("uri", line.get("prompt")), line["outcome"], line.get("rule")) for line in uses]

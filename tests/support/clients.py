@@ -54,10 +54,14 @@ def require_bubblewrap() -> None:
 
 
 def server_env(**settings: str) -> dict[str, str]:
-    """The ``MCP_BRIDGE_*`` settings a test server gets: pinned to bubblewrap and the test state directory."""
+    """The ``MCP_BRIDGE_*`` settings a test server gets: pinned to bubblewrap and the test state directory, with
+    the upstream handshake guard the in-process bridges of the suite have (a Node server's handshake has taken
+    over the product's 30 s on a starved machine)."""
+    defaults = sandbox_settings()
     env = {
         "MCP_BRIDGE_RUNTIME": "bubblewrap",
-        "MCP_BRIDGE_STATE_DIR": str(sandbox_settings().state_dir),
+        "MCP_BRIDGE_STATE_DIR": str(defaults.state_dir),
+        "MCP_BRIDGE_CONNECT_TIMEOUT": f"{defaults.connect_timeout:g}",
     }
     env.update(settings)
     return env

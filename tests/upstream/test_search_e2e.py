@@ -485,6 +485,24 @@ def test_cli_search_lists_what_it_lacks_once_and_the_next_search_starts_no_serve
         assert notes.starts() == 1
 
 
+def test_cli_search_names_prompts_and_resources_and_the_cache_keeps_them(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "servers.json", upstreams.everything())
+    with private_state_dir() as state:
+        args = ("search", "--config", str(config), "--no-discover")
+        first = cli(state, *args, "architecture", "document")
+        assert "\nAlso (prompts and resources):\n" in first.stdout, first.stdout
+        assert "resource everything/architecture.md — Static document file exposed from /docs" in first.stdout
+        assert "await runtime.read_resource('everything', 'demo://resource/static/document/architecture.md')" in (
+            first.stdout
+        )
+        log = state / "logs" / "everything.log"
+        starts = log.read_text().count(" starting ")
+        second = cli(state, *args, "--json", "prompt", "with", "arguments")
+        also = json.loads(second.stdout)["also"]
+        assert (also[0]["kind"], also[0]["name"], also[0]["arguments"]) == ("prompt", "args-prompt", ["city", "state"])
+        assert log.read_text().count(" starting ") == starts  # from the cache: the server was not started again
+
+
 def test_a_changed_configuration_is_not_served_the_old_listing(tmp_path: Path) -> None:
     before = named(tmp_path, "notes", "jot")
     after = named(tmp_path, "notes", "scribble", variant="-v2")  # the same name, other arguments

@@ -32,7 +32,7 @@ async def search(settings: Settings, discovery: Discovery, args: argparse.Namesp
 
     No sandbox is involved. Servers whose listing is not in the catalog cache (or is stale) are started and
     listed first, so a first search is complete and the next one, from the cache, starts no server at all.
-    Status 0 when something matched, 1 when nothing did (as grep).
+    Status 0 when something matched (a tool, or a prompt or resource), 1 when nothing did (as grep).
     """
     query = " ".join(args.query).strip()
     if not query:
@@ -49,7 +49,7 @@ async def search(settings: Settings, discovery: Discovery, args: argparse.Namesp
         print(json.dumps(page.reply(args.detail), indent=2, ensure_ascii=False))
     else:
         print(_search_text(page, args.detail, len(discovery.servers)))
-    return EXIT_OK if page.total else EXIT_RAISED
+    return EXIT_OK if page.total or page.also else EXIT_RAISED
 
 
 def _search_text(page: SearchPage, detail: catalog.Detail, configured: int) -> str:
@@ -81,6 +81,14 @@ def _search_text(page: SearchPage, detail: catalog.Detail, configured: int) -> s
                 lines += [("      " + row).rstrip() for row in str(text).splitlines()] + [""]
         if page.offset + len(page.hits) < page.total:
             lines.append(f"More with --offset {page.offset + len(page.hits)}.")
+    if page.also:
+        lines.append("Also (prompts and resources):")
+        for extra in page.also:
+            summary = catalog.first_line(extra.description)
+            lines.append(
+                f"  {extra.score:.2f}  {extra.kind} {extra.server}/{extra.name}" + (f" — {summary}" if summary else "")
+            )
+            lines.append(f"        {extra.use()}")
     if page.pending:
         lines.append(f"Not searched yet (still starting): {', '.join(page.pending)}; search again in a moment.")
     for server, reason in page.unavailable:

@@ -12,6 +12,11 @@ a different live one, a restarted server that came back with other tools). An eq
 
 Calls never trust the cache: ``listing(name, live=True)`` is the listing of the running server.
 
+Each server's prompts, resources and resource templates (its *extras*) ride along for search only: listed in the
+background whenever the server gives a fresh tool listing, kept in the same cache file, and ranked in an index of
+their own (``extras.py``). Reading a resource or getting a prompt always asks the running server. The module is a
+little over 400 lines because listings, their cache writes and their search indexes are one state machine.
+
 The policy (``settings.policy``, a ``Gate`` here: see ``gate.py``) is applied here, once for every view: a
 refused server is not given to the hub at all (so nothing can start it, list it or search it), and a refused
 tool is left out of the listing its server is served with (docs, proxies, stubs, search, counts). The
@@ -39,10 +44,11 @@ from mcp import types
 
 from . import catalog
 from .errors import ServerUnavailable, UpstreamCallError, UpstreamTimeout
+from .extras import ExtrasIndex, limited
 from .failures import headline
 from .gate import Gate, Refused
 from .hub import Hub
-from .listing import Hit, Listing, Origin, SearchPage
+from .listing import NO_EXTRAS, Extras, Hit, Listing, Origin, SearchPage
 from .listing_cache import CachedListing, ListingCache, wire
 from .model import ServerConfig
 from .ranking import Entry, Ranker
@@ -133,6 +139,11 @@ class ToolDirectory:
         self._generation = 0  # moves whenever any listing's content changes: the search index is rebuilt
         self._indexes: dict[str | None, _Index] = {}  # by server searched (None: all)
         self._index_lock = asyncio.Lock()
+        # Prompts, resources and templates, by server: cached ones first, a running server's once it listed them.
+        self._extras: dict[str, Extras] = {}
+        self._extras_tasks: dict[str, asyncio.Task[None]] = {}
+        self._extras_indexes: dict[str | None, tuple[int, ExtrasIndex]] = {}  # by server searched, with generation
+        self._extras_generation = 0
         self._closed = False
 
     async def __aenter__(self) -> ToolDirectory:
@@ -147,7 +158,7 @@ class ToolDirectory:
     async def aclose(self) -> None:
         """Stop background listings, finish writing the cache, close the hub; idempotent."""
         self._closed = True
-        running = [task for task in self._tasks.values() if not task.done()]
+        running = [task for task in [*self._tasks.values(), *self._extras_tasks.values()] if not task.done()]
         for task in running:
             task.cancel()
         if running:
@@ -209,8 +220,9 @@ class ToolDirectory:
 
         Servers whose listing is unknown are started in the background, and the search waits up to ``wait``
         seconds for their listings (0: not at all; None: until every listing this search asked for, stale
-        ones included, has arrived or failed, each bounded by the connect and tool timeouts). What is still
-        missing then is reported as pending or unavailable.
+        ones included, has arrived or failed, each bounded by the connect and tool timeouts), and then, in what
+        is left of that wait, for those servers' prompts and resources. What is still missing then is reported
+        as pending or unavailable.
         """
         only = self.hub.config(server).name if server is not None else None
         names = [only] if only is not None else list(self.hub.names())
@@ -230,7 +242,16 @@ class ToolDirectory:
                 if wait is None:
                     awaited.append(task)
         if awaited and (wait is None or wait > 0):
+            loop = asyncio.get_running_loop()
+            until = None if wait is None else loop.time() + wait
             await asyncio.wait(awaited, timeout=wait)
+            # And, within the same wait, their prompts and resources, which are listed right after their tools.
+            listing_extras = [
+                extras for name in names if (extras := self._extras_tasks.get(name)) and not extras.done()
+            ]
+            left = None if until is None else until - loop.time()
+            if listing_extras and (left is None or left > 0):
+                await asyncio.wait(listing_extras, timeout=left)
         pending: list[str] = []
         unavailable: list[tuple[str, str]] = []
         for name in names:
@@ -248,7 +269,27 @@ class ToolDirectory:
             entry = index.entries[position]
             hits.append(Hit(score, entry.server, entry.tool, index.aliases[entry.server][entry.tool.name]))
         searched = len(index.entries)
-        return SearchPage(query, len(ranked), offset, tuple(hits), tuple(pending), tuple(unavailable), searched)
+        also = self._extras_index(only).best(query) if offset == 0 else ()
+        return SearchPage(query, len(ranked), offset, tuple(hits), tuple(pending), tuple(unavailable), searched, also)
+
+    def extras(self, name: str) -> Extras:
+        """The prompts, resources and templates ``name`` listed last (cached or live; empty when unknown)."""
+        return self._extras.get(self.hub.config(name).name, NO_EXTRAS)
+
+    def _extras_index(self, server: str | None) -> ExtrasIndex:
+        """The index over the searched servers' extras, rebuilt only after some server's extras changed (they are
+        few next to tools, so it is built in place)."""
+        built = self._extras_indexes.get(server)
+        if built is not None and built[0] == self._extras_generation:
+            return built[1]
+        names = [server] if server is not None else list(self.hub.names())
+        servers = []
+        for name in names:
+            config = self.hub.config(name)
+            servers.append((name, config.alias, self._descriptions.get(name, ""), self._extras.get(name, NO_EXTRAS)))
+        index = ExtrasIndex(servers, self.gate)
+        self._extras_indexes[server] = (self._extras_generation, index)
+        return index
 
     async def _index(self, server: str | None) -> _Index:
         """The search index over every known listing (or one server's), rebuilt only after a listing changed.
@@ -353,11 +394,48 @@ class ToolDirectory:
                 self.versions[name] = self.versions.get(name, 0) + 1
         self._listings[name] = listing
         self._schedule_write(name, tuple(tools), now)
+        self._fetch_extras_in_background(name)
         return listing
+
+    def _fetch_extras_in_background(self, name: str) -> None:
+        """List the running server's prompts, resources and templates, for search (never for calls, which ask the
+        server itself); one listing at a time per server."""
+        running = self._extras_tasks.get(name)
+        if self._closed or (running is not None and not running.done()):
+            return
+        with contextlib.suppress(RuntimeError):  # no running loop: the next listing fetches them
+            self._extras_tasks[name] = asyncio.get_running_loop().create_task(
+                self._fetch_extras(name), name=f"mcp-codemode extras {name}"
+            )
+
+    async def _fetch_extras(self, name: str) -> None:
+        found: list[tuple[object, ...]] = []
+        for what, listing in (("prompts", self.hub.list_prompts), ("resources", self.hub.list_resources),
+                              ("resource templates", self.hub.list_resource_templates)):  # fmt: skip
+            try:
+                found.append(limited(await listing(name)))
+            except (ServerUnavailable, UpstreamCallError, UpstreamTimeout) as exc:
+                # Search goes on without them; calls report the server's errors themselves.
+                log.info("listing the %s of %r failed: %s", what, name, headline(str(exc)))
+                found.append(())
+            except Exception:  # a background listing must never take the bridge down
+                log.exception("listing the %s of %r failed", what, name)
+                found.append(())
+        extras = Extras(*found)  # type: ignore[arg-type]
+        if extras == self._extras.get(name, NO_EXTRAS):
+            return
+        self._extras[name] = extras
+        self._extras_generation += 1
+        current, tools = self._listings.get(name), self._seen.get(name)
+        if current is not None and tools is not None:
+            self._schedule_write(name, tuple(tools), current.fetched_at)
 
     def _adopt(self, name: str, cached: CachedListing) -> None:
         self._listings[name] = self._listing(name, cached.tools, "cached", cached.fetched_at, _digest(cached.tools))
         self._generation += 1
+        if cached.extras and name not in self._extras:
+            self._extras[name] = cached.extras
+            self._extras_generation += 1
 
     def _listing(
         self, name: str, tools: tuple[types.Tool, ...], origin: Origin, fetched_at: float, digest: str
@@ -395,8 +473,9 @@ class ToolDirectory:
         while self._writes:
             name = next(iter(self._writes))
             config, tools, fetched_at = self._writes.pop(name)
+            extras = self._extras.get(name, NO_EXTRAS)
             try:
-                await asyncio.to_thread(self.cache.store, config, tools, fetched_at)
+                await asyncio.to_thread(self.cache.store, config, tools, fetched_at, extras)
             except OSError as exc:
                 log.warning("catalog cache: cannot keep the tools of %r: %s", name, exc)
 

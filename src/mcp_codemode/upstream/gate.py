@@ -1,7 +1,7 @@
 """What the tool directory asks of a policy: whether a server or a tool is refused, and why.
 
 The policy (``mcp_codemode.runs.policy``) belongs to the bridge and is read from the settings; the directory is
-below both and applies it to every view of the servers. So the directory declares here the two questions it
+below both and applies it to every view of the servers. So the directory declares here the questions it
 asks (``Gate``) and the answer's type (``Refused``), and the composition root hands it the policy, which
 answers them. Nothing here decides anything: the rules stay in ``policy``.
 """
@@ -31,3 +31,7 @@ class Gate(Protocol):
     def tool_refusal(
         self, server: str, server_alias: str, tool: str, tool_alias: str, annotations: types.ToolAnnotations | None
     ) -> Refused | None: ...
+
+    def resource_refusal(self, server: str, server_alias: str, uri: str) -> Refused | None: ...
+
+    def prompt_refusal(self, server: str, server_alias: str, prompt: str) -> Refused | None: ...

@@ -1,4 +1,5 @@
-"""What the tool directory hands out: one server's listing as served, and one page of a search's hits.
+"""What the tool directory hands out: one server's listing as served, its prompts and resources, and one page
+of a search's hits.
 
 Apart from the directory (``directory.py``) because they are values, read far from it: the relay builds proxies
 and refusals from a ``Listing``, ``mcp-codemode servers`` counts and names its tools, and the CLI and the
@@ -37,6 +38,57 @@ class Listing:
 
 
 @dataclasses.dataclass(frozen=True)
+class Extras:
+    """What a server offers besides tools, as it last listed it: prompts, resources and resource templates.
+
+    Searched beside the tools (``SearchPage.also``), so code finds a prompt or a resource by what it is for."""
+
+    prompts: tuple[types.Prompt, ...] = ()
+    resources: tuple[types.Resource, ...] = ()
+    templates: tuple[types.ResourceTemplate, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.prompts or self.resources or self.templates)
+
+
+NO_EXTRAS = Extras()
+ExtraKind = Literal["prompt", "resource", "template"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtraHit:
+    """A prompt, resource or resource template that matches a search, and how code uses it."""
+
+    score: float
+    server: str
+    kind: ExtraKind
+    name: str
+    description: str
+    uri: str | None = None  # a resource's URI, a template's URI template
+    arguments: tuple[str, ...] = ()  # a prompt's argument names, required ones first
+
+    def reply(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"kind": self.kind, "server": self.server, "name": self.name}
+        if self.uri is not None:
+            found["uri"] = self.uri
+        if self.arguments:
+            found["arguments"] = list(self.arguments)
+        found["description"] = self.description
+        found["score"] = round(self.score, 3)
+        found["use"] = self.use()
+        return found
+
+    def use(self) -> str:
+        """The call that uses it, to show beside it."""
+        if self.kind == "prompt":
+            arguments = ", {" + ", ".join(f"{name!r}: ..." for name in self.arguments) + "}" if self.arguments else ""
+            return f"await runtime.get_prompt({self.server!r}, {self.name!r}{arguments})"
+        if self.kind == "resource":
+            return f"await runtime.read_resource({self.server!r}, {self.uri!r})"
+        return f"await runtime.read_resource({self.server!r}, <{self.uri} filled in>)"
+
+
+@dataclasses.dataclass(frozen=True)
 class Hit:
     score: float
     server: str
@@ -59,6 +111,7 @@ class SearchPage:
     pending: tuple[str, ...]
     unavailable: tuple[tuple[str, str], ...]
     searched: int = 0  # how many tools the query was ranked against
+    also: tuple[ExtraHit, ...] = ()  # the best prompts and resources for the query (first page only)
 
     def reply(self, detail: catalog.Detail) -> dict[str, Any]:
         """The page as sandboxed code (``runtime.search_tool_docs``) and ``mcp-codemode search --json`` see it."""
@@ -74,4 +127,5 @@ class SearchPage:
             "results": results,
             "pending": list(self.pending),
             "unavailable": [{"server": name, "reason": reason} for name, reason in self.unavailable],
+            "also": [hit.reply() for hit in self.also],
         }

@@ -1,4 +1,5 @@
-"""The catalog cache: each configured server's last tool listing, kept on disk between runs.
+"""The catalog cache: each configured server's last tool listing (and its prompts and resources), kept on disk
+between runs.
 
 Searching every configured server's tools must not mean starting every server on each run: a Node server costs
 0.3 s to start and a Python one up to a second, and some ask for credentials or a network. So the listing a
@@ -33,6 +34,7 @@ from mcp import types
 from pydantic import ValidationError
 
 from ..state_files import make_state_dir, write_json
+from .listing import NO_EXTRAS, Extras
 from .model import ServerConfig
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,7 @@ class CachedListing:
     fetched_at: float
     age: float
     stale: bool
+    extras: Extras = NO_EXTRAS
 
 
 def listing_fields(config: ServerConfig) -> dict[str, Any]:
@@ -69,9 +72,13 @@ def listing_fields(config: ServerConfig) -> dict[str, Any]:
     }
 
 
-def wire(tools: Sequence[types.Tool]) -> list[dict[str, Any]]:
-    """Tools as they travel in a ``tools/list`` result (the form the cache keeps)."""
+def wire(tools: Sequence[types.Tool | types.Prompt | types.Resource | types.ResourceTemplate]) -> list[dict[str, Any]]:
+    """Tools (or prompts, resources, templates) as they travel in a listing result (the form the cache keeps)."""
     return [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
+
+
+# The keys a cache file keeps a server's extras under (optional: a file written before them has none).
+_EXTRA_KEYS = (("prompts", types.Prompt), ("resources", types.Resource), ("resource_templates", types.ResourceTemplate))
 
 
 class ListingCache:
@@ -185,23 +192,33 @@ class ListingCache:
             log.warning("catalog cache: cannot read %s (server %r): %s", path, config.name, exc)
             return None
         try:
-            tools, fetched_at = _parse(raw)
+            tools, fetched_at, extras = _parse(raw)
         except (ValueError, TypeError, RecursionError, ValidationError) as exc:
             reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
             log.warning("catalog cache: ignoring %s (server %r): %s", path, config.name, reason)
             return None
         age = self._clock() - fetched_at
-        return CachedListing(tools, fetched_at, age, self.is_stale(fetched_at))
+        return CachedListing(tools, fetched_at, age, self.is_stale(fetched_at), extras)
 
-    def store(self, config: ServerConfig, tools: Sequence[types.Tool], fetched_at: float | None = None) -> Path:
+    def store(
+        self,
+        config: ServerConfig,
+        tools: Sequence[types.Tool],
+        fetched_at: float | None = None,
+        extras: Extras = NO_EXTRAS,
+    ) -> Path:
         """Write ``config``'s listing atomically (a temporary file renamed over the old one), readable by us only."""
         path = self.path(config)
-        document = {
+        document: dict[str, Any] = {
             "format": FORMAT,
             "server": config.name,
             "fetched_at": self._clock() if fetched_at is None else fetched_at,
             "tools": wire(tools),
         }
+        for key, items in (("prompts", extras.prompts), ("resources", extras.resources),
+                           ("resource_templates", extras.templates)):  # fmt: skip
+            if items:
+                document[key] = wire(items)
         return write_json(path, document, compact=True)
 
     def forget(self, config: ServerConfig) -> bool:
@@ -216,7 +233,7 @@ class ListingCache:
         return True
 
 
-def _parse(raw: bytes) -> tuple[tuple[types.Tool, ...], float]:
+def _parse(raw: bytes) -> tuple[tuple[types.Tool, ...], float, Extras]:
     document = json.loads(raw.decode("utf-8"))
     if not isinstance(document, dict):
         raise ValueError("not a JSON object")
@@ -228,4 +245,11 @@ def _parse(raw: bytes) -> tuple[tuple[types.Tool, ...], float]:
     listed = document.get("tools")
     if not isinstance(listed, list):
         raise ValueError("tools is not a list")
-    return tuple(types.Tool.model_validate(item) for item in listed), float(fetched_at)
+    found: list[tuple[Any, ...]] = []
+    for key, model in _EXTRA_KEYS:
+        items = document.get(key, [])
+        if not isinstance(items, list):
+            raise ValueError(f"{key} is not a list")
+        found.append(tuple(model.model_validate(item) for item in items))
+    extras = Extras(*found)
+    return tuple(types.Tool.model_validate(item) for item in listed), float(fetched_at), extras

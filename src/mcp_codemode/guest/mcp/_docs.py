@@ -111,10 +111,13 @@ class SearchResults(_SearchBase):
     - ``total``: how many tools matched in all (``len()`` counts this page only);
     - ``offset``: where this page starts; the next one starts at ``offset + len(results)``;
     - ``pending``: servers still connecting, whose tools were not searched yet: search again in a moment;
-    - ``unavailable``: ``{"server": ..., "reason": ...}`` for each server that could not be listed.
+    - ``unavailable``: ``{"server": ..., "reason": ...}`` for each server that could not be listed;
+    - ``also`` (first page only): the prompts, resources and resource templates that best fit the query, each
+      ``{"kind", "server", "name", "uri"?, "arguments"?, "description", "score", "use"}``, ``use`` being the
+      call that uses it (``runtime.get_prompt(...)`` or ``runtime.read_resource(...)``).
 
     Printed, it is a short listing: the score, the call (``mcp_<alias>.<tool>(required parameters)``) and the
-    description, or the stubs for ``detail="stub"``.
+    description, or the stubs for ``detail="stub"``; then what ``also`` holds, one line each.
     """
 
     def __init__(
@@ -128,6 +131,7 @@ class SearchResults(_SearchBase):
         server: str | None = None,
         pending: Any = (),
         unavailable: Any = (),
+        also: Any = (),
     ) -> None:
         super().__init__(item for item in results if isinstance(item, dict))
         self.query = query
@@ -137,6 +141,7 @@ class SearchResults(_SearchBase):
         self.server = server
         self.pending = [str(name) for name in pending]
         self.unavailable = [dict(entry) for entry in unavailable if isinstance(entry, dict)]
+        self.also = [dict(entry) for entry in also if isinstance(entry, dict)]
 
     @classmethod
     def from_reply(cls, reply: Any, params: dict[str, Any]) -> SearchResults:
@@ -154,6 +159,7 @@ class SearchResults(_SearchBase):
             server=server,
             pending=[name for name in reply.get("pending") or [] if isinstance(name, str)],
             unavailable=reply.get("unavailable") or [],
+            also=reply.get("also") or [],
         )
 
     def __repr__(self) -> str:
@@ -184,6 +190,13 @@ class SearchResults(_SearchBase):
             lines.append(f"unavailable: {'; '.join(gone)}")
         if self and self.offset + len(self) < self.total:
             lines.append(f"more: offset={self.offset + len(self)}")
+        if self.also:
+            lines.append("also (prompts and resources):")
+            for entry in self.also:
+                what = f"{entry.get('kind')} {entry.get('server')}/{entry.get('name')}"
+                description = _clip(str(entry.get("description") or ""), 80)
+                lines.append(f"  {_score(entry.get('score'))}  {what}" + (f" — {description}" if description else ""))
+                lines.append(f"        {entry.get('use')}")
         return "\n".join(lines)
 
     __str__ = __repr__
