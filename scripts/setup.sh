@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+# Steps that can take minutes say how long they took (on a starved CI machine the log shows where time went).
+timed() { local started=$SECONDS; "$@"; echo "setup: $* took $((SECONDS - started)) s" | cut -c1-160; }
 
 packages=(bubblewrap podman runc runsc catatonit uidmap debootstrap mmdebstrap libseccomp2 python3 python3-venv
           util-linux procps ca-certificates python3-matplotlib python3-pil shellcheck)
@@ -33,10 +35,10 @@ else
     fi
 fi
 export UV_PYTHON_DOWNLOADS=never
-"$UV" sync --locked --quiet
-scripts/setup-node.sh
-scripts/setup-upstreams.sh
-scripts/setup-clients.sh
+timed "$UV" sync --locked --quiet
+timed scripts/setup-node.sh
+timed scripts/setup-upstreams.sh
+timed scripts/setup-clients.sh
 
 # The image tests (tests/cli/test_packages.py) build images of their own from a root filesystem tarball in .cache/.
 # Bootstrapping Debian takes 4-7 minutes on a slow machine, so it is done once per machine, into the cache the
@@ -53,4 +55,4 @@ if [ ! -s .cache/rootfs-bookworm.tar ]; then
 fi
 
 # The podman/docker backends need an image; no registry is reachable, so it is built from that root filesystem.
-$SUDO scripts/build-image.sh "${MCP_BRIDGE_IMAGE:-mcp-codemode-sandbox:bookworm}" podman
+timed $SUDO scripts/build-image.sh "${MCP_BRIDGE_IMAGE:-mcp-codemode-sandbox:bookworm}" podman

@@ -6,12 +6,14 @@ cd "$(dirname "$0")/.."
 # Every test starts Python processes (the bridge, the agent clients, upstream servers) that import the same few
 # hundred modules; with PYTHONDONTWRITEBYTECODE set (some CI images set it) each of them compiles those again.
 unset PYTHONDONTWRITEBYTECODE
-scripts/setup.sh
-.venv/bin/ruff check src tests benchmarks scripts
-.venv/bin/ruff format --check src tests benchmarks scripts
+# Each step says how long it took, so a slow CI run's log shows where its minutes went.
+timed() { local started=$SECONDS; "$@"; echo "test.sh: $(basename "$1") took $((SECONDS - started)) s"; }
+timed scripts/setup.sh
+timed .venv/bin/ruff check src tests benchmarks scripts
+timed .venv/bin/ruff format --check src tests benchmarks scripts
 # mypy's cache is kept per machine, outside the checkout: a cold run takes minutes on a slow machine, and the cache
 # is checked against each file's hash, so a stale entry is never trusted.
-.venv/bin/mypy --cache-dir "${XDG_CACHE_HOME:-$HOME/.cache}/mcp-codemode/mypy"
+timed .venv/bin/mypy --cache-dir "${XDG_CACHE_HOME:-$HOME/.cache}/mcp-codemode/mypy"
 # pytest exits 5 when it collected no test; set -e turns that (like any failure) into a failed run.
 # --durations names the slowest tests in every run's log, so a slow CI run says where its time went.
 # Three pytest processes (pytest-xdist), each taking whole test files (their module fixtures are built once, their
