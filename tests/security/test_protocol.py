@@ -87,9 +87,11 @@ def upstream_calls(target: Target) -> Iterator[list[tuple[str, str, dict[str, An
     original = hub.call_tool
     seen: list[tuple[str, str, dict[str, Any]]] = []
 
-    async def recording(name: str, tool: str, arguments: dict[str, Any], timeout: float | None = None) -> Any:
+    async def recording(
+        name: str, tool: str, arguments: dict[str, Any], timeout: float | None = None, progress: Any = None
+    ) -> Any:
         seen.append((name, tool, arguments))
-        return await original(name, tool, arguments, timeout=timeout)
+        return await original(name, tool, arguments, timeout=timeout, progress=progress)
 
     hub.call_tool = recording  # type: ignore[method-assign]
     try:
@@ -615,9 +617,11 @@ def test_a_policy_refused_tool_raises_policy_error_and_never_reaches_the_server(
             sent: list[tuple[str, str]] = []
             original = bridge.hub.call_tool
 
-            async def recording(name: str, tool: str, arguments: dict[str, Any], timeout: float | None = None) -> Any:
+            async def recording(
+                name: str, tool: str, arguments: dict[str, Any], timeout: float | None = None, progress: Any = None
+            ) -> Any:
                 sent.append((name, tool))
-                return await original(name, tool, arguments, timeout=timeout)
+                return await original(name, tool, arguments, timeout=timeout, progress=progress)
 
             bridge.hub.call_tool = recording  # type: ignore[method-assign]
             result = await bridge.run(RunRequest(code, timeout=60), "policy-refusal")

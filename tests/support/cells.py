@@ -114,7 +114,9 @@ class GuestServicesStub:
     def context(self, owner: str, fresh: bool) -> dict[str, Any]:
         return self.context_of(fresh)
 
-    def for_run(self, owner: str, session: str) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+    def for_run(
+        self, owner: str, session: str, news: Any = None
+    ) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
         return self.handler or _unexpected_request
 
 

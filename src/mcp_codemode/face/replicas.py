@@ -22,7 +22,7 @@ import dataclasses
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any, Protocol
 
 import anyio
@@ -32,11 +32,12 @@ import mcp_types as types
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..runs.bridge import Bridge, RunRequest
+from ..runs.relay_run import News
 from ..sandbox.kube.api import connect
 from ..sandbox.kube.leases import Holder, SessionLeases
 from ..sandbox.kube.naming import ClaimKey
 from ..settings import Settings
-from .heartbeat import Report, heartbeat
+from .heartbeat import ProgressLine, Report, heartbeat
 from .render import error_result
 from .web import reply_json
 
@@ -57,7 +58,12 @@ class Place(Protocol):
     def owner(self) -> str: ...
 
 
-RunHere = Callable[[RunRequest, Place], Awaitable[types.CallToolResult]]
+class RunHere(Protocol):
+    """Runs a placed call in this replica's sandboxes; ``news`` takes upstream progress for the call's client."""
+
+    def __call__(self, request: RunRequest, place: Place, news: News | None = None, /) -> (
+        Awaitable[types.CallToolResult]
+    ): ...  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,9 +160,9 @@ class SessionRouter:
             "SessionMoved",
         )
 
-    async def run_owned(self, request: RunRequest, place: Place, holder: Holder, run_here: RunHere) -> (
-        types.CallToolResult
-    ):  # fmt: skip
+    async def run_owned(
+        self, request: RunRequest, place: Place, holder: Holder, run_here: RunHere, news: News | None = None
+    ) -> types.CallToolResult:
         self._keys[_claim_key(place).name] = place.key
         sessions = self.bridge.sessions
         if holder.taken_from and sessions is not None:
@@ -170,7 +176,7 @@ class SessionRouter:
             else:
                 if reaped:
                     log.info("deleted %d sandbox(es) of replica %s, which is gone", reaped, holder.taken_from)
-        return await run_here(request, place)
+        return await run_here(request, place, news)
 
     async def accept(self, forwarded: _Forwarded) -> Holder:
         """A call another replica forwarded: who holds its session now (this replica, unless it moved on)."""
@@ -288,8 +294,9 @@ class PeerEndpoint:
 
         async with anyio.create_task_group() as group:
             group.start_soon(until_disconnect, group)
-            group.start_soon(heartbeat, timeout, self.interval, progress)
-            result = await self.router.run_owned(request, forwarded, holder, self.run_here)
+            told = ProgressLine(timeout, progress)  # upstream news rides the same line to the forwarding replica
+            group.start_soon(heartbeat, timeout, self.interval, told)
+            result = await self.router.run_owned(request, forwarded, holder, self.run_here, told.news)
             await line({"result": result.model_dump(mode="json", by_alias=True, exclude_none=True)})
             group.cancel_scope.cancel()
         with contextlib.suppress(OSError):

@@ -39,9 +39,10 @@ from .. import __version__
 from ..errors import CodemodeError
 from ..guest.protocol import USER_SESSION_NAME_PATTERN
 from ..runs.bridge import Bridge, RunRequest
+from ..runs.relay_run import News
 from ..runs.summary import reference_capabilities
 from ..settings import Settings
-from .heartbeat import Report, heartbeat
+from .heartbeat import ProgressLine, Report, heartbeat
 from .principals import PRINCIPAL_STATE_KEY
 from .render import cut_middle, error_result, render_result
 
@@ -282,10 +283,10 @@ def _progress_token(ctx: ServerRequestContext[Any, Any]) -> object:
     return meta.get("progress_token", meta.get("progressToken"))
 
 
-async def _report_progress(ctx: ServerRequestContext[Any, Any], timeout: float, interval: float) -> None:
+async def _report_progress(line: ProgressLine, interval: float) -> None:
     """Tell the client we are alive: many drop a call that stays silent for a while."""
     try:
-        await heartbeat(timeout, interval, ctx.session.report_progress)
+        await heartbeat(line.timeout, interval, line)
     except Exception:  # a client that went away is noticed by the call itself
         log.debug("progress notification failed", exc_info=True)
 
@@ -294,9 +295,9 @@ def local_runner(bridge: Bridge) -> RunHere:
     """Run a placed call in this replica's sandboxes and render it: what every call comes down to."""
     settings = bridge.settings
 
-    async def run_here(request: RunRequest, where: Place) -> types.CallToolResult:
+    async def run_here(request: RunRequest, where: Place, news: News | None = None) -> types.CallToolResult:
         try:
-            result = await bridge.run(request, where.key, owner=where.owner)
+            result = await bridge.run(request, where.key, owner=where.owner, news=news)
         except CodemodeError as exc:
             return error_result(str(exc), type(exc).__name__)
         return render_result(result, settings.output_mode, settings.output_limit, where.label)
@@ -347,13 +348,15 @@ def build_server(
         timeout = settings.clamp_timeout(request.timeout)
         wants_progress = _progress_token(ctx) is not None
 
-        async def run(request: RunRequest, where: Place) -> types.CallToolResult:
+        async def run(request: RunRequest, where: Place, news: News | None = None) -> types.CallToolResult:
             if not wants_progress:
                 return await run_here(request, where)
             reply: types.CallToolResult | None = None
+            # The heartbeat and upstream servers' progress on the code's tool calls, on one increasing line.
+            line = ProgressLine(timeout, ctx.session.report_progress)
             async with anyio.create_task_group() as group:  # nothing escapes run_here: none gets wrapped in a group
-                group.start_soon(_report_progress, ctx, timeout, settings.progress_interval)
-                reply = await run_here(request, where)
+                group.start_soon(_report_progress, line, settings.progress_interval)
+                reply = await run_here(request, where, line.news)
                 group.cancel_scope.cancel()
             assert reply is not None
             return reply

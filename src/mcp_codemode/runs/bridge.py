@@ -23,6 +23,7 @@ from ..upstream.directory import ToolDirectory
 from ..upstream.model import Discovery
 from .audit import AuditLog
 from .relay import Relay
+from .relay_run import News
 from .saved_tools import SavedToolStore
 from .sessions import SessionManager
 from .summary import capability_summary
@@ -103,11 +104,17 @@ class Bridge:
             self.audit.flush()  # the lines of calls that ended while closing
 
     async def run(
-        self, request: RunRequest, key: str, on_output: OutputCallback | None = None, owner: str = "local"
+        self,
+        request: RunRequest,
+        key: str,
+        on_output: OutputCallback | None = None,
+        owner: str = "local",
+        news: News | None = None,
     ) -> ExecutionResult:
         """Run ``request`` in the session ``key`` (created on first use; the caller names every call's session).
 
-        ``owner`` is who is asking (an HTTP principal, or "local"): saved tools are kept per owner.
+        ``owner`` is who is asking (an HTTP principal, or "local"): saved tools are kept per owner. ``news``
+        receives, as lines of text, the progress upstream servers report on the tools the code calls.
         """
         if self.sessions is None:
             raise CodemodeError(self.backend_error or "the bridge is not running")
@@ -121,6 +128,7 @@ class Bridge:
                 reset=request.reset,
                 on_output=on_output,
                 owner=owner,
+                news=news,
             )
         except (SandboxStartError, SandboxUnavailable) as exc:
             raise type(exc)(f"{str(exc).rstrip('. ')}. {self._no_switch()}") from exc

@@ -58,7 +58,7 @@ from .relay_params import (
     is_unicode,
 )
 from .relay_policy import CallGuard, CallNote
-from .relay_run import RelayFunction, Run
+from .relay_run import News, RelayFunction, Run, upstream_progress
 from .saved_tools import SavedToolProblem, SavedToolStore
 
 log = logging.getLogger("mcp_codemode.relay")  # the name log lines have always shown
@@ -122,9 +122,10 @@ class Relay:
             entries.append(entry)
         return entries
 
-    def for_run(self, owner: str, session: str) -> RelayFunction:
-        """The relay of one ``run_python`` call: ``owner``'s identity and a fresh call budget."""
-        run = Run(owner, session)
+    def for_run(self, owner: str, session: str, news: News | None = None) -> RelayFunction:
+        """The relay of one ``run_python`` call: ``owner``'s identity, a fresh call budget, and where the
+        progress upstream servers report on its tool calls goes (``news``: to the call's client)."""
+        run = Run(owner, session, news=news)
 
         async def relay(message: dict[str, Any]) -> Reply:
             return await self.handle(owner, message, run)
@@ -288,7 +289,8 @@ class Relay:
         except ArgumentProblem as exc:
             raise Refusal(ERROR_KIND_ARGUMENT, str(exc), server, tool.name) from None
         self.guard.spend(run, f"{server}/{tool.name}", note)
-        result = await self.hub.call_tool(server, tool.name, arguments, timeout=timeout)
+        progress = upstream_progress(run.news, server, tool.name) if run.news is not None else None
+        result = await self.hub.call_tool(server, tool.name, arguments, timeout=timeout, progress=progress)
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     async def _read_resource(self, run: Run, message: dict[str, Any], note: CallNote) -> dict[str, Any]:

@@ -12,9 +12,12 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..upstream.hub import Progress
 from .relay_params import Reply
 
 RelayFunction = Callable[[dict[str, Any]], Awaitable[Reply]]
+# One line of news for the client of a running call (an upstream server's progress on a tool the code called).
+News = Callable[[str], Awaitable[None]]
 
 
 @dataclasses.dataclass
@@ -24,3 +27,15 @@ class Run:
     owner: str
     session: str
     calls: int = 0
+    news: News | None = None  # where upstream progress goes (None: the client asked for no progress)
+
+
+def upstream_progress(news: News, server: str, tool: str) -> Progress:
+    """An upstream call's progress callback that tells the run's client what the server reported, as one line
+    naming the server and the tool (the client sees it as progress of its ``run_python`` call)."""
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        amount = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+        await news(f"{server}/{tool}: {message} ({amount})" if message else f"{server}/{tool}: {amount}")
+
+    return progress

@@ -30,6 +30,7 @@ from ..sandbox.base import Backend
 from ..sandbox.results import ExecutionResult
 from ..sandbox.worker import GuestRequestHandler, OutputCallback, Worker
 from ..settings import Settings
+from .relay_run import News
 from .warm_pool import WarmPool
 
 log = logging.getLogger("mcp_codemode.sessions")  # the name log lines have always shown
@@ -53,8 +54,9 @@ class GuestServices(Protocol):
         """What to send the guest with a call (``fresh``: a new sandbox, which needs everything)."""
         ...
 
-    def for_run(self, owner: str, session: str) -> GuestRequestHandler:
-        """The handler of the requests one call's code makes (a fresh call budget each time)."""
+    def for_run(self, owner: str, session: str, news: News | None = None) -> GuestRequestHandler:
+        """The handler of the requests one call's code makes (a fresh call budget each time); ``news`` takes
+        the progress upstream servers report on the tools that code calls, for the call's client."""
         ...
 
 
@@ -126,8 +128,10 @@ class SessionManager:
         reset: bool = False,
         on_output: OutputCallback | None = None,
         owner: str = "local",
+        news: News | None = None,
     ) -> ExecutionResult:
-        """Run ``code`` in ``session`` for ``owner`` (whose context and requests the services answer)."""
+        """Run ``code`` in ``session`` for ``owner`` (whose context and requests the services answer); ``news``
+        gets upstream servers' progress on the tools the code calls."""
         check_session_name(session)
         entry = await self._get(session)
         async with entry.lock:
@@ -156,7 +160,7 @@ class SessionManager:
                 on_output,
                 self.summary,
                 context=self.services.context(owner, fresh) if self.services is not None else None,
-                relay=self.services.for_run(owner, session) if self.services is not None else None,
+                relay=self.services.for_run(owner, session, news) if self.services is not None else None,
             )
             entry.last_used = time.monotonic()
             if result.state_lost:

@@ -48,6 +48,7 @@ from typing import Any
 
 import mcp_types as types
 from mcp.client.stdio import get_default_environment
+from mcp.shared.dispatcher import ProgressFnT
 
 from .connection import Connection
 from .errors import UnknownServer
@@ -55,6 +56,9 @@ from .model import ServerConfig
 from .state import ServerState
 
 logger = logging.getLogger(__name__)
+
+# A call's progress as the server reports it: (progress, total, message), as the SDK's client passes it on.
+Progress = ProgressFnT
 
 
 class Hub:
@@ -161,14 +165,22 @@ class Hub:
         return self._connection(name).may_warm()
 
     async def call_tool(
-        self, name: str, tool: str, arguments: dict[str, Any], timeout: float | None = None
+        self,
+        name: str,
+        tool: str,
+        arguments: dict[str, Any],
+        timeout: float | None = None,
+        progress: Progress | None = None,
     ) -> types.CallToolResult:
-        """Call one tool; an ``isError`` answer is returned as it is, for the layer above to show the agent."""
+        """Call one tool; an ``isError`` answer is returned as it is, for the layer above to show the agent.
+
+        ``progress``: called with each progress notification the server sends about this call (the request
+        then carries a progress token, which is what makes a server report progress at all)."""
         connection = self._connection(name)
         return await connection.request(
             f"tool {tool!r}",
             tool,
-            lambda client: client.call_tool(tool, arguments),
+            lambda client: client.call_tool(tool, arguments, progress_callback=progress),
             timeout,
         )
 
