@@ -219,6 +219,38 @@ def test_a_killed_server_fails_the_next_call_clearly_and_the_call_after_restarts
 
 
 @pytest.mark.backend
+def test_a_background_listing_neither_restarts_a_crashed_server_nor_takes_the_callers_crash_report(
+    tmp_path: Path,
+) -> None:
+    """Search lists prompts and resources in the background; a crash it meets stays the next caller's to hear.
+
+    Before, that listing (started after each tool listing) could reach a killed server first: it took the
+    report of the crash (or started the server again), and the caller's next call then ran as if nothing had
+    happened, against "the next call fails clearly" above.
+    """
+
+    async def body() -> None:
+        async with Hub([upstreams.everything()], log_dir=tmp_path) as hub:
+            with pytest.raises(ServerUnavailable, match="it is not running"):
+                await hub.list_prompts("everything", background=True)
+            assert hub.state("everything").status == "idle", "a background listing started the server"
+            await hub.call_tool("everything", "echo", {"message": "hello"})
+            assert await hub.list_prompts("everything", background=True), "a running server is listed"
+            first = hub.state("everything").pid
+            assert first is not None
+            os.kill(first, signal.SIGKILL)
+            for listing in (hub.list_prompts, hub.list_resources, hub.list_resource_templates):
+                with pytest.raises(ServerUnavailable, match="it is not running|killed by signal 9"):
+                    await listing("everything", background=True)
+            assert hub.state("everything").status == "failed" and hub.state("everything").restarts == 0
+            with pytest.raises(ServerUnavailable, match="killed by signal 9"):
+                await hub.call_tool("everything", "echo", {"message": "are you there?"})
+            assert text(await hub.call_tool("everything", "echo", {"message": "back"})) == "Echo: back"
+
+    run(body())
+
+
+@pytest.mark.backend
 def test_a_server_that_keeps_failing_is_retried_with_backoff_and_its_stderr_is_quoted(tmp_path: Path) -> None:
     script = "import sys; print('fatal: no API key in BROKEN_KEY', file=sys.stderr); sys.exit(3)"
     broken = ServerConfig(

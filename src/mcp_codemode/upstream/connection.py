@@ -369,10 +369,21 @@ class Connection:
         return self._call_timeout, "tool_timeout (env MCP_BRIDGE_TOOL_TIMEOUT)"
 
     async def request(
-        self, what: str, subject: str, send: Callable[[Client], Awaitable[T]], timeout: float | None
+        self,
+        what: str,
+        subject: str,
+        send: Callable[[Client], Awaitable[T]],
+        timeout: float | None,
+        *,
+        background: bool = False,
     ) -> T:
-        """Send one request on the live connection, turning every way it can fail into one of the hub's errors."""
-        client, generation = await self.ensure()
+        """Send one request on the live connection, turning every way it can fail into one of the hub's errors.
+
+        ``background``: asked by the bridge for itself (search's listing of prompts and resources), not by a caller.
+        Such a request never starts the server (a crashed one is started again by a caller's call, after its
+        backoff) and never takes the crash report that the next caller is owed.
+        """
+        client, generation = self._running() if background else await self.ensure()
         seconds, setting = self._timeout(timeout)
         try:
             with anyio.move_on_after(seconds) as scope:
@@ -380,13 +391,13 @@ class Connection:
         except MCPError as exc:
             closed = exc.code == types.CONNECTION_CLOSED and exc.message == "Connection closed"
             if closed or self._live() != (client, generation):
-                raise await self._lost(generation) from exc
+                raise await self._lost(generation, background) from exc
             raise UpstreamCallError(
                 self.config.name, what, exc.code, exc.message, exc.data, redaction=self.redaction
             ) from exc
         except (RuntimeError, ValidationError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             if self._live() != (client, generation):
-                raise await self._lost(generation) from exc
+                raise await self._lost(generation, background) from exc
             if isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError)):
                 raise
             raise UpstreamCallError(
@@ -395,15 +406,23 @@ class Connection:
         assert scope.cancelled_caught
         raise UpstreamTimeout(self.config.name, subject, seconds, setting, redaction=self.redaction)
 
-    async def _lost(self, generation: int) -> ServerUnavailable:
+    async def _lost(self, generation: int, background: bool = False) -> ServerUnavailable:
         """The connection died under a request: wait for it to be wound down, then say why it died."""
         self._transport_ended(generation)
         async with self._lock:
             if generation != self._generation:
                 return self._error("its connection was lost during the request (it has been started again since)")
             await self._settle()
-            self._unreported = False
+            if not background:
+                self._unreported = False  # this caller is told; a background request leaves it to the next caller
             return self._unavailable()
+
+    def _running(self) -> tuple[Client, int]:
+        """The live connection, for a background request: never a start, never the crash report a caller is owed."""
+        live = self._live()
+        if live is None:
+            raise self._error("it is not running (a call starts it)")
+        return live
 
     async def tools(self) -> tuple[types.Tool, ...]:
         if self._tools is not None:
@@ -432,23 +451,24 @@ class Connection:
         except Exception:
             logger.exception("on_listing(%r) failed", self.config.name)
 
-    async def resources(self) -> list[types.Resource]:
-        client, _ = await self.ensure()
+    async def resources(self, *, background: bool = False) -> list[types.Resource]:
+        client, _ = self._running() if background else await self.ensure()
         if client.server_capabilities.resources is None:
             return []
-        return await self.request("resources/list", "resources/list", list_resources, None)
+        return await self.request("resources/list", "resources/list", list_resources, None, background=background)
 
-    async def resource_templates(self) -> list[types.ResourceTemplate]:
-        client, _ = await self.ensure()
+    async def resource_templates(self, *, background: bool = False) -> list[types.ResourceTemplate]:
+        client, _ = self._running() if background else await self.ensure()
         if client.server_capabilities.resources is None:
             return []
-        return await self.request("resources/templates/list", "resources/templates/list", list_resource_templates, None)
+        what = "resources/templates/list"
+        return await self.request(what, what, list_resource_templates, None, background=background)
 
-    async def prompts(self) -> list[types.Prompt]:
-        client, _ = await self.ensure()
+    async def prompts(self, *, background: bool = False) -> list[types.Prompt]:
+        client, _ = self._running() if background else await self.ensure()
         if client.server_capabilities.prompts is None:
             return []
-        return await self.request("prompts/list", "prompts/list", list_prompts, None)
+        return await self.request("prompts/list", "prompts/list", list_prompts, None, background=background)
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification):

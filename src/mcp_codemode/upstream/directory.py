@@ -413,7 +413,9 @@ class ToolDirectory:
         for what, listing in (("prompts", self.hub.list_prompts), ("resources", self.hub.list_resources),
                               ("resource templates", self.hub.list_resource_templates)):  # fmt: skip
             try:
-                found.append(limited(await listing(name)))
+                # Only from a running server: a listing for search never starts one, nor takes the report of its
+                # crash that the next call is owed (a crash under this listing is that call's to tell).
+                found.append(limited(await listing(name, background=True)))
             except (ServerUnavailable, UpstreamCallError, UpstreamTimeout) as exc:
                 # Search goes on without them; calls report the server's errors themselves.
                 log.info("listing the %s of %r failed: %s", what, name, headline(str(exc)))

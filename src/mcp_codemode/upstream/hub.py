@@ -184,18 +184,18 @@ class Hub:
             timeout,
         )
 
-    async def list_resources(self, name: str) -> list[types.Resource]:
-        return await self._connection(name).resources()
+    async def list_resources(self, name: str, *, background: bool = False) -> list[types.Resource]:
+        return await self._connection(name).resources(background=background)
 
     async def read_resource(self, name: str, uri: str) -> types.ReadResourceResult:
         connection = self._connection(name)
         return await connection.request(f"resource {uri!r}", uri, lambda client: client.read_resource(uri), None)
 
-    async def list_resource_templates(self, name: str) -> list[types.ResourceTemplate]:
-        return await self._connection(name).resource_templates()
+    async def list_resource_templates(self, name: str, *, background: bool = False) -> list[types.ResourceTemplate]:
+        return await self._connection(name).resource_templates(background=background)
 
-    async def list_prompts(self, name: str) -> list[types.Prompt]:
-        return await self._connection(name).prompts()
+    async def list_prompts(self, name: str, *, background: bool = False) -> list[types.Prompt]:
+        return await self._connection(name).prompts(background=background)
 
     async def get_prompt(self, name: str, prompt: str, arguments: dict[str, str]) -> types.GetPromptResult:
         connection = self._connection(name)
