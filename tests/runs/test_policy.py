@@ -418,7 +418,8 @@ async def test_the_call_budget_is_per_run_and_refused_calls_do_not_spend_it(poli
     kind, message, rule = rows["call 4"]
     assert (kind, rule) == ("PolicyError", "max_calls_per_run")
     assert message == (
-        "policy refused everything/echo: the per-run call budget of 3 tool calls is used up (max_calls_per_run); "
+        "policy refused everything/echo: the per-run call budget of 3 calls (tools, resource reads, prompts) "
+        "is used up (max_calls_per_run); "
         f"the next run_python call starts with a fresh budget (settings file {policed.settings_file})"
     )
     assert rows["discovery"][0] == "no error"  # discovery is not a tool call

@@ -181,6 +181,7 @@ def test_a_first_search_without_a_cache_lists_servers_as_pending_and_the_next_on
                     "results": [],
                     "pending": ["time", "everything"],
                     "unavailable": [],
+                    "also": [],
                 }
                 directory = bridge.directory
                 assert await poll(lambda: all(directory.known(name) for name in ("time", "everything")))

@@ -72,7 +72,12 @@ def stream(argv: Sequence[str], out: TextIO, *, log: Path | None = None, cwd: Pa
 
 _HINTS = (
     (
-        ("not found in the package registry", "No matching distribution found", "Could not find a version"),
+        (
+            # uv names where it looked: "the package registry", "the provided package locations", "the cache".
+            "was not found in the",
+            "No matching distribution found",
+            "Could not find a version",
+        ),
         "a package of that name (or that version) is not on the package index: check its spelling on pypi.org",
     ),
     (
