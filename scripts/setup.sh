@@ -36,9 +36,25 @@ else
 fi
 export UV_PYTHON_DOWNLOADS=never
 timed "$UV" sync --locked --quiet
-timed scripts/setup-node.sh
-timed scripts/setup-upstreams.sh
-timed scripts/setup-clients.sh
+
+# The test tools (Node clients and servers, the Python upstream servers, the agent frameworks) install in the
+# background while the image is built below: each waits mostly on its registry or on the disk, and one after another
+# they have taken 14 minutes of a CI run. Each prints one line when done, or its installer's output and an error.
+background=()
+for step in scripts/setup-node.sh scripts/setup-upstreams.sh scripts/setup-clients.sh; do
+    timed "$step" &
+    background+=("$!:$step")
+done
+wait_for_background() {
+    local entry failed=()
+    for entry in "${background[@]}"; do
+        wait "${entry%%:*}" || failed+=("${entry#*:}")
+    done
+    if [ "${#failed[@]}" -gt 0 ]; then
+        echo "setup: ${failed[*]} failed (its output is above); run it alone to see only its own" >&2
+        exit 1
+    fi
+}
 
 # The image tests (tests/cli/test_packages.py) build images of their own from a root filesystem tarball in .cache/.
 # Bootstrapping Debian takes 4-7 minutes on a slow machine, so it is done once per machine, into the cache the
@@ -56,3 +72,4 @@ fi
 
 # The podman/docker backends need an image; no registry is reachable, so it is built from that root filesystem.
 timed $SUDO scripts/build-image.sh "${MCP_BRIDGE_IMAGE:-mcp-codemode-sandbox:bookworm}" podman
+wait_for_background

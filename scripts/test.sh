@@ -16,8 +16,10 @@ timed .venv/bin/ruff format --check src tests benchmarks scripts
 timed .venv/bin/mypy --cache-dir "${XDG_CACHE_HOME:-$HOME/.cache}/mcp-codemode/mypy"
 # pytest exits 5 when it collected no test; set -e turns that (like any failure) into a failed run.
 # --durations names the slowest tests in every run's log, so a slow CI run says where its time went.
-# Three pytest processes (pytest-xdist), each taking whole test files (their module fixtures are built once, their
-# tests run in order): most of a test's time is spent waiting on processes it started, and on the CPU-starved VMs
-# CI runs on, three at once got through about twice the work of one (README, Development). PYTEST_WORKERS=0 runs
-# everything in this one process; arguments after `make test` (or this script) go to pytest and win over these.
-.venv/bin/pytest -n "${PYTEST_WORKERS:-3}" --dist loadfile --durations=25 "$@"
+# Three pytest processes (pytest-xdist), each taking whole groups: a test file (its module fixtures are built once,
+# its tests run in order), or one backend's share of a file that shares nothing else between its tests (the groups
+# are made in tests/conftest.py). Most of a test's time is spent waiting on processes it started, and on the
+# CPU-starved VMs CI runs on, three at once got through about twice the work of one (README, Development).
+# PYTEST_WORKERS=0 runs everything in this one process; arguments after `make test` (or this script) go to pytest
+# and win over these.
+.venv/bin/pytest -n "${PYTEST_WORKERS:-3}" --dist loadgroup --durations=25 "$@"

@@ -29,12 +29,41 @@ def pytest_report_header() -> str:
     return patience.describe()
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by ``-m``
+@pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by ``-m``, and before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``backend`` every test whose fixtures include a real backend, so ``-m "not backend"`` leaves it out."""
+    """Mark ``backend`` every test whose fixtures include a real backend, so ``-m "not backend"`` leaves it out.
+
+    And put every test in a pytest-xdist group (``--dist loadgroup``, scripts/test.sh): its file, so a module's
+    shared fixtures are built once, as ``loadfile`` would; split by backend where the file shares nothing else
+    between its tests. The security files run 69 attacks on three backends each, one bridge per backend: as one
+    group a file was the run's longest single piece of work on a slow machine (tests/security/test_protocol.py:
+    a third of an ordinary run's time on one worker); per backend, three workers share it.
+    """
     for item in items:
         if BACKEND_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.backend)
+        item.add_marker(pytest.mark.xdist_group(name=xdist_group(item)))
+
+
+# Module-scoped fixtures that are one per backend already (or cost nothing), so they do not keep a file whole.
+PER_BACKEND_OR_FREE = frozenset({"target", "anyio_backend"})
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The file, with the backend when the test has one and no other module- or session-wide fixture of its file."""
+    path = item.nodeid.split("::", 1)[0]
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    backend = params.get("target", params.get("backend_name"))
+    if backend is None:
+        return path
+    info = getattr(item, "_fixtureinfo", None)
+    for name, definitions in info.name2fixturedefs.items() if info is not None else ():
+        if name in PER_BACKEND_OR_FREE:
+            continue
+        if any(d.scope in ("module", "package") and d.baseid.startswith(path) for d in definitions):
+            return path
+    return f"{path}::{backend}"
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

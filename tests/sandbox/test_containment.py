@@ -1,4 +1,8 @@
-"""Hostile code on every real backend: limits hold, the host is invisible, and the bridge stays in charge."""
+"""Hostile code on every real backend, at the session manager: the host is invisible and the bridge stays in charge.
+
+The limits (time, memory, processes, output) are attacked through the whole bridge on all three backends in
+tests/security/test_resources.py, which holds everything the session-level versions here checked, and more.
+"""
 
 from __future__ import annotations
 
@@ -8,112 +12,8 @@ import threading
 import pytest
 
 from mcp_codemode.runs.sessions import SessionManager
-from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
-from tests.support.backends import sandbox_settings
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
-
-
-def test_timeout_interrupts_a_cpu_loop_and_keeps_state(with_sessions):
-    async def body(s: SessionManager):
-        await s.execute("survivor = 'still here'")
-        looped = await s.execute("while True:\n    pass", timeout=1)
-        after = await s.execute("survivor")
-        return looped, after
-
-    looped, after = with_sessions(body)
-    assert looped.status == "timeout"
-    assert not looped.state_lost
-    assert "state was kept" in looped.notice
-    assert after.value == "'still here'"
-
-
-def test_timeout_kills_code_that_ignores_interrupts_and_says_state_was_lost(with_sessions):
-    stubborn = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
-
-    async def body(s: SessionManager):
-        await s.execute("doomed = 1")
-        killed = await s.execute(stubborn, timeout=1)
-        after = await s.execute("'doomed' in dir()")
-        return killed, after
-
-    killed, after = with_sessions(body, interrupt_grace=0.5)
-    assert killed.status == "timeout"
-    assert killed.state_lost
-    assert "was lost" in killed.notice
-    assert after.status == "ok" and after.value == "False"
-
-
-def test_memory_bomb_is_stopped_and_reported(with_sessions, backend_name):
-    async def body(s: SessionManager):
-        bomb = await s.execute("hog = 'x' * (1 << 30)\nlen(hog)")
-        after = await s.execute("'fresh'")
-        return bomb, after
-
-    bomb, after = with_sessions(body)
-    assert bomb.status in ("crashed", "error"), bomb
-    if bomb.status == "crashed":
-        assert bomb.state_lost
-        assert "memory" in bomb.notice
-    else:
-        assert bomb.error is not None and bomb.error.type == "MemoryError"
-    if backend_name == "bubblewrap" and BubblewrapBackend(sandbox_settings()).cgroup_support.memory:
-        assert bomb.status == "crashed" and "out of memory" in bomb.notice
-    assert after.value == "'fresh'"
-
-
-FORKS_UNTIL_REFUSED = """
-import os, time
-children = 0
-try:
-    for _ in range(100000):
-        if os.fork() == 0:
-            time.sleep(120)
-            os._exit(0)
-        children += 1
-except OSError as exc:
-    print('refused after', children, type(exc).__name__)
-"""
-
-
-def test_fork_bomb_hits_the_process_limit(with_sessions):
-    result = with_sessions(lambda s: s.execute(FORKS_UNTIL_REFUSED, timeout=30), pids=32)
-    assert result.status == "ok", result
-    words = result.stdout.split()
-    assert words[:2] == ["refused", "after"], result.stdout
-    assert int(words[2]) < 32
-
-
-def test_unbounded_fork_bomb_is_cleaned_up(with_sessions):
-    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
-    result = with_sessions(lambda s: s.execute(bomb, timeout=2), pids=32, interrupt_grace=0.5)
-    assert result.status in ("timeout", "error", "crashed")
-    # no_orphans checks that every forked child is gone once the manager closed
-
-
-def test_output_flood_is_bounded_with_head_tail_and_marker(with_sessions):
-    flood = "for i in range(200000):\n    print('line', i, 'x' * 90)"
-    result = with_sessions(lambda s: s.execute(flood, timeout=60), capture_limit=64 << 10)
-    assert result.status == "ok"
-    assert len(result.stdout) < 3 * (64 << 10)
-    assert result.stdout.startswith("line 0 ")
-    assert "characters of output dropped" in result.stdout
-    assert result.stdout.rstrip().endswith("line 199999 " + "x" * 90)
-
-
-def test_a_100_mb_line_without_newline_does_not_wedge_the_host(with_sessions):
-    code = "import sys\nchunk = 'y' * (1 << 20)\nfor _ in range(100):\n    sys.stdout.write(chunk)\n'after'"
-
-    async def body(s: SessionManager):
-        huge = await s.execute(code, timeout=60)
-        after = await s.execute("'next call works'")
-        return huge, after
-
-    huge, after = with_sessions(body, capture_limit=64 << 10)
-    assert huge.status == "ok" and huge.value == "'after'"
-    assert len(huge.stdout) < 3 * (64 << 10)
-    assert "dropped" in huge.stdout
-    assert after.value == "'next call works'"
 
 
 def test_huge_repr_of_the_last_value_is_clipped(with_sessions):

@@ -19,6 +19,10 @@ from .patience import patient
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 BACKENDS = ("bubblewrap", "podman")
 SANDBOX_UID = 65534
+# A cell's default time limit in tests, like the product's default a guard against code that hangs, not a limit
+# under test (tests of the limit pass their own small timeout). Lengthened on a slow machine, where a cell that
+# takes a second on an ordinary one has taken a minute; capped so a stuck cell still fails within minutes.
+CELL_TIMEOUT = int(min(patient(20), 300))
 
 
 def sandbox_settings(**changes: Any) -> Settings:
@@ -29,12 +33,16 @@ def sandbox_settings(**changes: Any) -> Settings:
         "pids": 64,
         "capture_limit": 64 << 10,
         "interrupt_grace": 1.0,
-        "timeout": 20,
+        "timeout": CELL_TIMEOUT,
         "startup_timeout": patient(60),  # the product's default, lengthened on a slow machine
         # Hang guards, not limits under test: a Node server's handshake has taken over 30 s (the product's
         # default) on a starved machine, and cells.RUN_TIMEOUT needs a ceiling above it.
         "connect_timeout": 120.0,
         "max_timeout": 600,
+        # No pre-started workers unless a test asks for them (tests/runs/test_warm_pool.py does): with the product's
+        # pool of 2, a test that used one session started three sandboxes (two pooled, one refill) and closed two
+        # unused, which on a slow machine's podman is minutes of containers nobody runs code in.
+        "warm_pool": 0,
     }
     defaults.update(changes)
     return base.replace(**defaults)

@@ -33,8 +33,9 @@ from mcp_codemode.sandbox.container import ContainerBackend
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import make_backend
 from mcp_codemode.settings import Settings
-from tests.support.backends import require_usable, sandbox_settings
+from tests.support.backends import CELL_TIMEOUT, require_usable, sandbox_settings
 from tests.support.cells import explain, guest
+from tests.support.patience import patient
 
 T = TypeVar("T")
 SECURITY_BACKENDS = ("bubblewrap", "podman", "gvisor")  # gvisor = podman + oci_runtime="runsc"
@@ -42,6 +43,9 @@ BRIDGE_SECRET_ENV = "MCP_CANARY_BRIDGE_SECRET"
 UPSTREAM_SECRET_ENV = "MCP_CANARY_UPSTREAM_TOKEN"
 ROOT = Path(__file__).resolve().parents[2]
 REPORT_FILE = ROOT / ".cache" / "security-report.json"
+# A probe's default time limit: 30 s on an ordinary machine, lengthened on a slow one (a guard, not a limit under
+# test: the tests of the time limit pass their own).
+PROBE_TIMEOUT = min(patient(30), 300)
 _WAIT_MARGIN = 120.0  # beyond a run's own timeout: sandbox start-up (a container), interrupt grace, relay
 
 __all__ = [
@@ -247,7 +251,7 @@ class Target:
     results: list[ExecutionResult] = dataclasses.field(default_factory=list, repr=False)
 
     def submit(
-        self, code: str, *, session: str | None = None, timeout: float = 30.0
+        self, code: str, *, session: str | None = None, timeout: float = PROBE_TIMEOUT
     ) -> concurrent.futures.Future[ExecutionResult]:
         """Start running ``code`` (dedented, with ``report(value)`` defined: one JSON line) without waiting.
 
@@ -267,7 +271,7 @@ class Target:
         future.add_done_callback(self._keep)
         return future
 
-    def run(self, code: str, *, session: str | None = None, timeout: float = 30.0) -> ExecutionResult:
+    def run(self, code: str, *, session: str | None = None, timeout: float = PROBE_TIMEOUT) -> ExecutionResult:
         """Run ``code`` and wait for its result (see ``submit``)."""
         return self.submit(code, session=session, timeout=timeout).result(timeout + _WAIT_MARGIN)
 
@@ -281,14 +285,17 @@ class Target:
 
 
 def target_settings(name: str, state_dir: Path, **changes: Any) -> Settings:
-    """Small limits: 256m, 64 processes (gVisor's host-thread floor is the backend's business), 20 s, 64k."""
+    """Small limits: 256m, 64 processes (gVisor's host-thread floor is the backend's business), 20 s, 64k.
+
+    20 s on an ordinary machine: ``CELL_TIMEOUT`` lengthens it on a slow one, where a probe has taken a minute.
+    """
     runtime = "bubblewrap" if name == "bubblewrap" else "podman"
     extra: dict[str, Any] = {"oci_runtime": "runsc"} if name == "gvisor" else {}
     # No warm pool: attacks check that nothing of theirs is left while the bridge still runs, by counting the
     # bridge's sandboxes, and idle pooled ones would be counted (the pool has its own tests: test_warm_pool.py).
     extra["warm_pool"] = 0
     extra.update(changes)
-    return sandbox_settings(runtime=runtime, state_dir=state_dir, timeout=20, **extra)
+    return sandbox_settings(runtime=runtime, state_dir=state_dir, timeout=CELL_TIMEOUT, **extra)
 
 
 def require_backend(name: str, settings: Settings) -> None:

@@ -240,7 +240,7 @@ def test_a_background_listing_neither_restarts_a_crashed_server_nor_takes_the_ca
             assert first is not None
             os.kill(first, signal.SIGKILL)
             for listing in (hub.list_prompts, hub.list_resources, hub.list_resource_templates):
-                with pytest.raises(ServerUnavailable, match="it is not running|killed by signal 9"):
+                with pytest.raises(ServerUnavailable, match=r"it is not running|killed by signal 9"):
                     await listing("everything", background=True)
             assert hub.state("everything").status == "failed" and hub.state("everything").restarts == 0
             with pytest.raises(ServerUnavailable, match="killed by signal 9"):
