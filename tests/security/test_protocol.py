@@ -88,10 +88,15 @@ def upstream_calls(target: Target) -> Iterator[list[tuple[str, str, dict[str, An
     seen: list[tuple[str, str, dict[str, Any]]] = []
 
     async def recording(
-        name: str, tool: str, arguments: dict[str, Any], timeout: float | None = None, progress: Any = None
+        name: str,
+        tool: str,
+        arguments: dict[str, Any],
+        timeout: float | None = None,
+        progress: Any = None,
+        log: Any = None,
     ) -> Any:
         seen.append((name, tool, arguments))
-        return await original(name, tool, arguments, timeout=timeout, progress=progress)
+        return await original(name, tool, arguments, timeout=timeout, progress=progress, log=log)
 
     hub.call_tool = recording  # type: ignore[method-assign]
     try:
@@ -618,10 +623,15 @@ def test_a_policy_refused_tool_raises_policy_error_and_never_reaches_the_server(
             original = bridge.hub.call_tool
 
             async def recording(
-                name: str, tool: str, arguments: dict[str, Any], timeout: float | None = None, progress: Any = None
+                name: str,
+                tool: str,
+                arguments: dict[str, Any],
+                timeout: float | None = None,
+                progress: Any = None,
+                log: Any = None,
             ) -> Any:
                 sent.append((name, tool))
-                return await original(name, tool, arguments, timeout=timeout, progress=progress)
+                return await original(name, tool, arguments, timeout=timeout, progress=progress, log=log)
 
             bridge.hub.call_tool = recording  # type: ignore[method-assign]
             result = await bridge.run(RunRequest(code, timeout=60), "policy-refusal")

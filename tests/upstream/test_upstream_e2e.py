@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -608,3 +609,38 @@ async def test_an_upstream_servers_progress_reaches_the_client_as_progress_of_ru
     assert upstream == [f"everything/trigger-long-running-operation: {step}/4" for step in range(1, 5)], seen
     values = [progress for progress, _, _ in seen]
     assert values == sorted(values) and len(set(values)) == len(values), values  # MCP: progress must rise
+
+
+# -------------------------------------------------------------------------------- 19. upstream log messages
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_upstream_servers_log_messages_during_a_call_reach_the_client_as_progress(
+    tmp_path: Path, state: Path, mode: str
+) -> None:
+    """server-everything, once its simulated logging is on, logs a random-level message every 5 s; a call that
+    runs 7 s is in flight for at least one, which its client sees as a progress message naming server and tool."""
+    config = write_config(tmp_path / "servers.json", upstreams.everything())
+    seen: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(message or "")
+
+    code = (
+        "await mcp_everything.toggle_simulated_logging()\n"
+        "try:\n"
+        "    await mcp_everything.trigger_long_running_operation(duration=7, steps=1)\n"
+        "finally:\n"
+        "    await mcp_everything.toggle_simulated_logging()\n"
+        "'logged'"
+    )
+    async with stdio_client_for(
+        tmp_path / "serve.log", mode, "--config", str(config), "--no-discover", deadline=None,
+        MCP_BRIDGE_STATE_DIR=str(state),
+    ) as client:  # fmt: skip
+        done = await client.call_tool("run_python", {"code": code, "timeout": 120}, progress_callback=on_progress)
+    assert "'logged'" in text_of(done), text_of(done)
+    logged = [m for m in seen if re.fullmatch(r"everything/trigger-long-running-operation log \([a-z]+\): .+", m)]
+    assert logged, seen
+    assert all(re.search(r"[A-Za-z]+[- ]level[- ]message", m, re.IGNORECASE) for m in logged), logged

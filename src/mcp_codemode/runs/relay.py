@@ -58,7 +58,7 @@ from .relay_params import (
     is_unicode,
 )
 from .relay_policy import CallGuard, CallNote
-from .relay_run import News, RelayFunction, Run, upstream_progress
+from .relay_run import News, RelayFunction, Run, upstream_log, upstream_progress
 from .saved_tools import SavedToolProblem, SavedToolStore
 
 log = logging.getLogger("mcp_codemode.relay")  # the name log lines have always shown
@@ -289,8 +289,11 @@ class Relay:
         except ArgumentProblem as exc:
             raise Refusal(ERROR_KIND_ARGUMENT, str(exc), server, tool.name) from None
         self.guard.spend(run, f"{server}/{tool.name}", note)
-        progress = upstream_progress(run.news, server, tool.name) if run.news is not None else None
-        result = await self.hub.call_tool(server, tool.name, arguments, timeout=timeout, progress=progress)
+        progress = log = None
+        if run.news is not None:  # the client asked for progress: what the server reports and logs goes there
+            progress = upstream_progress(run.news, server, tool.name)
+            log = upstream_log(run, run.news, server, tool.name)
+        result = await self.hub.call_tool(server, tool.name, arguments, timeout=timeout, progress=progress, log=log)
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     async def _read_resource(self, run: Run, message: dict[str, Any], note: CallNote) -> dict[str, Any]:

@@ -9,9 +9,13 @@ request of that run, so the worker never learns who the caller is and the budget
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import mcp_types as types
+
+from ..upstream.connection import UpstreamLog
 from ..upstream.hub import Progress
 from .relay_params import Reply
 
@@ -28,6 +32,13 @@ class Run:
     session: str
     calls: int = 0
     news: News | None = None  # where upstream progress goes (None: the client asked for no progress)
+    log_lines: int = 0  # upstream log messages passed on as news so far (at most MAX_LOG_LINES)
+
+
+# An upstream server's log messages during a run's calls, passed on as news: a bound per run (a server that
+# logs in a loop would otherwise flood the client with notifications) and per message.
+MAX_LOG_LINES = 50
+MAX_LOG_TEXT = 500
 
 
 def upstream_progress(news: News, server: str, tool: str) -> Progress:
@@ -39,3 +50,24 @@ def upstream_progress(news: News, server: str, tool: str) -> Progress:
         await news(f"{server}/{tool}: {message} ({amount})" if message else f"{server}/{tool}: {amount}")
 
     return progress
+
+
+def upstream_log(run: Run, news: News, server: str, tool: str) -> UpstreamLog:
+    """An upstream call's log listener that tells the run's client what the server logged while the call was in
+    flight, one line each (``everything/echo log (warning): ...``), up to ``MAX_LOG_LINES`` per run, then once
+    that the rest were dropped. The text is the server's, so it is flattened to one printable line and cut."""
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        run.log_lines += 1
+        if run.log_lines > MAX_LOG_LINES + 1:
+            return
+        if run.log_lines == MAX_LOG_LINES + 1:
+            await news(f"{server}: further log messages of this run were dropped (at most {MAX_LOG_LINES})")
+            return
+        data = params.data if isinstance(params.data, str) else json.dumps(params.data, default=str)
+        text = "".join(ch if ch.isprintable() else " " for ch in data[: MAX_LOG_TEXT + 1])
+        text = text if len(text) <= MAX_LOG_TEXT else text[:MAX_LOG_TEXT] + "…"
+        source = f"{params.level}, {params.logger:.80}" if params.logger else params.level
+        await news(f"{server}/{tool} log ({source}): {text}")
+
+    return log

@@ -15,10 +15,11 @@ again: every call fails with ``SelfServerSkipped``, a ``ServerUnavailable``. ``a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, TypeVar
@@ -47,6 +48,8 @@ from .watch import watched
 # The hub's logger: the bridge's log lines carry the logger name, and these kept theirs when the class moved here.
 logger = logging.getLogger("mcp_codemode.upstream.hub")
 T = TypeVar("T")
+# Hears an upstream server's log messages while a call is in flight (``Connection.listening``).
+UpstreamLog = Callable[[types.LoggingMessageNotificationParams], Awaitable[None]]
 
 
 # How long a closing connection may take to wind down before it is cancelled (the SDK bounds stdio at ~6 s).
@@ -102,6 +105,7 @@ class Connection:
         self._failures = 0
         self._retry_at = 0.0
         self._unreported = False  # a crash no caller has been told about yet
+        self._log_listeners: list[UpstreamLog] = []
 
         self._tools: tuple[types.Tool, ...] | None = None
         self._tools_generation = 0
@@ -236,6 +240,10 @@ class Connection:
                             mode=self.config.protocol,
                             cache=None,  # the hub caches listings itself, invalidated by list_changed
                             message_handler=self._on_message,
+                            # Log messages go to the calls in flight that listen (``listening``); a modern
+                            # server sends them only to requests that opt in, at this level and above.
+                            logging_callback=self._on_log,
+                            log_level="info",
                             client_info=types.Implementation(name="mcp-codemode", version=__version__),
                         )
                     except ValueError as exc:
@@ -469,6 +477,27 @@ class Connection:
         if client.server_capabilities.prompts is None:
             return []
         return await self.request("prompts/list", "prompts/list", list_prompts, None, background=background)
+
+    @contextlib.contextmanager
+    def listening(self, listener: UpstreamLog | None) -> Iterator[None]:
+        """While the block runs, ``listener`` hears the server's log messages (``None``: nothing to add)."""
+        if listener is None:
+            yield
+            return
+        self._log_listeners.append(listener)
+        try:
+            yield
+        finally:
+            self._log_listeners.remove(listener)
+
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        """A log message from the server, for every call in flight on it that listens: a handshake-era message
+        names no request, so no client can tell which call it is about, and each listening call hears it."""
+        for listener in tuple(self._log_listeners):
+            try:
+                await listener(params)
+            except Exception:  # a listener's client that went away must not stop the server's connection
+                logger.debug("a log listener of %r failed", self.config.name, exc_info=True)
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification):

@@ -50,7 +50,7 @@ import mcp_types as types
 from mcp.client.stdio import get_default_environment
 from mcp.shared.dispatcher import ProgressFnT
 
-from .connection import Connection
+from .connection import Connection, UpstreamLog
 from .errors import UnknownServer
 from .model import ServerConfig
 from .state import ServerState
@@ -171,18 +171,21 @@ class Hub:
         arguments: dict[str, Any],
         timeout: float | None = None,
         progress: Progress | None = None,
+        log: UpstreamLog | None = None,
     ) -> types.CallToolResult:
         """Call one tool; an ``isError`` answer is returned as it is, for the layer above to show the agent.
 
         ``progress``: called with each progress notification the server sends about this call (the request
-        then carries a progress token, which is what makes a server report progress at all)."""
+        then carries a progress token, which is what makes a server report progress at all). ``log``: called
+        with each log message the server sends while the call is in flight."""
         connection = self._connection(name)
-        return await connection.request(
-            f"tool {tool!r}",
-            tool,
-            lambda client: client.call_tool(tool, arguments, progress_callback=progress),
-            timeout,
-        )
+        with connection.listening(log):
+            return await connection.request(
+                f"tool {tool!r}",
+                tool,
+                lambda client: client.call_tool(tool, arguments, progress_callback=progress),
+                timeout,
+            )
 
     async def list_resources(self, name: str, *, background: bool = False) -> list[types.Resource]:
         return await self._connection(name).resources(background=background)
