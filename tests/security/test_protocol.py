@@ -35,6 +35,7 @@ import pytest
 from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox import worker as worker_module
 from mcp_codemode.sandbox.results import ExecutionResult
+from mcp_codemode.upstream.hub import Hub
 from tests.support.cells import explain
 from tests.support.security import Target, assert_no_secrets
 
@@ -81,9 +82,8 @@ def assert_still_serving(target: Target) -> None:
 
 
 @contextlib.contextmanager
-def upstream_calls(target: Target) -> Iterator[list[tuple[str, str, dict[str, Any]]]]:
-    """Every tool call the bridge really sends upstream while the block runs: (server, tool, arguments)."""
-    hub = target.bridge.hub
+def upstream_calls(hub: Hub) -> Iterator[list[tuple[str, str, dict[str, Any]]]]:
+    """Every tool call a bridge's hub really sends upstream while the block runs: (server, tool, arguments)."""
     original = hub.call_tool
     seen: list[tuple[str, str, dict[str, Any]]] = []
 
@@ -231,7 +231,7 @@ def test_well_formed_frames_of_the_wrong_kind_are_ignored(target: Target, bystan
 
 
 def test_unknown_servers_tools_and_operations_are_refused_before_anything_is_sent(target: Target) -> None:
-    with upstream_calls(target) as sent:
+    with upstream_calls(target.bridge.hub) as sent:
         result = target.run(
             """
             import mcp._rpc as rpc
@@ -281,7 +281,7 @@ def test_oversized_arguments_are_refused_and_the_bridge_keeps_serving(target: Ta
     protocol violation, so that worker is killed and its session starts fresh (docs/security.md)."""
     session = f"big-{uuid.uuid4().hex[:8]}"
     try:
-        with upstream_calls(target) as sent:
+        with upstream_calls(target.bridge.hub) as sent:
             capped = target.run(
                 """
                 try:
@@ -309,7 +309,7 @@ def test_deeply_nested_arguments_are_refused_without_recursion_on_the_host(targe
     """500 levels through runtime.call_tool and 40 (over the policy's 32, under the frame check's 64) sent past the
     guest's own check: both are PolicyErrors, and nothing reaches the server. 10,000 levels as a raw frame are
     in CHANNEL_VIOLATIONS (a protocol violation)."""
-    with upstream_calls(target) as sent:
+    with upstream_calls(target.bridge.hub) as sent:
         result = target.run(
             """
             import json
@@ -346,7 +346,7 @@ FLOOD = 5_000
 
 
 def test_a_flood_of_calls_is_bounded_and_every_call_is_answered(target: Target) -> None:
-    with upstream_calls(target) as sent:
+    with upstream_calls(target.bridge.hub) as sent:
         flood = target.submit(
             f"""
             import asyncio, collections
@@ -399,7 +399,7 @@ def test_a_guest_that_stops_reading_cannot_make_the_bridge_buffer_its_answers(ta
     would have relayed them all while the cell waited. The session dies of its own deafness; others serve on."""
     session = f"deaf-{uuid.uuid4().hex[:8]}"
     try:
-        with upstream_calls(target) as sent:
+        with upstream_calls(target.bridge.hub) as sent:
             attack = target.run(
                 FIND_CHANNEL
                 + DEAFEN
@@ -502,7 +502,7 @@ def late_calls(target: Target, pause: float) -> LateCalls:
     session = f"late-{uuid.uuid4().hex[:8]}"
     prefix = f"late-{uuid.uuid4().hex[:8]}"
     try:
-        with upstream_calls(target) as sent:
+        with upstream_calls(target.bridge.hub) as sent:
             started = target.run(
                 LATE_CALLER
                 + f"caller = threading.Thread(target=keep_calling, args=({prefix!r}, {pause}), daemon=True)\n"
@@ -579,7 +579,7 @@ forger.start()
 report("started")
 """
     try:
-        with upstream_calls(target) as sent:
+        with upstream_calls(target.bridge.hub) as sent:
             assert value_of(target.run(code, session=session)) == "started"
             time.sleep(1.5)  # a pace: the forged frames are written between the two runs
             assert value_of(target.run("forger.join(5)\nreport(forger.is_alive())", session=session)) is False
@@ -619,23 +619,9 @@ def test_a_policy_refused_tool_raises_policy_error_and_never_reaches_the_server(
     async def main() -> tuple[ExecutionResult, list[tuple[str, str]]]:
         async with Bridge(settings, upstream_discovery) as bridge:
             assert bridge.sessions is not None, bridge.backend_error
-            sent: list[tuple[str, str]] = []
-            original = bridge.hub.call_tool
-
-            async def recording(
-                name: str,
-                tool: str,
-                arguments: dict[str, Any],
-                timeout: float | None = None,
-                progress: Any = None,
-                log: Any = None,
-            ) -> Any:
-                sent.append((name, tool))
-                return await original(name, tool, arguments, timeout=timeout, progress=progress, log=log)
-
-            bridge.hub.call_tool = recording  # type: ignore[method-assign]
-            result = await bridge.run(RunRequest(code, timeout=60), "policy-refusal")
-            return result, sent
+            with upstream_calls(bridge.hub) as seen:
+                result = await bridge.run(RunRequest(code, timeout=60), "policy-refusal")
+            return result, [(name, tool) for name, tool, _ in seen]
 
     result, sent = asyncio.run(main())
     assert_no_secrets(target, result)
