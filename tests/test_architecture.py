@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.parsing import parse
+
 SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = "mcp_codemode"
 GUEST = f"{PACKAGE}.guest"
@@ -131,7 +133,7 @@ def imports(root: Path, package: str, pattern: str = "**/*.py") -> list[Import]:
         parts = [package, *path.relative_to(root).with_suffix("").parts]
         if parts[-1] == "__init__":
             parts.pop()
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parse(path.read_text(encoding="utf-8"))
         module, is_package = ".".join(parts), path.name == "__init__.py"
         found += [Import(module, path, is_package, node, scope) for node, scope in _scoped(tree)]
     return found

@@ -23,6 +23,7 @@ from mcp_codemode.guest.mcp import _rpc
 from mcp_codemode.runs import relay_params, sessions
 from mcp_codemode.sandbox import frames
 from mcp_codemode.sandbox import worker as host_worker
+from tests.support.parsing import parse
 
 SRC = Path(protocol.__file__).resolve().parents[1]
 GUEST_FILES = [*sorted((SRC / "guest").glob("worker*.py")), SRC / "guest" / "mcp" / "_rpc.py"]
@@ -33,7 +34,7 @@ NAMES = {value: name for name, value in vars(protocol).items() if name.isupper()
 
 def _protocol_names_used(path: Path) -> set[str]:
     """The protocol constants a file uses (by name, after importing them from the protocol module)."""
-    tree = ast.parse(path.read_text())
+    tree = parse(path.read_text())
     imported = {
         alias.asname or alias.name
         for node in ast.walk(tree)
@@ -104,7 +105,7 @@ def test_the_two_session_name_rules_are_the_modules_and_nest() -> None:
 def _refusal_kinds(path: Path) -> set[str]:
     """The names each ``Refusal(...)`` of a host file passes as its kind; a literal shows as itself, quoted."""
     kinds = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parse(path.read_text())):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Refusal":
             kind = node.args[0]
             kinds.add(kind.id if isinstance(kind, ast.Name) else repr(ast.unparse(kind)))
@@ -134,7 +135,7 @@ def test_every_error_kind_the_host_sends_the_guest_raises_as_its_class() -> None
 def _ops_answered() -> set[object]:
     """The ops relay.py dispatches: the keys of its ``_ops`` and ``_uses`` tables and any op it compares against."""
     ops: set[object] = set()
-    for node in ast.walk(ast.parse((SRC / "runs" / "relay.py").read_text())):
+    for node in ast.walk(parse((SRC / "runs" / "relay.py").read_text())):
         target = node.target if isinstance(node, ast.AnnAssign) else None
         named = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else ""
         if isinstance(node, ast.AnnAssign) and named in ("_ops", "_uses"):
@@ -149,7 +150,7 @@ def test_the_ops_the_guest_asks_for_are_the_ones_the_relay_answers() -> None:
     assert _ops_answered() == protocol.CALL_OPS
     asked: set[object] = set()
     for path in (SRC / "guest").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse(path.read_text())):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)

@@ -8,7 +8,6 @@ edge cases use small made-up tools. The last tests run sandboxed code through a 
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import inspect
 import json
@@ -26,6 +25,7 @@ from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.upstream import catalog, stubs
 from tests.support.backends import fail_unless
 from tests.support.cells import reported, run, time_and_everything
+from tests.support.parsing import parse
 
 CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "corpus" / "tools"
 SERVERS = ("everything", "fetch", "filesystem", "git", "memory", "sequential-thinking", "time")
@@ -40,7 +40,7 @@ def listing(server: str) -> list[types.Tool]:
 def module_of(server: str, tools: list[types.Tool], description: str = "") -> tuple[str, dict[str, Any]]:
     """A server's stub module and the namespace it leaves after running on its own."""
     text = stubs.server_stub(server, catalog.identifier(server), description, tools, catalog.tool_aliases(tools))
-    ast.parse(text)
+    parse(text)
     namespace: dict[str, Any] = {}
     exec(compile(text, f"<stub of {server}>", "exec", dont_inherit=True), namespace)
     return text, namespace

@@ -11,6 +11,7 @@ import ast
 from pathlib import Path
 
 import mcp_codemode.upstream
+from tests.support.parsing import parse
 
 PACKAGE = Path(mcp_codemode.upstream.__file__).parent
 
@@ -19,7 +20,7 @@ def private_imports(package: Path) -> list[str]:
     """Every ``from .x import _name`` (or ``from mcp_codemode.upstream.x import _name``) in ``package``."""
     found = []
     for path in sorted(package.glob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if not isinstance(node, ast.ImportFrom):
                 continue

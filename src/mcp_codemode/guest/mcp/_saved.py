@@ -46,11 +46,19 @@ def save_tool(func: Any = None, *, name: str | None = None, description: str | N
 def _without_save_decorator(source: str) -> str:
     """Drop ``@save_tool`` / ``@runtime.save_tool(...)`` decorators (however many lines): loading must not re-save."""
     import ast
+    import gc
 
+    # The collector is paused while parsing: Python before 3.11.8 keeps the AST builder's recursion count in one
+    # global (gh-106905), and a finalizer run by a collection mid-parse lets another thread's parse break this one.
+    enabled = gc.isenabled()
+    gc.disable()
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return source
+    finally:
+        if enabled:
+            gc.enable()
     node = tree.body[0] if tree.body else None
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return source
