@@ -52,6 +52,7 @@ class Policy:
     deny_servers: tuple[str, ...] = ()
     allow_tools: tuple[str, ...] = ("*",)
     deny_tools: tuple[str, ...] = ()
+    ask_tools: tuple[str, ...] = ()  # calls of these wait for the user's approval, asked through the client
     allow_resources: tuple[str, ...] = ("*",)
     deny_resources: tuple[str, ...] = ()
     allow_prompts: tuple[str, ...] = ("*",)
@@ -120,6 +121,11 @@ class Policy:
         if not deny_only and not any(_tool_match(pattern, servers, names) for pattern in self.allow_tools):
             return Refused("allow_tools", f"matched by no allow_tools pattern ({_listed(self.allow_tools)})")
         return None
+
+    def approval_pattern(self, server: str, server_alias: str, tools: Iterable[str]) -> str | None:
+        """The first ``ask_tools`` pattern that names this tool (its calls wait for the user's approval), if any."""
+        servers, names = (server, server_alias), tuple(tools)
+        return next((pattern for pattern in self.ask_tools if _tool_match(pattern, servers, names)), None)
 
     # -- resources and prompts ---------------------------------------------------------------------------------
 

@@ -59,6 +59,7 @@ _POLICY_EXAMPLES = {
     "deny_servers": 'deny_servers = ["shell"]',
     "allow_tools": 'allow_tools = ["git/git_status", "*/read_*"]',
     "deny_tools": 'deny_tools = ["git/git_commit", "*/delete_*"]',
+    "ask_tools": 'ask_tools = ["github/create_*", "*/delete_*"]',
     "allow_resources": 'allow_resources = ["docs/*", "github/repo://*"]',
     "deny_resources": 'deny_resources = ["file:///etc/*", "github/repo://*/secrets*"]',
     "allow_prompts": 'allow_prompts = ["everything/simple-*"]',
@@ -93,7 +94,7 @@ def policy_from_table(table: Mapping[str, object], path: Path) -> Policy:
 
 
 def _policy_value(key: str, raw: object) -> Any:
-    if key.startswith(("allow_", "deny_")):
+    if key.startswith(("allow_", "deny_", "ask_")):
         if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
             raise TypeError("expected a list of strings")
         return tuple(check_pattern(item, kind=key.partition("_")[2]) for item in raw)

@@ -78,6 +78,8 @@ def test_a_policy_table_is_read_from_the_top_level_or_the_mcp_codemode_table(tmp
         ('[policy]\ndeny_resources = ["docs/"]\n', 'needs both parts around "/": "SERVER/URI"'),
         ('[policy]\ndeny_prompts = ["/x"]\n', '"SERVER/PROMPT", such as "everything/simple-*"'),
         ("[policy]\nallow_prompts = [3]\n", "for example allow_prompts = "),
+        ('[policy]\nask_tools = "github/*"\n', 'for example ask_tools = ["github/create_*", "*/delete_*"]'),
+        ('[policy]\nask_tools = ["github/"]\n', 'needs both parts around "/"'),
         ("policy = 3\n", "policy must be a table"),
         ("[mcp-codemode]\ntimeout = 5\n[policy]\nread_only = true\n", "rename it [mcp-codemode.policy]"),
     ],
@@ -89,6 +91,17 @@ def test_a_bad_policy_table_is_a_settings_error_naming_the_key_and_the_file(
         load_policy(tmp_path, text)
     assert expected in str(caught.value)
     assert str(tmp_path / "settings.toml") in str(caught.value)
+
+
+def test_ask_tools_patterns_read_like_tool_patterns_and_name_the_first_that_matches(tmp_path: Path) -> None:
+    policy = load_policy(tmp_path, '[policy]\nask_tools = ["github/create_*", "*/delete_*"]\n')
+    assert policy.ask_tools == ("github/create_*", "*/delete_*") and policy.restricts
+    assert policy.approval_pattern("github", "github", ("create_issue",)) == "github/create_*"
+    assert policy.approval_pattern("fs", "fs", ("delete-file", "delete_file")) == "*/delete_*"  # by alias
+    assert policy.approval_pattern("github", "github", ("list_issues",)) is None
+    assert policy.approval_pattern("my-github", "my_github", ("create_issue",)) is None
+    assert not policy.narrows  # asking hides nothing
+    assert Policy().approval_pattern("github", "github", ("create_issue",)) is None
 
 
 def test_servers_match_by_name_or_alias_and_deny_wins_over_allow() -> None:

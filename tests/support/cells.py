@@ -115,7 +115,7 @@ class GuestServicesStub:
         return self.context_of(fresh)
 
     def for_run(
-        self, owner: str, session: str, news: Any = None
+        self, owner: str, session: str, caller: Any = None
     ) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
         return self.handler or _unexpected_request
 

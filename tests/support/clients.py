@@ -26,6 +26,7 @@ import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
+from mcp.client.session import ElicitationFnT
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
@@ -89,6 +90,7 @@ async def stdio_client_for(
     *args: str,
     sent: list[dict[str, Any]] | None = None,
     deadline: float | None = CALL_DEADLINE,
+    elicitation: ElicitationFnT | None = None,
     **settings: str,
 ) -> AsyncIterator[Client]:
     """A connected SDK ``Client`` on a fresh ``mcp-codemode serve`` over stdio; its stderr goes to ``log``.
@@ -100,7 +102,8 @@ async def stdio_client_for(
         transport: Any = stdio_client(stdio_params(*args, **settings), errlog=errlog)
         if sent is not None:
             transport = recording(transport, sent)
-        async with Client(transport, mode=mode, read_timeout_seconds=CALL_DEADLINE) as client:
+        client_of = Client(transport, mode=mode, read_timeout_seconds=CALL_DEADLINE, elicitation_callback=elicitation)
+        async with client_of as client:
             remember_stdio_servers()
             yield client
 

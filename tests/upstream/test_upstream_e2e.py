@@ -644,3 +644,133 @@ async def test_an_upstream_servers_log_messages_during_a_call_reach_the_client_a
     logged = [m for m in seen if re.fullmatch(r"everything/trigger-long-running-operation log \([a-z]+\): .+", m)]
     assert logged, seen
     assert all(re.search(r"[A-Za-z]+[- ]level[- ]message", m, re.IGNORECASE) for m in logged), logged
+
+
+# ------------------------------------------------------------------------- 20. approval of tool calls (ask_tools)
+
+APPROVAL_CODE = """
+import json
+rows = {}
+for label in ("first", "second", "third"):
+    try:
+        rows[label] = (await mcp_everything.echo(message=label))
+    except runtime.ApprovalDenied as exc:
+        rows[label] = ["ApprovalDenied", isinstance(exc, runtime.PolicyError), exc.details.get("rule"), exc.message]
+rows["sum"] = await mcp_everything.get_sum(a=1, b=2)
+print(json.dumps(rows, default=str))
+"""
+
+
+def _approval_setup(tmp_path: Path, state: Path) -> tuple[str, dict[str, str]]:
+    """A bridge whose policy asks before everything/echo (its servers file, and its environment), with its audit
+    log where the test can read it."""
+    settings = tmp_path / "codemode.toml"
+    settings.write_text('[policy]\nask_tools = ["everything/echo"]\n', encoding="utf-8")
+    config = write_config(tmp_path / "servers.json", upstreams.everything())
+    return str(config), {
+        "MCP_CODEMODE_SETTINGS": str(settings),
+        "MCP_BRIDGE_STATE_DIR": str(state),
+        "MCP_BRIDGE_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
+    }
+
+
+@pytest.mark.anyio
+async def test_ask_tools_asks_the_user_through_elicitation_and_a_decline_raises_approval_denied(
+    tmp_path: Path, state: Path
+) -> None:
+    """The handshake-era client declares elicitation: it is asked before each echo, sees server, tool and
+    arguments; accept lets the call go, decline raises ApprovalDenied, "remember" skips the question for the rest
+    of the session. get-sum, which ask_tools does not name, is never asked about. Each outcome is audited."""
+    config, env = _approval_setup(tmp_path, state)
+    asked: list[str] = []
+    answers = iter(
+        [
+            types.ElicitResult(action="accept", content={"remember": False}),
+            types.ElicitResult(action="decline"),
+            types.ElicitResult(action="accept", content={"remember": True}),
+        ]
+    )
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return next(answers)
+
+    async with stdio_client_for(
+        tmp_path / "serve.log", "legacy", "--config", config, "--no-discover", sent=None, deadline=None,
+        elicitation=answer, **env,
+    ) as client:  # fmt: skip
+        first = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120, "session": "s"})
+        again = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120, "session": "s"})
+    rows = json.loads(text_of(first).strip().splitlines()[0])
+    assert rows["first"] == "Echo: first" and rows["third"] == "Echo: third", rows
+    kind, is_policy, rule, message = rows["second"]
+    assert (kind, is_policy, rule) == ("ApprovalDenied", True, "ask_tools"), rows
+    assert "the user declined it when asked" in message and 'ask_tools pattern "everything/echo"' in message
+    assert "3" in str(rows["sum"]), rows
+    assert len(asked) == 3, asked
+    assert "everything/echo" in asked[0] and '"message": "first"' in asked[0]
+    # Remembered for the session: the second run asks nothing, and all three calls go.
+    rows = json.loads(text_of(again).strip().splitlines()[0])
+    assert [rows[label] for label in ("first", "second", "third")] == [
+        f"Echo: {x}" for x in ("first", "second", "third")
+    ]
+    assert len(asked) == 3, asked[3:]
+    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    approvals = [(line["tool"], line["outcome"], line.get("approval")) for line in audit if line.get("tool") == "echo"]
+    assert approvals == [
+        ("echo", "ok", "approved"),
+        ("echo", "refused", "declined"),
+        ("echo", "ok", "approved for the session"),
+        ("echo", "ok", "remembered"),
+        ("echo", "ok", "remembered"),
+        ("echo", "ok", "remembered"),
+    ], approvals
+    assert all("approval" not in line for line in audit if line.get("tool") == "get-sum")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_ask_tools_with_a_client_that_cannot_be_asked_is_refused_never_passed(
+    tmp_path: Path, state: Path, mode: str
+) -> None:
+    """A client that declared no elicitation cannot approve: the call is refused with ApprovalDenied saying why
+    and what to do, and never reaches the server; the call ask_tools does not name still runs."""
+    config, env = _approval_setup(tmp_path, state)
+    async with stdio_client_for(
+        tmp_path / "serve.log", mode, "--config", config, "--no-discover", sent=None, deadline=None,
+        elicitation=None, **env,
+    ) as client:  # fmt: skip
+        result = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120})
+    rows = json.loads(text_of(result).strip().splitlines()[0])
+    for label in ("first", "second", "third"):
+        kind, is_policy, rule, message = rows[label]
+        assert (kind, is_policy, rule) == ("ApprovalDenied", True, "ask_tools"), rows
+        assert "did not declare the MCP elicitation capability" in message, message
+    assert "3" in str(rows["sum"]), rows
+    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [line.get("approval") for line in audit if line.get("tool") == "echo"] == ["unavailable"] * 3
+
+
+@pytest.mark.anyio
+async def test_ask_tools_over_the_2026_protocol_refuses_clearly_even_when_the_client_could_elicit(
+    tmp_path: Path, state: Path
+) -> None:
+    """A 2026-07-28 call cannot ask its client mid-call (that era asks through input_required, which run_python
+    does not use yet): the call is refused with ApprovalDenied naming the era and the fixes, never passed."""
+    config, env = _approval_setup(tmp_path, state)
+    asked: list[str] = []
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"remember": True})
+
+    async with stdio_client_for(
+        tmp_path / "serve.log", "auto", "--config", config, "--no-discover", sent=None, deadline=None,
+        elicitation=answer, **env,
+    ) as client:  # fmt: skip
+        result = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120})
+    rows = json.loads(text_of(result).strip().splitlines()[0])
+    kind, _, rule, message = rows["first"]
+    assert (kind, rule) == ("ApprovalDenied", "ask_tools"), rows
+    assert "2026-07-28 protocol" in message and "take the tool out of ask_tools" in message, message
+    assert asked == [] and "3" in str(rows["sum"]), (asked, rows)

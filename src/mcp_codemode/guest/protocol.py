@@ -57,6 +57,7 @@ ERROR_KIND_ARGUMENT: Final = "ArgumentError"
 ERROR_KIND_SERVER_UNAVAILABLE: Final = "ServerUnavailable"
 ERROR_KIND_TOOL_TIMEOUT: Final = "ToolTimeout"
 ERROR_KIND_POLICY: Final = "PolicyError"
+ERROR_KIND_APPROVAL: Final = "ApprovalDenied"  # a PolicyError: a call ask_tools names was not approved
 ERROR_KINDS = frozenset(
     {
         ERROR_KIND_MCP,
@@ -67,6 +68,7 @@ ERROR_KINDS = frozenset(
         ERROR_KIND_SERVER_UNAVAILABLE,
         ERROR_KIND_TOOL_TIMEOUT,
         ERROR_KIND_POLICY,
+        ERROR_KIND_APPROVAL,
     }
 )
 # The kinds only the guest raises: the host never sends them in a REPLY.

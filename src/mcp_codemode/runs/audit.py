@@ -54,6 +54,7 @@ class _Call(NamedTuple):
     rule: str | None
     error: str | None
     kind: str = "tool"  # "resource": ``tool`` holds the URI; "prompt": the prompt's name
+    approval: str | None = None  # for a call the policy's ask_tools names: how it was (not) approved
 
 
 class AuditLog:
@@ -87,6 +88,7 @@ class AuditLog:
         rule: str | None = None,
         error: str | None = None,
         kind: str = "tool",
+        approval: str | None = None,
     ) -> None:
         """Queue one call's line; ``arguments`` is their canonical JSON (None when it could not be made).
 
@@ -96,7 +98,7 @@ class AuditLog:
         if self.path is None:
             return
         self._queue(_Call(time.time(), session, owner, server, tool, arguments, outcome, duration, result_bytes, rule,
-                          error, kind))  # fmt: skip
+                          error, kind, approval))  # fmt: skip
 
     def write(self, record: dict[str, Any]) -> None:
         """Queue one line given as a whole; it reaches the file on the event loop's next turn, or at once."""
@@ -205,6 +207,8 @@ def _encoded(entry: dict[str, Any] | _Call) -> bytes:
             line["rule"] = entry.rule
         if entry.error is not None:
             line["error"] = entry.error
+        if entry.approval is not None:
+            line["approval"] = entry.approval
         line["duration_ms"] = round(entry.duration * 1000, 1)
         line["result_bytes"] = entry.result_bytes
     return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")

@@ -23,7 +23,7 @@ from ..upstream.directory import ToolDirectory
 from ..upstream.model import Discovery
 from .audit import AuditLog
 from .relay import Relay
-from .relay_run import News
+from .relay_run import Caller
 from .saved_tools import SavedToolStore
 from .sessions import SessionManager
 from .summary import capability_summary
@@ -109,12 +109,13 @@ class Bridge:
         key: str,
         on_output: OutputCallback | None = None,
         owner: str = "local",
-        news: News | None = None,
+        caller: Caller | None = None,
     ) -> ExecutionResult:
         """Run ``request`` in the session ``key`` (created on first use; the caller names every call's session).
 
-        ``owner`` is who is asking (an HTTP principal, or "local"): saved tools are kept per owner. ``news``
-        receives, as lines of text, the progress upstream servers report on the tools the code calls.
+        ``owner`` is who is asking (an HTTP principal, or "local"): saved tools are kept per owner. ``caller`` is
+        the call's client: it receives, as lines of text, the progress upstream servers report on the tools the
+        code calls, and its user is asked to approve the calls the policy's ``ask_tools`` names.
         """
         if self.sessions is None:
             raise CodemodeError(self.backend_error or "the bridge is not running")
@@ -128,7 +129,7 @@ class Bridge:
                 reset=request.reset,
                 on_output=on_output,
                 owner=owner,
-                news=news,
+                caller=caller,
             )
         except (SandboxStartError, SandboxUnavailable) as exc:
             raise type(exc)(f"{str(exc).rstrip('. ')}. {self._no_switch()}") from exc

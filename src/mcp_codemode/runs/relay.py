@@ -58,7 +58,7 @@ from .relay_params import (
     is_unicode,
 )
 from .relay_policy import CallGuard, CallNote
-from .relay_run import News, RelayFunction, Run, upstream_log, upstream_progress
+from .relay_run import Caller, RelayFunction, Run, upstream_log, upstream_progress
 from .saved_tools import SavedToolProblem, SavedToolStore
 
 log = logging.getLogger("mcp_codemode.relay")  # the name log lines have always shown
@@ -122,10 +122,10 @@ class Relay:
             entries.append(entry)
         return entries
 
-    def for_run(self, owner: str, session: str, news: News | None = None) -> RelayFunction:
-        """The relay of one ``run_python`` call: ``owner``'s identity, a fresh call budget, and where the
-        progress upstream servers report on its tool calls goes (``news``: to the call's client)."""
-        run = Run(owner, session, news=news)
+    def for_run(self, owner: str, session: str, caller: Caller | None = None) -> RelayFunction:
+        """The relay of one ``run_python`` call: ``owner``'s identity, a fresh call budget, and the call's client
+        (``caller``: where upstream progress goes, how to ask its user to approve a tool call)."""
+        run = Run(owner, session, caller=caller or Caller())
 
         async def relay(message: dict[str, Any]) -> Reply:
             return await self.handle(owner, message, run)
@@ -288,11 +288,13 @@ class Relay:
             check_arguments(tool.name, tool.input_schema or {}, arguments)
         except ArgumentProblem as exc:
             raise Refusal(ERROR_KIND_ARGUMENT, str(exc), server, tool.name) from None
+        await self.guard.approve(run, server, config.alias, tool.name, (tool.name, wanted), arguments, note)
         self.guard.spend(run, f"{server}/{tool.name}", note)
         progress = log = None
-        if run.news is not None:  # the client asked for progress: what the server reports and logs goes there
-            progress = upstream_progress(run.news, server, tool.name)
-            log = upstream_log(run, run.news, server, tool.name)
+        news = run.caller.news
+        if news is not None:  # the client asked for progress: what the server reports and logs goes there
+            progress = upstream_progress(news, server, tool.name)
+            log = upstream_log(run, news, server, tool.name)
         result = await self.hub.call_tool(server, tool.name, arguments, timeout=timeout, progress=progress, log=log)
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
-from ..guest.protocol import ERROR_KIND_POLICY, ERROR_KIND_TOOL_TIMEOUT
+from ..guest.protocol import ERROR_KIND_APPROVAL, ERROR_KIND_POLICY, ERROR_KIND_TOOL_TIMEOUT
 from ..policy_rules import Policy
 from ..reply_encoding import EncodedReply, encode_value
 from .audit import AuditLog
 from .policy import RateLimiter, Refused
 from .relay_params import Refusal, Reply
-from .relay_run import Run
+from .relay_run import CannotAsk, Run
 
 
 @dataclasses.dataclass
@@ -34,6 +37,25 @@ class CallNote:
     tool: str | None = None  # the tool's name; a resource's URI; a prompt's name
     arguments: bytes | None = None  # canonical JSON
     rule: str | None = None
+    approval: str | None = None  # for a call ask_tools names: how it was (not) approved
+
+
+log = logging.getLogger(__name__)
+
+# What the user is asked for a call that ask_tools names: allow it, and whether to allow the same tool again for
+# the rest of the session without asking. The arguments come from untrusted code: shown as JSON, cut short.
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "remember": {
+            "type": "boolean",
+            "title": "Allow this tool for the rest of the session",
+            "description": "Later calls of the same tool in this session run without asking again.",
+            "default": False,
+        }
+    },
+}
+MAX_SHOWN_ARGUMENTS = 2000
 
 
 class CallGuard:
@@ -69,7 +91,7 @@ class CallGuard:
                 self._audit(run, note, started, outcome, result_bytes=len(reply.value_json))
         else:
             kind = str(reply.get("error", {}).get("kind"))
-            if kind == ERROR_KIND_POLICY:
+            if kind in (ERROR_KIND_POLICY, ERROR_KIND_APPROVAL):
                 self._audit(run, note, started, "refused")
             elif kind == ERROR_KIND_TOOL_TIMEOUT:
                 self._audit(run, note, started, "timeout")
@@ -91,6 +113,7 @@ class CallGuard:
             rule=note.rule if outcome == "refused" else None,
             error=error,
             kind=note.kind,
+            approval=note.approval,
         )
 
     def spend(self, run: Run, subject: str, note: CallNote) -> None:
@@ -106,6 +129,56 @@ class CallGuard:
                       f"is reached (max_calls_per_second); wait {self.rate.wait_hint()} and call again")  # fmt: skip
             raise self.refused(subject, Refused("max_calls_per_second", reason), note)
         run.calls += 1
+
+    async def approve(self, run: Run, server: str, alias: str, tool: str, names: tuple[str, ...],
+                      arguments: dict[str, Any], note: CallNote) -> None:  # fmt: skip
+        """Let a call that ``ask_tools`` names go only when the user approves it (or approved its tool for the rest
+        of the session); otherwise raise the ``ApprovalDenied`` refusal saying why. Never passes silently."""
+        pattern = self.policy.approval_pattern(server, alias, names)
+        if pattern is None:
+            return
+        subject, key = f"{server}/{tool}", f"{server}/{tool}"
+        if key in run.caller.approved:
+            note.approval = "remembered"
+            return
+        why = f'ask_tools pattern "{pattern}" ({self.policy.where})'
+        ask = run.caller.ask
+        if ask is None:
+            note.approval = "unavailable"
+            raise self._not_approved(subject, f"it needs your approval ({why}), and the client of this call cannot "
+                                     "ask you: it did not declare the MCP elicitation capability, or the call came "
+                                     "through another replica; use a client that supports elicitation, or take "
+                                     "the tool out of ask_tools", note, server, tool)  # fmt: skip
+        shown = json.dumps(arguments, ensure_ascii=False, indent=1, sort_keys=True, default=str)
+        if len(shown) > MAX_SHOWN_ARGUMENTS:
+            shown = shown[:MAX_SHOWN_ARGUMENTS] + f"\n… ({len(shown) - MAX_SHOWN_ARGUMENTS:,} more characters)"
+        message = (f"Sandboxed code wants to call {subject}, which needs your approval ({why}), with these "
+                   f"arguments:\n{shown}\nAllow this call?")  # fmt: skip
+        try:
+            action, content = await ask(message, APPROVAL_SCHEMA)
+        except asyncio.CancelledError:
+            raise
+        except CannotAsk as exc:
+            note.approval = "unavailable"
+            raise self._not_approved(subject, f"it needs your approval ({why}), and {exc}", note, server,
+                                     tool) from None  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - the client failed to ask, or has no channel to: refused, saying why
+            log.info("asking to approve %s failed: %s", subject, exc)
+            note.approval = "unavailable"
+            raise self._not_approved(subject, f"it needs your approval ({why}), and asking the client of this "
+                                     f"call failed ({type(exc).__name__}: {exc!s:.200})", note, server,
+                                     tool) from None  # fmt: skip
+        if action != "accept":
+            note.approval = "declined" if action == "decline" else "cancelled"
+            raise self._not_approved(subject, f"the user {note.approval} it when asked ({why})", note, server, tool)
+        note.approval = "approved"
+        if content is not None and content.get("remember") is True:
+            run.caller.approved.add(key)
+            note.approval = "approved for the session"
+
+    def _not_approved(self, subject: str, reason: str, note: CallNote, server: str, tool: str) -> Refusal:
+        note.rule = "ask_tools"
+        return Refusal(ERROR_KIND_APPROVAL, f"not approved: {subject}: {reason}", server, tool, rule="ask_tools")
 
     def refused(self, subject: str, refused: Refused, note: CallNote | None = None, server: str | None = None,
                 tool: str | None = None) -> Refusal:  # fmt: skip

@@ -22,6 +22,28 @@ from .relay_params import Reply
 RelayFunction = Callable[[dict[str, Any]], Awaitable[Reply]]
 # One line of news for the client of a running call (an upstream server's progress on a tool the code called).
 News = Callable[[str], Awaitable[None]]
+# A question to the user behind the call's client (MCP elicitation): a message and the JSON schema of the answer
+# asked for, answered with the client's action ("accept", "decline" or "cancel") and, on accept, its content.
+Ask = Callable[[str, dict[str, Any]], Awaitable[tuple[str, dict[str, Any] | None]]]
+
+
+class CannotAsk(Exception):
+    """Raised by an ``Ask`` whose client cannot be asked after all; the message says why and what to do."""
+
+
+@dataclasses.dataclass
+class Caller:
+    """The client of one ``run_python`` call, as that call's code reaches it through the bridge.
+
+    ``news`` takes lines for the client (upstream progress and log messages; None: it asked for no progress);
+    ``ask`` asks its user a question (None: the client cannot be asked, as a client that declared no
+    elicitation, or a call forwarded from another replica); ``approved`` holds the tools its user allowed
+    for the rest of the session (``ask_tools``), kept by the session it runs in.
+    """
+
+    news: News | None = None
+    ask: Ask | None = None
+    approved: set[str] = dataclasses.field(default_factory=set)
 
 
 @dataclasses.dataclass
@@ -31,7 +53,7 @@ class Run:
     owner: str
     session: str
     calls: int = 0
-    news: News | None = None  # where upstream progress goes (None: the client asked for no progress)
+    caller: Caller = dataclasses.field(default_factory=Caller)  # the call's client: news, questions, approvals
     log_lines: int = 0  # upstream log messages passed on as news so far (at most MAX_LOG_LINES)
 
 

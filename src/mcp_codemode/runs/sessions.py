@@ -30,7 +30,7 @@ from ..sandbox.base import Backend
 from ..sandbox.results import ExecutionResult
 from ..sandbox.worker import GuestRequestHandler, OutputCallback, Worker
 from ..settings import Settings
-from .relay_run import News
+from .relay_run import Caller
 from .warm_pool import WarmPool
 
 log = logging.getLogger("mcp_codemode.sessions")  # the name log lines have always shown
@@ -54,9 +54,9 @@ class GuestServices(Protocol):
         """What to send the guest with a call (``fresh``: a new sandbox, which needs everything)."""
         ...
 
-    def for_run(self, owner: str, session: str, news: News | None = None) -> GuestRequestHandler:
-        """The handler of the requests one call's code makes (a fresh call budget each time); ``news`` takes
-        the progress upstream servers report on the tools that code calls, for the call's client."""
+    def for_run(self, owner: str, session: str, caller: Caller | None = None) -> GuestRequestHandler:
+        """The handler of the requests one call's code makes (a fresh call budget each time); ``caller`` is the
+        call's client (upstream progress goes there; its user may be asked to approve a tool call)."""
         ...
 
 
@@ -68,6 +68,7 @@ class Session:
     last_used: float = dataclasses.field(default_factory=time.monotonic)
     generation: int = 0  # how many workers this session has had
     pending_notice: str = ""  # said once, on the next call (e.g. "expired while idle")
+    approved: set[str] = dataclasses.field(default_factory=set)  # "server/tool"s its user allowed (ask_tools)
 
     @property
     def busy(self) -> bool:
@@ -128,10 +129,10 @@ class SessionManager:
         reset: bool = False,
         on_output: OutputCallback | None = None,
         owner: str = "local",
-        news: News | None = None,
+        caller: Caller | None = None,
     ) -> ExecutionResult:
-        """Run ``code`` in ``session`` for ``owner`` (whose context and requests the services answer); ``news``
-        gets upstream servers' progress on the tools the code calls."""
+        """Run ``code`` in ``session`` for ``owner`` (whose context and requests the services answer); ``caller``
+        is the call's client. The tools its user allowed for the rest of the session are kept with the session."""
         check_session_name(session)
         entry = await self._get(session)
         async with entry.lock:
@@ -154,13 +155,14 @@ class SessionManager:
                 fresh = True
             else:
                 fresh = False
+            with_approvals = dataclasses.replace(caller or Caller(), approved=entry.approved)
             result = await entry.worker.execute(
                 code,
                 self.settings.clamp_timeout(timeout),
                 on_output,
                 self.summary,
                 context=self.services.context(owner, fresh) if self.services is not None else None,
-                relay=self.services.for_run(owner, session, news) if self.services is not None else None,
+                relay=self.services.for_run(owner, session, with_approvals) if self.services is not None else None,
             )
             entry.last_used = time.monotonic()
             if result.state_lost:

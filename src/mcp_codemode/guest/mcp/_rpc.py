@@ -25,6 +25,7 @@ import threading
 if __package__ != "mcp":  # imported on the host (tests) as mcp_codemode.guest.mcp._rpc
     from ..protocol import (
         CALL,
+        ERROR_KIND_APPROVAL,
         ERROR_KIND_ARGUMENT,
         ERROR_KIND_MCP,
         ERROR_KIND_POLICY,
@@ -37,6 +38,7 @@ if __package__ != "mcp":  # imported on the host (tests) as mcp_codemode.guest.m
 else:  # in the sandbox the guest's folder is on sys.path and this package is the top-level ``mcp``
     from protocol import (  # type: ignore[import-not-found,no-redef]
         CALL,
+        ERROR_KIND_APPROVAL,
         ERROR_KIND_ARGUMENT,
         ERROR_KIND_MCP,
         ERROR_KIND_POLICY,
@@ -100,6 +102,11 @@ class PolicyError(MCPError):
     """The bridge's policy refused the call; the message names the rule (``details["rule"]`` holds its key)."""
 
 
+class ApprovalDenied(PolicyError):
+    """A call the policy's ``ask_tools`` names was not approved: the user declined it, or could not be asked
+    (the message says which); ``details["rule"]`` is ``"ask_tools"``."""
+
+
 # The exception class of each error kind of the protocol's table (a kind is its class's name).
 ERRORS: dict[str, type[MCPError]] = {
     ERROR_KIND_MCP: MCPError,
@@ -110,6 +117,7 @@ ERRORS: dict[str, type[MCPError]] = {
     ERROR_KIND_SERVER_UNAVAILABLE: ServerUnavailable,
     ERROR_KIND_TOOL_TIMEOUT: ToolTimeout,
     ERROR_KIND_POLICY: PolicyError,
+    ERROR_KIND_APPROVAL: ApprovalDenied,
 }
 for _cls in ERRORS.values():
     _cls.__module__ = "mcp.runtime"  # tracebacks say mcp.runtime.ToolError, the name code catches it by

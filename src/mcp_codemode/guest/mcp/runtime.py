@@ -57,6 +57,7 @@ from ._results import (
     read_resource_value,
 )
 from ._rpc import (
+    ApprovalDenied,
     ArgumentError,
     MCPError,
     PolicyError,
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "ApprovalDenied",
     "ArgumentError",
     "Audio",
     "EmbeddedBytes",
