@@ -225,14 +225,22 @@ def bearer(token: str) -> dict[str, str]:
 
 @contextlib.asynccontextmanager
 async def http_client_for(
-    url: str, mode: str = "legacy", headers: dict[str, str] | None = None, deadline: float | None = CALL_DEADLINE
+    url: str,
+    mode: str = "legacy",
+    headers: dict[str, str] | None = None,
+    deadline: float | None = CALL_DEADLINE,
+    elicitation: ElicitationFnT | None = None,
 ) -> AsyncIterator[Client]:
-    """A connected SDK ``Client`` over Streamable HTTP; ``headers`` (e.g. a bearer token) go on every request."""
+    """A connected SDK ``Client`` over Streamable HTTP; ``headers`` (e.g. a bearer token) go on every request;
+    ``elicitation`` answers the server's questions (the client then declares the capability)."""
     timeout = httpx2.Timeout(30.0, read=300.0)
     with anyio.fail_after(deadline):
         async with httpx2.AsyncClient(headers=headers or {}, timeout=timeout) as http:
             transport = streamable_http_client(url, http_client=http)
-            async with Client(transport, mode=mode, read_timeout_seconds=CALL_DEADLINE) as client:
+            connecting = Client(
+                transport, mode=mode, read_timeout_seconds=CALL_DEADLINE, elicitation_callback=elicitation
+            )
+            async with connecting as client:
                 yield client
 
 

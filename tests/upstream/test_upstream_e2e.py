@@ -26,6 +26,7 @@ from typing import IO, Any
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client.session import ElicitationFnT
 
 from mcp_codemode.cli.servers_report import ServerRow, ServersReport
 from mcp_codemode.upstream.model import ServerConfig
@@ -38,6 +39,7 @@ from tests.support.clients import (
     HttpServer,
     assert_no_orphans,
     clean_environ,
+    http_client_for,
     images_of,
     require_bubblewrap,
     stdio_client_for,
@@ -674,9 +676,27 @@ def _approval_setup(tmp_path: Path, state: Path) -> tuple[str, dict[str, str]]:
     }
 
 
+@contextlib.asynccontextmanager
+async def approval_client(
+    transport: str, tmp_path: Path, config: str, env: dict[str, str], answer: ElicitationFnT
+) -> AsyncIterator[Client]:
+    """A handshake-era SDK client that answers elicitation, on a bridge over stdio or Streamable HTTP."""
+    args = ("--config", config, "--no-discover")
+    if transport == "stdio":
+        async with stdio_client_for(
+            tmp_path / "serve.log", "legacy", *args, sent=None, deadline=None, elicitation=answer, **env
+        ) as client:
+            yield client
+        return
+    with HttpServer(tmp_path / "serve.log", *args, **env) as server:
+        async with http_client_for(server.url, "legacy", deadline=None, elicitation=answer) as client:
+            yield client
+
+
 @pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_ask_tools_asks_the_user_through_elicitation_and_a_decline_raises_approval_denied(
-    tmp_path: Path, state: Path
+    tmp_path: Path, state: Path, transport: str
 ) -> None:
     """The handshake-era client declares elicitation: it is asked before each echo, sees server, tool and
     arguments; accept lets the call go, decline raises ApprovalDenied, "remember" skips the question for the rest
@@ -695,10 +715,7 @@ async def test_ask_tools_asks_the_user_through_elicitation_and_a_decline_raises_
         asked.append(params.message)
         return next(answers)
 
-    async with stdio_client_for(
-        tmp_path / "serve.log", "legacy", "--config", config, "--no-discover", sent=None, deadline=None,
-        elicitation=answer, **env,
-    ) as client:  # fmt: skip
+    async with approval_client(transport, tmp_path, config, env, answer) as client:
         first = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120, "session": "s"})
         again = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120, "session": "s"})
     rows = json.loads(text_of(first).strip().splitlines()[0])
