@@ -53,6 +53,7 @@ class Policy:
     allow_tools: tuple[str, ...] = ("*",)
     deny_tools: tuple[str, ...] = ()
     ask_tools: tuple[str, ...] = ()  # calls of these wait for the user's approval, asked through the client
+    deny_sampling: tuple[str, ...] = ()  # servers whose sampling requests are not passed on to the client
     allow_resources: tuple[str, ...] = ("*",)
     deny_resources: tuple[str, ...] = ()
     allow_prompts: tuple[str, ...] = ("*",)
@@ -126,6 +127,13 @@ class Policy:
         """The first ``ask_tools`` pattern that names this tool (its calls wait for the user's approval), if any."""
         servers, names = (server, server_alias), tuple(tools)
         return next((pattern for pattern in self.ask_tools if _tool_match(pattern, servers, names)), None)
+
+    def sampling_refusal(self, server: str, server_alias: str) -> Refused | None:
+        """Whether ``deny_sampling`` keeps this server's sampling requests from the client (a model call each)."""
+        for pattern in self.deny_sampling:
+            if fnmatchcase(server, pattern) or fnmatchcase(server_alias, pattern):
+                return Refused("deny_sampling", f'denied by deny_sampling pattern "{pattern}"')
+        return None
 
     # -- resources and prompts ---------------------------------------------------------------------------------
 

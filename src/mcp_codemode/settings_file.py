@@ -60,6 +60,7 @@ _POLICY_EXAMPLES = {
     "allow_tools": 'allow_tools = ["git/git_status", "*/read_*"]',
     "deny_tools": 'deny_tools = ["git/git_commit", "*/delete_*"]',
     "ask_tools": 'ask_tools = ["github/create_*", "*/delete_*"]',
+    "deny_sampling": 'deny_sampling = ["untrusted-*"]',
     "allow_resources": 'allow_resources = ["docs/*", "github/repo://*"]',
     "deny_resources": 'deny_resources = ["file:///etc/*", "github/repo://*/secrets*"]',
     "allow_prompts": 'allow_prompts = ["everything/simple-*"]',

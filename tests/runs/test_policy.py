@@ -80,6 +80,7 @@ def test_a_policy_table_is_read_from_the_top_level_or_the_mcp_codemode_table(tmp
         ("[policy]\nallow_prompts = [3]\n", "for example allow_prompts = "),
         ('[policy]\nask_tools = "github/*"\n', 'for example ask_tools = ["github/create_*", "*/delete_*"]'),
         ('[policy]\nask_tools = ["github/"]\n', 'needs both parts around "/"'),
+        ('[policy]\ndeny_sampling = "docs"\n', 'for example deny_sampling = ["untrusted-*"]'),
         ("policy = 3\n", "policy must be a table"),
         ("[mcp-codemode]\ntimeout = 5\n[policy]\nread_only = true\n", "rename it [mcp-codemode.policy]"),
     ],

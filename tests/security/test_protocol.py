@@ -93,10 +93,10 @@ def upstream_calls(hub: Hub) -> Iterator[list[tuple[str, str, dict[str, Any]]]]:
         arguments: dict[str, Any],
         timeout: float | None = None,
         progress: Any = None,
-        log: Any = None,
+        link: Any = None,
     ) -> Any:
         seen.append((name, tool, arguments))
-        return await original(name, tool, arguments, timeout=timeout, progress=progress, log=log)
+        return await original(name, tool, arguments, timeout=timeout, progress=progress, link=link)
 
     hub.call_tool = recording  # type: ignore[method-assign]
     try:

@@ -26,7 +26,7 @@ import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
-from mcp.client.session import ElicitationFnT
+from mcp.client.session import ElicitationFnT, SamplingFnT
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
@@ -91,6 +91,7 @@ async def stdio_client_for(
     sent: list[dict[str, Any]] | None = None,
     deadline: float | None = CALL_DEADLINE,
     elicitation: ElicitationFnT | None = None,
+    sampling: SamplingFnT | None = None,
     **settings: str,
 ) -> AsyncIterator[Client]:
     """A connected SDK ``Client`` on a fresh ``mcp-codemode serve`` over stdio; its stderr goes to ``log``.
@@ -102,7 +103,13 @@ async def stdio_client_for(
         transport: Any = stdio_client(stdio_params(*args, **settings), errlog=errlog)
         if sent is not None:
             transport = recording(transport, sent)
-        client_of = Client(transport, mode=mode, read_timeout_seconds=CALL_DEADLINE, elicitation_callback=elicitation)
+        client_of = Client(
+            transport,
+            mode=mode,
+            read_timeout_seconds=CALL_DEADLINE,
+            elicitation_callback=elicitation,
+            sampling_callback=sampling,
+        )
         async with client_of as client:
             remember_stdio_servers()
             yield client
@@ -230,6 +237,7 @@ async def http_client_for(
     headers: dict[str, str] | None = None,
     deadline: float | None = CALL_DEADLINE,
     elicitation: ElicitationFnT | None = None,
+    sampling: SamplingFnT | None = None,
 ) -> AsyncIterator[Client]:
     """A connected SDK ``Client`` over Streamable HTTP; ``headers`` (e.g. a bearer token) go on every request;
     ``elicitation`` answers the server's questions (the client then declares the capability)."""
@@ -238,7 +246,11 @@ async def http_client_for(
         async with httpx2.AsyncClient(headers=headers or {}, timeout=timeout) as http:
             transport = streamable_http_client(url, http_client=http)
             connecting = Client(
-                transport, mode=mode, read_timeout_seconds=CALL_DEADLINE, elicitation_callback=elicitation
+                transport,
+                mode=mode,
+                read_timeout_seconds=CALL_DEADLINE,
+                elicitation_callback=elicitation,
+                sampling_callback=sampling,
             )
             async with connecting as client:
                 yield client

@@ -26,7 +26,7 @@ from typing import IO, Any
 import mcp_types as types
 import pytest
 from mcp import Client
-from mcp.client.session import ElicitationFnT
+from mcp.client.session import ElicitationFnT, SamplingFnT
 
 from mcp_codemode.cli.servers_report import ServerRow, ServersReport
 from mcp_codemode.upstream.model import ServerConfig
@@ -678,19 +678,36 @@ def _approval_setup(tmp_path: Path, state: Path) -> tuple[str, dict[str, str]]:
 
 @contextlib.asynccontextmanager
 async def approval_client(
-    transport: str, tmp_path: Path, config: str, env: dict[str, str], answer: ElicitationFnT
+    transport: str,
+    tmp_path: Path,
+    config: str,
+    env: dict[str, str],
+    answer: ElicitationFnT,
+    sampling: SamplingFnT | None = None,
 ) -> AsyncIterator[Client]:
-    """A handshake-era SDK client that answers elicitation, on a bridge over stdio or Streamable HTTP."""
+    """A handshake-era SDK client that answers elicitation (and sampling, when given), on a bridge over stdio or
+    Streamable HTTP."""
     args = ("--config", config, "--no-discover")
     if transport == "stdio":
         async with stdio_client_for(
-            tmp_path / "serve.log", "legacy", *args, sent=None, deadline=None, elicitation=answer, **env
-        ) as client:
+            tmp_path / "serve.log", "legacy", *args, sent=None, deadline=None, elicitation=answer, sampling=sampling,
+            **env,
+        ) as client:  # fmt: skip
             yield client
         return
     with HttpServer(tmp_path / "serve.log", *args, **env) as server:
-        async with http_client_for(server.url, "legacy", deadline=None, elicitation=answer) as client:
+        async with http_client_for(
+            server.url, "legacy", deadline=None, elicitation=answer, sampling=sampling
+        ) as client:
             yield client
+
+
+def plain_client(tmp_path: Path, mode: str, config: str, env: dict[str, str]) -> Any:
+    """An SDK client over stdio that declares neither elicitation nor sampling."""
+    args = ("--config", config, "--no-discover")
+    return stdio_client_for(
+        tmp_path / "serve.log", mode, *args, sent=None, deadline=None, elicitation=None, sampling=None, **env
+    )
 
 
 @pytest.mark.anyio
@@ -753,10 +770,7 @@ async def test_ask_tools_with_a_client_that_cannot_be_asked_is_refused_never_pas
     """A client that declared no elicitation cannot approve: the call is refused with ApprovalDenied saying why
     and what to do, and never reaches the server; the call ask_tools does not name still runs."""
     config, env = _approval_setup(tmp_path, state)
-    async with stdio_client_for(
-        tmp_path / "serve.log", mode, "--config", config, "--no-discover", sent=None, deadline=None,
-        elicitation=None, **env,
-    ) as client:  # fmt: skip
+    async with plain_client(tmp_path, mode, config, env) as client:
         result = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120})
     rows = json.loads(text_of(result).strip().splitlines()[0])
     for label in ("first", "second", "third"):
@@ -783,7 +797,7 @@ async def test_ask_tools_over_the_2026_protocol_refuses_clearly_even_when_the_cl
 
     async with stdio_client_for(
         tmp_path / "serve.log", "auto", "--config", config, "--no-discover", sent=None, deadline=None,
-        elicitation=answer, **env,
+        elicitation=answer, sampling=None, **env,
     ) as client:  # fmt: skip
         result = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120})
     rows = json.loads(text_of(result).strip().splitlines()[0])
@@ -791,3 +805,78 @@ async def test_ask_tools_over_the_2026_protocol_refuses_clearly_even_when_the_cl
     assert (kind, rule) == ("ApprovalDenied", "ask_tools"), rows
     assert "2026-07-28 protocol" in message and "take the tool out of ask_tools" in message, message
     assert asked == [] and "3" in str(rows["sum"]), (asked, rows)
+
+
+# ----------------------------------------------------- 21. an upstream server's sampling and elicitation, passed on
+
+PASS_ON_CODE = """
+import json
+rows = {}
+for label, call in (("sampling", lambda: mcp_everything.trigger_sampling_request(prompt="name a colour", maxTokens=5)),
+                    ("elicitation", lambda: mcp_everything.trigger_elicitation_request())):
+    try:
+        rows[label] = ["ok", await call()]
+    except runtime.MCPError as exc:
+        rows[label] = [type(exc).__name__, exc.message]
+print(json.dumps(rows, default=str))
+"""
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_an_upstream_servers_sampling_and_elicitation_reach_the_client_and_the_answers_go_back(
+    tmp_path: Path, state: Path, transport: str
+) -> None:
+    """server-everything asks for an LLM completion and for a form while its tool runs; the SDK client of
+    run_python answers both, and the server's results carry those answers back to the code. Both audited."""
+    config, env = _approval_setup(tmp_path, state)
+    sampled: list[types.CreateMessageRequestParams] = []
+    elicited: list[types.ElicitRequestParams] = []
+
+    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        sampled.append(params)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="teal, says the model"), model="test-model"
+        )
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        elicited.append(params)
+        return types.ElicitResult(action="accept", content={"name": "Ada", "check": True})
+
+    async with approval_client(transport, tmp_path, config, env, answer, sampling=sample) as client:
+        result = await client.call_tool("run_python", {"code": PASS_ON_CODE, "timeout": 120})
+    rows = json.loads(text_of(result).strip().splitlines()[0])
+    assert rows["sampling"][0] == "ok" and "teal, says the model" in str(rows["sampling"][1]), rows
+    assert rows["elicitation"][0] == "ok" and "Name: Ada" in str(rows["elicitation"][1]), rows
+    assert len(sampled) == 1 and "name a colour" in str(sampled[0].messages[0].content), sampled
+    assert sampled[0].max_tokens == 5
+    assert len(elicited) == 1 and isinstance(elicited[0], types.ElicitRequestFormParams), elicited
+    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    exchanges = [(line["kind"], line["tool"], line["outcome"]) for line in audit if line.get("kind")]
+    assert exchanges == [
+        ("sampling", "trigger-sampling-request", "ok"),
+        ("elicitation", "trigger-elicitation-request", "accept"),
+    ], exchanges
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_client_without_sampling_or_elicitation_gets_the_upstream_refused_and_the_code_an_error(
+    tmp_path: Path, state: Path, mode: str
+) -> None:
+    """The bridge declares sampling and elicitation to its servers for the clients that have them; when the
+    run_python call's client has neither, the server's requests are refused with a message saying why, and the
+    code gets the tool's failure as a catchable error. A policy's deny_sampling refuses the same way."""
+    config, env = _approval_setup(tmp_path, state)
+    async with plain_client(tmp_path, mode, config, env) as client:
+        result = await client.call_tool("run_python", {"code": PASS_ON_CODE, "timeout": 120})
+    rows = json.loads(text_of(result).strip().splitlines()[0])
+    for label in ("sampling", "elicitation"):
+        kind, message = rows[label]
+        assert kind in ("ToolError", "MCPError"), rows
+        assert f"did not declare the MCP {label} capability" in message, rows
+    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [(line["kind"], line["outcome"]) for line in audit if line.get("kind")] == [
+        ("sampling", "refused"),
+        ("elicitation", "refused"),
+    ]

@@ -32,7 +32,7 @@ import mcp_types as types
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..runs.bridge import Bridge, RunRequest
-from ..runs.relay_run import Ask, News
+from ..runs.relay_run import Caller, News
 from ..sandbox.kube.api import connect
 from ..sandbox.kube.leases import Holder, SessionLeases
 from ..sandbox.kube.naming import ClaimKey
@@ -60,9 +60,12 @@ class Place(Protocol):
 
 class RunHere(Protocol):
     """Runs a placed call in this replica's sandboxes; ``news`` takes upstream progress for the call's client,
-    ``ask`` asks its user (to approve a tool call); a call forwarded from another replica has no ``ask``."""
+    ``client`` reaches its user (approvals, upstream elicitation and sampling); a call forwarded from another
+    replica has none: the replica that holds its client is not this one."""
 
-    def __call__(self, request: RunRequest, place: Place, news: News | None = None, ask: Ask | None = None, /) -> (
+    def __call__(
+        self, request: RunRequest, place: Place, news: News | None = None, client: Caller | None = None, /
+    ) -> (
         Awaitable[types.CallToolResult]
     ): ...  # fmt: skip
 

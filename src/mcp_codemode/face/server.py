@@ -39,9 +39,10 @@ from .. import __version__
 from ..errors import CodemodeError
 from ..guest.protocol import USER_SESSION_NAME_PATTERN
 from ..runs.bridge import Bridge, RunRequest
-from ..runs.relay_run import Ask, Caller, CannotAsk, News
+from ..runs.relay_run import Caller, News
 from ..runs.summary import reference_capabilities
 from ..settings import Settings
+from .client_requests import reaching
 from .heartbeat import ProgressLine, Report, heartbeat
 from .principals import PRINCIPAL_STATE_KEY
 from .render import cut_middle, error_result, render_result
@@ -296,38 +297,16 @@ def local_runner(bridge: Bridge) -> RunHere:
     settings = bridge.settings
 
     async def run_here(
-        request: RunRequest, where: Place, news: News | None = None, ask: Ask | None = None
+        request: RunRequest, where: Place, news: News | None = None, client: Caller | None = None
     ) -> types.CallToolResult:
         try:
-            caller = Caller(news=news, ask=ask)
+            caller = dataclasses.replace(client or Caller(), news=news)
             result = await bridge.run(request, where.key, owner=where.owner, caller=caller)
         except CodemodeError as exc:
             return error_result(str(exc), type(exc).__name__)
         return render_result(result, settings.output_mode, settings.output_limit, where.label)
 
     return run_here
-
-
-def asker(ctx: ServerRequestContext[Any, Any]) -> Ask | None:
-    """How to ask the user behind this call's client a question (MCP elicitation, form mode), or None when the
-    client declared no elicitation: the policy's ``ask_tools`` then refuses, naming why, instead of passing."""
-    capabilities = ctx.session.client_capabilities
-    if capabilities is None or capabilities.elicitation is None:
-        return None
-    request_id = ctx.request_id
-
-    async def ask(message: str, schema: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
-        if not ctx.session.can_send_request:
-            # A 2026-07-28 call asks its client by returning input_required, which run_python does not do yet.
-            raise CannotAsk(
-                "this call came over the 2026-07-28 protocol, which has no way for the bridge to ask the client "
-                "in the middle of a call (run_python does not use input_required yet); connect in the handshake "
-                "era (2025-11-25 and before), or take the tool out of ask_tools"
-            )
-        result = await ctx.session.elicit_form(message, schema, related_request_id=request_id)
-        return result.action, dict(result.content) if result.content is not None else None
-
-    return ask
 
 
 def _progress_reporter(ctx: ServerRequestContext[Any, Any]) -> Report:
@@ -372,20 +351,20 @@ def build_server(
             close_with_connection(ctx, bridge, where.key)
         timeout = settings.clamp_timeout(request.timeout)
         wants_progress = _progress_token(ctx) is not None
-        client_ask = asker(ctx)
+        reached = reaching(ctx)
 
         async def run(
-            request: RunRequest, where: Place, news: News | None = None, given: Ask | None = None
+            request: RunRequest, where: Place, news: News | None = None, given: Caller | None = None
         ) -> types.CallToolResult:
-            ask = given or client_ask
+            client = given or reached
             if not wants_progress:
-                return await run_here(request, where, None, ask)
+                return await run_here(request, where, None, client)
             reply: types.CallToolResult | None = None
             # The heartbeat and upstream servers' progress on the code's tool calls, on one increasing line.
             line = ProgressLine(timeout, ctx.session.report_progress)
             async with anyio.create_task_group() as group:  # nothing escapes run_here: none gets wrapped in a group
                 group.start_soon(_report_progress, line, settings.progress_interval)
-                reply = await run_here(request, where, line.news, ask)
+                reply = await run_here(request, where, line.news, client)
                 group.cancel_scope.cancel()
             assert reply is not None
             return reply

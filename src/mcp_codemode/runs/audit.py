@@ -195,6 +195,9 @@ def _encoded(entry: dict[str, Any] | _Call) -> bytes:
         }
         if entry.kind == "tool":
             line["tool"] = entry.tool
+        elif entry.kind in ("elicitation", "sampling"):  # a server's request of the client, during this tool call
+            line["kind"] = entry.kind
+            line["tool"] = entry.tool
         else:  # a resource read or a prompt get: its kind, then what it named where a tool line names the tool
             line["kind"] = entry.kind
             line["uri" if entry.kind == "resource" else "prompt"] = entry.tool

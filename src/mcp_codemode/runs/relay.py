@@ -58,7 +58,7 @@ from .relay_params import (
     is_unicode,
 )
 from .relay_policy import CallGuard, CallNote
-from .relay_run import Caller, RelayFunction, Run, upstream_log, upstream_progress
+from .relay_run import Caller, RelayFunction, Run, upstream_progress
 from .saved_tools import SavedToolProblem, SavedToolStore
 
 log = logging.getLogger("mcp_codemode.relay")  # the name log lines have always shown
@@ -290,12 +290,10 @@ class Relay:
             raise Refusal(ERROR_KIND_ARGUMENT, str(exc), server, tool.name) from None
         await self.guard.approve(run, server, config.alias, tool.name, (tool.name, wanted), arguments, note)
         self.guard.spend(run, f"{server}/{tool.name}", note)
-        progress = log = None
-        news = run.caller.news
-        if news is not None:  # the client asked for progress: what the server reports and logs goes there
-            progress = upstream_progress(news, server, tool.name)
-            log = upstream_log(run, news, server, tool.name)
-        result = await self.hub.call_tool(server, tool.name, arguments, timeout=timeout, progress=progress, log=log)
+        news = run.caller.news  # the client asked for progress: what the server reports goes there
+        progress = upstream_progress(news, server, tool.name) if news is not None else None
+        link = self.guard.link(run, server, config.alias, tool.name)
+        result = await self.hub.call_tool(server, tool.name, arguments, timeout=timeout, progress=progress, link=link)
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     async def _read_resource(self, run: Run, message: dict[str, Any], note: CallNote) -> dict[str, Any]:

@@ -19,13 +19,16 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import mcp_types as types
+
 from ..guest.protocol import ERROR_KIND_APPROVAL, ERROR_KIND_POLICY, ERROR_KIND_TOOL_TIMEOUT
 from ..policy_rules import Policy
 from ..reply_encoding import EncodedReply, encode_value
+from ..upstream.call_links import CallLink, CannotAsk
 from .audit import AuditLog
 from .policy import RateLimiter, Refused
 from .relay_params import Refusal, Reply
-from .relay_run import CannotAsk, Run
+from .relay_run import MAX_CLIENT_REQUESTS, Run, upstream_log
 
 
 @dataclasses.dataclass
@@ -56,6 +59,7 @@ APPROVAL_SCHEMA: dict[str, Any] = {
     },
 }
 MAX_SHOWN_ARGUMENTS = 2000
+Forward = Callable[[Any], Awaitable[Any]]  # a Caller's elicit or sample
 
 
 class CallGuard:
@@ -160,8 +164,8 @@ class CallGuard:
             raise
         except CannotAsk as exc:
             note.approval = "unavailable"
-            raise self._not_approved(subject, f"it needs your approval ({why}), and {exc}", note, server,
-                                     tool) from None  # fmt: skip
+            raise self._not_approved(subject, f"it needs your approval ({why}), and {exc}; or take the tool out of "
+                                     "ask_tools", note, server, tool) from None  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - the client failed to ask, or has no channel to: refused, saying why
             log.info("asking to approve %s failed: %s", subject, exc)
             note.approval = "unavailable"
@@ -175,6 +179,67 @@ class CallGuard:
         if content is not None and content.get("remember") is True:
             run.caller.approved.add(key)
             note.approval = "approved for the session"
+
+    def link(self, run: Run, server: str, alias: str, tool: str) -> CallLink:
+        """How the server of one tool call reaches the run's client while it runs: its log messages as news, its
+        elicitation and sampling requests passed on (each audited, at most ``MAX_CLIENT_REQUESTS`` per run, and
+        sampling only where the policy's ``deny_sampling`` allows)."""
+        caller = run.caller
+        listener = upstream_log(run, caller.news, server, tool) if caller.news is not None else None
+        refused = self.policy.sampling_refusal(server, alias)
+
+        async def elicit(params: types.ElicitRequestParams) -> types.ElicitResult:
+            url = isinstance(params, types.ElicitRequestURLParams)
+            result = await self._pass_on(run, server, tool, "elicitation", caller.elicit, params, None)
+            assert isinstance(result, types.ElicitResult)
+            log.debug("passed on a %s elicitation of %s/%s: %s", "URL" if url else "form", server, tool, result.action)
+            return result
+
+        async def sample(params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+            result = await self._pass_on(run, server, tool, "sampling", caller.sample, params, refused)
+            assert isinstance(result, types.CreateMessageResult)
+            return result
+
+        return CallLink(log=listener, elicit=elicit, sample=sample)
+
+    async def _pass_on(self, run: Run, server: str, tool: str, what: str, forward: Forward | None, params: Any,
+                       refused: Refused | None) -> Any:  # fmt: skip
+        """One elicitation or sampling request of ``server`` (serving ``tool``), passed on to the run's client and
+        audited (kind ``elicitation`` or ``sampling``, the tool it came during, the outcome); ``CannotAsk`` when it
+        cannot be, saying why."""
+        started = time.monotonic()
+        note = CallNote(kind=what, server=server, tool=tool)
+        outcome, reason = "refused", ""
+        try:
+            if refused is not None:
+                note.rule = refused.rule
+                reason = self.policy.message(f"{what} for {server}", refused)
+            elif forward is None:
+                reason = (f"the client of this run_python call did not declare the MCP {what} capability, so it "
+                          f"cannot be asked")  # fmt: skip
+            elif run.client_requests >= MAX_CLIENT_REQUESTS:
+                reason = f"this run_python call already passed on {MAX_CLIENT_REQUESTS} requests to its client"
+            if reason:
+                raise CannotAsk(reason)
+            run.client_requests += 1
+            assert forward is not None
+            try:
+                result = await forward(params)
+            except CannotAsk:
+                outcome = "error"
+                raise
+            except asyncio.CancelledError:
+                outcome = "cancelled"
+                raise
+            except Exception as exc:  # noqa: BLE001 - the client failed to answer: the server is told, not the bridge
+                outcome = "error"
+                raise CannotAsk(f"the client failed to answer ({type(exc).__name__}: {exc!s:.200})") from None
+            outcome = str(getattr(result, "action", "ok"))  # an elicitation's accept/decline/cancel, else ok
+            return result
+        finally:
+            self.audit.record(session=run.session, owner=run.owner, server=server, tool=tool, arguments=None,
+                              outcome=outcome, duration=time.monotonic() - started, rule=note.rule,
+                              kind=what)  # fmt: skip
 
     def _not_approved(self, subject: str, reason: str, note: CallNote, server: str, tool: str) -> Refusal:
         note.rule = "ask_tools"

@@ -15,7 +15,7 @@ from typing import Any
 
 import mcp_types as types
 
-from ..upstream.connection import UpstreamLog
+from ..upstream.call_links import Elicit, Sample, UpstreamLog
 from ..upstream.hub import Progress
 from .relay_params import Reply
 
@@ -27,22 +27,22 @@ News = Callable[[str], Awaitable[None]]
 Ask = Callable[[str, dict[str, Any]], Awaitable[tuple[str, dict[str, Any] | None]]]
 
 
-class CannotAsk(Exception):
-    """Raised by an ``Ask`` whose client cannot be asked after all; the message says why and what to do."""
-
-
 @dataclasses.dataclass
 class Caller:
     """The client of one ``run_python`` call, as that call's code reaches it through the bridge.
 
     ``news`` takes lines for the client (upstream progress and log messages; None: it asked for no progress);
     ``ask`` asks its user a question (None: the client cannot be asked, as a client that declared no
-    elicitation, or a call forwarded from another replica); ``approved`` holds the tools its user allowed
-    for the rest of the session (``ask_tools``), kept by the session it runs in.
+    elicitation, or a call forwarded from another replica); ``elicit`` and ``sample`` pass an upstream server's
+    elicitation and sampling requests on to the client (None: it declared no such capability; either may raise
+    ``CannotAsk``); ``approved`` holds the tools its user allowed for the rest of the session (``ask_tools``),
+    kept by the session it runs in.
     """
 
     news: News | None = None
     ask: Ask | None = None
+    elicit: Elicit | None = None
+    sample: Sample | None = None
     approved: set[str] = dataclasses.field(default_factory=set)
 
 
@@ -55,11 +55,15 @@ class Run:
     calls: int = 0
     caller: Caller = dataclasses.field(default_factory=Caller)  # the call's client: news, questions, approvals
     log_lines: int = 0  # upstream log messages passed on as news so far (at most MAX_LOG_LINES)
+    client_requests: int = 0  # upstream elicitation and sampling requests passed on (at most MAX_CLIENT_REQUESTS)
 
 
 # An upstream server's log messages during a run's calls, passed on as news: a bound per run (a server that
 # logs in a loop would otherwise flood the client with notifications) and per message.
 MAX_LOG_LINES = 50
+# An upstream server's elicitation and sampling requests passed on to the client, per run: a person answers
+# each (and a sampling request costs a model call), so a server that asks in a loop is cut off.
+MAX_CLIENT_REQUESTS = 20
 MAX_LOG_TEXT = 500
 
 

@@ -15,11 +15,10 @@ again: every call fails with ``SelfServerSkipped``, a ``ServerUnavailable``. ``a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,6 +32,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from .. import __version__
+from .call_links import CallLinks
 from .errors import SelfServerSkipped, ServerUnavailable, UpstreamCallError, UpstreamTimeout
 from .failures import crash_reason, describe_failure, headline
 from .identity import refusal_of
@@ -48,8 +48,6 @@ from .watch import watched
 # The hub's logger: the bridge's log lines carry the logger name, and these kept theirs when the class moved here.
 logger = logging.getLogger("mcp_codemode.upstream.hub")
 T = TypeVar("T")
-# Hears an upstream server's log messages while a call is in flight (``Connection.listening``).
-UpstreamLog = Callable[[types.LoggingMessageNotificationParams], Awaitable[None]]
 
 
 # How long a closing connection may take to wind down before it is cancelled (the SDK bounds stdio at ~6 s).
@@ -105,7 +103,7 @@ class Connection:
         self._failures = 0
         self._retry_at = 0.0
         self._unreported = False  # a crash no caller has been told about yet
-        self._log_listeners: list[UpstreamLog] = []
+        self.links = CallLinks(config.name)  # the calls in flight, for what the server sends back about them
 
         self._tools: tuple[types.Tool, ...] | None = None
         self._tools_generation = 0
@@ -240,10 +238,13 @@ class Connection:
                             mode=self.config.protocol,
                             cache=None,  # the hub caches listings itself, invalidated by list_changed
                             message_handler=self._on_message,
-                            # Log messages go to the calls in flight that listen (``listening``); a modern
-                            # server sends them only to requests that opt in, at this level and above.
-                            logging_callback=self._on_log,
+                            # What the server sends back about a call goes to the run_python call that made
+                            # it (call_links.py). A modern server sends log messages only to requests that opt
+                            # in, at this level and above.
+                            logging_callback=self.links.on_log,
                             log_level="info",
+                            elicitation_callback=self.links.on_elicit,
+                            sampling_callback=self.links.on_sample,
                             client_info=types.Implementation(name="mcp-codemode", version=__version__),
                         )
                     except ValueError as exc:
@@ -477,27 +478,6 @@ class Connection:
         if client.server_capabilities.prompts is None:
             return []
         return await self.request("prompts/list", "prompts/list", list_prompts, None, background=background)
-
-    @contextlib.contextmanager
-    def listening(self, listener: UpstreamLog | None) -> Iterator[None]:
-        """While the block runs, ``listener`` hears the server's log messages (``None``: nothing to add)."""
-        if listener is None:
-            yield
-            return
-        self._log_listeners.append(listener)
-        try:
-            yield
-        finally:
-            self._log_listeners.remove(listener)
-
-    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        """A log message from the server, for every call in flight on it that listens: a handshake-era message
-        names no request, so no client can tell which call it is about, and each listening call hears it."""
-        for listener in tuple(self._log_listeners):
-            try:
-                await listener(params)
-            except Exception:  # a listener's client that went away must not stop the server's connection
-                logger.debug("a log listener of %r failed", self.config.name, exc_info=True)
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification):

@@ -50,7 +50,8 @@ import mcp_types as types
 from mcp.client.stdio import get_default_environment
 from mcp.shared.dispatcher import ProgressFnT
 
-from .connection import Connection, UpstreamLog
+from .call_links import CallLink
+from .connection import Connection
 from .errors import UnknownServer
 from .model import ServerConfig
 from .state import ServerState
@@ -171,15 +172,15 @@ class Hub:
         arguments: dict[str, Any],
         timeout: float | None = None,
         progress: Progress | None = None,
-        log: UpstreamLog | None = None,
+        link: CallLink | None = None,
     ) -> types.CallToolResult:
         """Call one tool; an ``isError`` answer is returned as it is, for the layer above to show the agent.
 
         ``progress``: called with each progress notification the server sends about this call (the request
-        then carries a progress token, which is what makes a server report progress at all). ``log``: called
-        with each log message the server sends while the call is in flight."""
+        then carries a progress token, which is what makes a server report progress at all). ``link``: where
+        the server's log messages and its requests of the client (elicitation, sampling) during the call go."""
         connection = self._connection(name)
-        with connection.listening(log):
+        with connection.links.holding(link):
             return await connection.request(
                 f"tool {tool!r}",
                 tool,

@@ -1,0 +1,60 @@
+"""Reaching the user behind a ``run_python`` call's client while the call runs: questions for approval
+(``ask_tools``), and an upstream server's elicitation and sampling requests passed on.
+
+Each goes to the client as a request related to the ``tools/call`` it serves (over Streamable HTTP it travels on
+that call's own stream), and only when the client declared the capability. A 2026-07-28 call has no channel for
+it: that era asks a client by answering ``input_required``, which ``run_python`` does not do yet, so the request
+fails with ``CannotAsk`` saying so and what to do instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.message import ServerMessageMetadata
+
+from ..runs.relay_run import Caller
+from ..upstream.call_links import CannotAsk
+
+NO_BACK_CHANNEL = (
+    "this call came over the 2026-07-28 protocol, which has no way for the bridge to ask the client in the middle "
+    "of a call (run_python does not use input_required yet); connect in the handshake era (2025-11-25 and before)"
+)
+
+
+def reaching(ctx: ServerRequestContext[Any, Any]) -> Caller:
+    """The ways this call's client can be reached (no news: that is the progress line's): ``ask``, ``elicit`` and
+    ``sample``, each None when the client did not declare the capability."""
+    capabilities = ctx.session.client_capabilities or types.ClientCapabilities()
+    metadata = ServerMessageMetadata(related_request_id=ctx.request_id)
+
+    def channel() -> None:
+        if not ctx.session.can_send_request:
+            raise CannotAsk(NO_BACK_CHANNEL)
+
+    async def ask(message: str, schema: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+        channel()
+        result = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+        return result.action, dict(result.content) if result.content is not None else None
+
+    async def elicit(params: types.ElicitRequestParams) -> types.ElicitResult:
+        channel()
+        elicitation = capabilities.elicitation
+        if isinstance(params, types.ElicitRequestURLParams) and (elicitation is None or elicitation.url is None):
+            raise CannotAsk("the client did not declare URL-mode elicitation (capabilities.elicitation.url)")
+        request = types.ElicitRequest(params=params)
+        return await ctx.session.send_request(request, types.ElicitResult, metadata=metadata)
+
+    async def sample(params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        channel()
+        request = types.CreateMessageRequest(params=params)
+        return await ctx.session.send_request(request, types.CreateMessageResult, metadata=metadata)
+
+    can_elicit = capabilities.elicitation is not None
+    return Caller(
+        ask=ask if can_elicit else None,
+        elicit=elicit if can_elicit else None,
+        sample=sample if capabilities.sampling is not None else None,
+    )
