@@ -84,6 +84,7 @@ class Settings:
     allowed_origins: tuple[str, ...] = ()
     log_file: Path | None = None
     servers_config: tuple[Path, ...] = ()
+    roots: tuple[Path, ...] = ()  # given to upstream servers that ask roots/list (else a stdio client's own)
     discover_servers: bool = True
     allow_self_server: bool = False
     tool_timeout: float = 60.0

@@ -165,6 +165,16 @@ def _paths(text: str) -> tuple[Path, ...]:
     return tuple(Path(item).expanduser() for item in text.split(os.pathsep) if item.strip())
 
 
+def _roots(text: str) -> tuple[Path, ...]:
+    """Directories given to upstream servers as roots, separated like PATH; each must be absolute (a root is a
+    file:// URI, which a relative path cannot be)."""
+    paths = _paths(text)
+    relative = [str(path) for path in paths if not path.is_absolute()]
+    if relative:
+        raise ValueError(f"not absolute: {', '.join(relative)}")
+    return paths
+
+
 def _optional_float(text: str) -> float | None:
     return _float_in(0.01, 1024)(text) if text.strip() else None
 
@@ -244,6 +254,13 @@ FIELDS: tuple[Field, ...] = (
         "https://app.example.com",
     ),
     Field("log_file", "MCP_BRIDGE_LOG_FILE", _optional_path, "a file path (empty: standard error)", "/tmp/bridge.log"),
+    Field(
+        "roots",
+        "MCP_BRIDGE_ROOTS",
+        _roots,
+        "absolute directories separated by ':' (given to upstream servers that ask for roots)",
+        "/srv/project:/home/me/notes",
+    ),
     Field(
         "servers_config",
         "MCP_SERVERS_CONFIG",
@@ -339,7 +356,7 @@ def parse_value(field: Field, raw: object, where: str) -> Any:
     text = raw if isinstance(raw, str) else ("" if raw is None else str(raw))
     if isinstance(raw, bool):
         text = "true" if raw else "false"
-    if isinstance(raw, list) and field.name == "servers_config":
+    if isinstance(raw, list) and field.name in ("servers_config", "roots"):
         text = os.pathsep.join(str(item) for item in raw)
     if isinstance(raw, list) and field.name in ("container_args", "http_tokens", "allowed_origins"):
         if field.name == "container_args":

@@ -61,9 +61,7 @@ class Connected:
 async def _shared(tmp_path_factory: pytest.TempPathFactory, mode: str, **settings: str) -> AsyncIterator[Connected]:
     sent: list[dict[str, Any]] = []
     log = tmp_path_factory.mktemp(f"stdio-{mode}") / "server.log"
-    async with stdio_client_for(
-        log, mode, sent=sent, deadline=None, elicitation=None, sampling=None, **settings
-    ) as client:
+    async with stdio_client_for(log, mode, sent=sent, deadline=None, callbacks=None, **settings) as client:
         yield Connected(client, sent)
 
 

@@ -26,7 +26,7 @@ import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
-from mcp.client.session import ElicitationFnT, SamplingFnT
+from mcp.client.session import ElicitationFnT, ListRootsFnT, SamplingFnT
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
@@ -79,6 +79,22 @@ def clean_environ(**settings: str) -> dict[str, str]:
     return env
 
 
+@dataclasses.dataclass(frozen=True)
+class ClientCallbacks:
+    """What an SDK client in a test answers of the server's requests; each one given declares its capability."""
+
+    elicitation: ElicitationFnT | None = None
+    sampling: SamplingFnT | None = None
+    roots: ListRootsFnT | None = None
+
+    def of(self) -> dict[str, Any]:
+        return {"elicitation_callback": self.elicitation, "sampling_callback": self.sampling,
+                "list_roots_callback": self.roots}  # fmt: skip
+
+
+NO_CALLBACKS = ClientCallbacks()
+
+
 def stdio_params(*args: str, **settings: str) -> StdioServerParameters:
     return StdioServerParameters(command=SERVE[0], args=[*SERVE[1:], *args], env=server_env(**settings))
 
@@ -90,8 +106,7 @@ async def stdio_client_for(
     *args: str,
     sent: list[dict[str, Any]] | None = None,
     deadline: float | None = CALL_DEADLINE,
-    elicitation: ElicitationFnT | None = None,
-    sampling: SamplingFnT | None = None,
+    callbacks: ClientCallbacks | None = None,
     **settings: str,
 ) -> AsyncIterator[Client]:
     """A connected SDK ``Client`` on a fresh ``mcp-codemode serve`` over stdio; its stderr goes to ``log``.
@@ -103,13 +118,7 @@ async def stdio_client_for(
         transport: Any = stdio_client(stdio_params(*args, **settings), errlog=errlog)
         if sent is not None:
             transport = recording(transport, sent)
-        client_of = Client(
-            transport,
-            mode=mode,
-            read_timeout_seconds=CALL_DEADLINE,
-            elicitation_callback=elicitation,
-            sampling_callback=sampling,
-        )
+        client_of = Client(transport, mode=mode, read_timeout_seconds=CALL_DEADLINE, **(callbacks or NO_CALLBACKS).of())
         async with client_of as client:
             remember_stdio_servers()
             yield client
@@ -236,22 +245,16 @@ async def http_client_for(
     mode: str = "legacy",
     headers: dict[str, str] | None = None,
     deadline: float | None = CALL_DEADLINE,
-    elicitation: ElicitationFnT | None = None,
-    sampling: SamplingFnT | None = None,
+    callbacks: ClientCallbacks | None = None,
 ) -> AsyncIterator[Client]:
     """A connected SDK ``Client`` over Streamable HTTP; ``headers`` (e.g. a bearer token) go on every request;
-    ``elicitation`` answers the server's questions (the client then declares the capability)."""
+    ``callbacks`` answer the server's requests (the client then declares those capabilities)."""
     timeout = httpx2.Timeout(30.0, read=300.0)
     with anyio.fail_after(deadline):
         async with httpx2.AsyncClient(headers=headers or {}, timeout=timeout) as http:
             transport = streamable_http_client(url, http_client=http)
-            connecting = Client(
-                transport,
-                mode=mode,
-                read_timeout_seconds=CALL_DEADLINE,
-                elicitation_callback=elicitation,
-                sampling_callback=sampling,
-            )
+            options = (callbacks or NO_CALLBACKS).of()
+            connecting = Client(transport, mode=mode, read_timeout_seconds=CALL_DEADLINE, **options)
             async with connecting as client:
                 yield client
 

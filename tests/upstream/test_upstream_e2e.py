@@ -7,6 +7,7 @@ which the bridge finds in a ``--config`` file or in a client's config under a te
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import dataclasses
@@ -26,7 +27,6 @@ from typing import IO, Any
 import mcp_types as types
 import pytest
 from mcp import Client
-from mcp.client.session import ElicitationFnT, SamplingFnT
 
 from mcp_codemode.cli.servers_report import ServerRow, ServersReport
 from mcp_codemode.upstream.model import ServerConfig
@@ -36,6 +36,7 @@ from tests.support.clients import (
     MODES,
     SERVE,
     STARTED_SERVERS,
+    ClientCallbacks,
     HttpServer,
     assert_no_orphans,
     clean_environ,
@@ -678,36 +679,25 @@ def _approval_setup(tmp_path: Path, state: Path) -> tuple[str, dict[str, str]]:
 
 @contextlib.asynccontextmanager
 async def approval_client(
-    transport: str,
-    tmp_path: Path,
-    config: str,
-    env: dict[str, str],
-    answer: ElicitationFnT,
-    sampling: SamplingFnT | None = None,
+    transport: str, tmp_path: Path, config: str, env: dict[str, str], callbacks: ClientCallbacks
 ) -> AsyncIterator[Client]:
-    """A handshake-era SDK client that answers elicitation (and sampling, when given), on a bridge over stdio or
-    Streamable HTTP."""
+    """A handshake-era SDK client that answers what ``callbacks`` answer, on a bridge over stdio or HTTP."""
     args = ("--config", config, "--no-discover")
     if transport == "stdio":
         async with stdio_client_for(
-            tmp_path / "serve.log", "legacy", *args, sent=None, deadline=None, elicitation=answer, sampling=sampling,
-            **env,
-        ) as client:  # fmt: skip
+            tmp_path / "serve.log", "legacy", *args, sent=None, deadline=None, callbacks=callbacks, **env
+        ) as client:
             yield client
         return
     with HttpServer(tmp_path / "serve.log", *args, **env) as server:
-        async with http_client_for(
-            server.url, "legacy", deadline=None, elicitation=answer, sampling=sampling
-        ) as client:
+        async with http_client_for(server.url, "legacy", deadline=None, callbacks=callbacks) as client:
             yield client
 
 
 def plain_client(tmp_path: Path, mode: str, config: str, env: dict[str, str]) -> Any:
     """An SDK client over stdio that declares neither elicitation nor sampling."""
     args = ("--config", config, "--no-discover")
-    return stdio_client_for(
-        tmp_path / "serve.log", mode, *args, sent=None, deadline=None, elicitation=None, sampling=None, **env
-    )
+    return stdio_client_for(tmp_path / "serve.log", mode, *args, sent=None, deadline=None, callbacks=None, **env)
 
 
 @pytest.mark.anyio
@@ -732,7 +722,7 @@ async def test_ask_tools_asks_the_user_through_elicitation_and_a_decline_raises_
         asked.append(params.message)
         return next(answers)
 
-    async with approval_client(transport, tmp_path, config, env, answer) as client:
+    async with approval_client(transport, tmp_path, config, env, ClientCallbacks(elicitation=answer)) as client:
         first = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120, "session": "s"})
         again = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120, "session": "s"})
     rows = json.loads(text_of(first).strip().splitlines()[0])
@@ -797,7 +787,7 @@ async def test_ask_tools_over_the_2026_protocol_refuses_clearly_even_when_the_cl
 
     async with stdio_client_for(
         tmp_path / "serve.log", "auto", "--config", config, "--no-discover", sent=None, deadline=None,
-        elicitation=answer, sampling=None, **env,
+        callbacks=ClientCallbacks(elicitation=answer), **env,
     ) as client:  # fmt: skip
         result = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120})
     rows = json.loads(text_of(result).strip().splitlines()[0])
@@ -843,7 +833,8 @@ async def test_an_upstream_servers_sampling_and_elicitation_reach_the_client_and
         elicited.append(params)
         return types.ElicitResult(action="accept", content={"name": "Ada", "check": True})
 
-    async with approval_client(transport, tmp_path, config, env, answer, sampling=sample) as client:
+    callbacks = ClientCallbacks(elicitation=answer, sampling=sample)
+    async with approval_client(transport, tmp_path, config, env, callbacks) as client:
         result = await client.call_tool("run_python", {"code": PASS_ON_CODE, "timeout": 120})
     rows = json.loads(text_of(result).strip().splitlines()[0])
     assert rows["sampling"][0] == "ok" and "teal, says the model" in str(rows["sampling"][1]), rows
@@ -880,3 +871,51 @@ async def test_a_client_without_sampling_or_elicitation_gets_the_upstream_refuse
         ("sampling", "refused"),
         ("elicitation", "refused"),
     ]
+
+
+# ------------------------------------------------------------------------------------------------- 22. roots
+
+ROOTS_CODE = "print(await mcp_everything.get_roots_list())"
+
+
+@pytest.mark.anyio
+@pytest.mark.filterwarnings("ignore:The roots capability is deprecated")  # still what handshake-era clients use
+async def test_a_stdio_clients_roots_are_the_upstream_servers_roots_and_a_change_reaches_them(
+    tmp_path: Path, state: Path
+) -> None:
+    """server-everything asks the bridge for roots; a stdio bridge gives its client's, asked on the first call,
+    and when the client says its roots changed the bridge asks again and tells its servers, which ask again."""
+    config = write_config(tmp_path / "servers.json", upstreams.everything())
+    given = [types.Root.model_validate({"uri": "file:///srv/first-project", "name": "first"})]
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=list(given))
+
+    async with stdio_client_for(
+        tmp_path / "serve.log", "legacy", "--config", str(config), "--no-discover", sent=None, deadline=None,
+        callbacks=ClientCallbacks(roots=roots), MCP_BRIDGE_STATE_DIR=str(state),
+    ) as client:  # fmt: skip
+        first = text_of(await client.call_tool("run_python", {"code": ROOTS_CODE, "timeout": 120}))
+        given[:] = [types.Root.model_validate({"uri": "file:///srv/second-project", "name": "second"})]
+        await client.send_roots_list_changed()
+        deadline = time.monotonic() + patient(60)
+        later = first
+        while "second-project" not in later and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            later = text_of(await client.call_tool("run_python", {"code": ROOTS_CODE, "timeout": 120}))
+    assert "file:///srv/first-project" in first, first
+    assert "file:///srv/second-project" in later and "first-project" not in later, later
+
+
+@pytest.mark.anyio
+async def test_configured_roots_are_given_whatever_the_client_has(tmp_path: Path, state: Path) -> None:
+    """MCP_BRIDGE_ROOTS wins over the client's roots (and serves a client that has none, and HTTP bridges)."""
+    config = write_config(tmp_path / "servers.json", upstreams.everything())
+    with HttpServer(
+        tmp_path / "serve.log", "--config", str(config), "--no-discover", MCP_BRIDGE_STATE_DIR=str(state),
+        MCP_BRIDGE_ROOTS=f"{tmp_path}/alpha:{tmp_path}/beta",
+    ) as server:  # fmt: skip
+        async with http_client_for(server.url, "legacy", deadline=None) as client:
+            listed = text_of(await client.call_tool("run_python", {"code": ROOTS_CODE, "timeout": 120}))
+    assert f"file://{tmp_path}/alpha" in listed and f"file://{tmp_path}/beta" in listed, listed
+    assert "Current MCP Roots (2 total)" in listed, listed

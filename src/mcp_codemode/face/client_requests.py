@@ -1,5 +1,5 @@
 """Reaching the user behind a ``run_python`` call's client while the call runs: questions for approval
-(``ask_tools``), and an upstream server's elicitation and sampling requests passed on.
+(``ask_tools``), an upstream server's elicitation and sampling requests passed on, and the client's roots.
 
 Each goes to the client as a request related to the ``tools/call`` it serves (over Streamable HTTP it travels on
 that call's own stream), and only when the client declared the capability. A 2026-07-28 call has no channel for
@@ -9,6 +9,8 @@ fails with ``CannotAsk`` saying so and what to do instead.
 
 from __future__ import annotations
 
+import logging
+import warnings
 from typing import Any
 
 import mcp_types as types
@@ -17,6 +19,9 @@ from mcp.shared.message import ServerMessageMetadata
 
 from ..runs.relay_run import Caller
 from ..upstream.call_links import CannotAsk
+from ..upstream.roots import Roots
+
+log = logging.getLogger(__name__)
 
 NO_BACK_CHANNEL = (
     "this call came over the 2026-07-28 protocol, which has no way for the bridge to ask the client in the middle "
@@ -58,3 +63,22 @@ def reaching(ctx: ServerRequestContext[Any, Any]) -> Caller:
         elicit=elicit if can_elicit else None,
         sample=sample if capabilities.sampling is not None else None,
     )
+
+
+async def learn_roots(ctx: ServerRequestContext[Any, Any], roots: Roots, *, again: bool = False) -> None:
+    """Ask a stdio bridge's one client for its roots, for the upstream servers that ask for them: once, on its
+    first call, and ``again`` when it says they changed. Nothing when roots are configured, when the client
+    declared no roots, or over the 2026-07-28 protocol (no channel to ask on)."""
+    if not roots.follows_client or (roots.known and not again):
+        return
+    capabilities = ctx.session.client_capabilities
+    if capabilities is None or capabilities.roots is None or not ctx.session.can_send_request:
+        return
+    try:
+        with warnings.catch_warnings():  # roots are deprecated in 2026-07-28, and only used before it
+            warnings.simplefilter("ignore", DeprecationWarning)
+            given = await ctx.session.list_roots()
+    except Exception:  # a client that cannot list its roots gives none; the call goes on
+        log.info("asking the client for its roots failed", exc_info=True)
+        return
+    await roots.client_gave(given.roots)

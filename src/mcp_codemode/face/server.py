@@ -42,7 +42,7 @@ from ..runs.bridge import Bridge, RunRequest
 from ..runs.relay_run import Caller, News
 from ..runs.summary import reference_capabilities
 from ..settings import Settings
-from .client_requests import reaching
+from .client_requests import learn_roots, reaching
 from .heartbeat import ProgressLine, Report, heartbeat
 from .principals import PRINCIPAL_STATE_KEY
 from .render import cut_middle, error_result, render_result
@@ -352,6 +352,8 @@ def build_server(
         timeout = settings.clamp_timeout(request.timeout)
         wants_progress = _progress_token(ctx) is not None
         reached = reaching(ctx)
+        if transport == "stdio":  # one client: its roots are the upstream servers' (unless some are configured)
+            await learn_roots(ctx, bridge.hub.roots)
 
         async def run(
             request: RunRequest, where: Place, news: News | None = None, given: Caller | None = None
@@ -437,6 +439,12 @@ def build_server(
     )
     # Registered directly: passing it to the constructor warns that logging is deprecated in 2026-07-28.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_logging_level)
+    if transport == "stdio":  # the one client's roots are the upstream servers' roots: ask again when they change
+
+        async def roots_changed(ctx: ServerRequestContext[Any, Any], params: types.NotificationParams) -> None:
+            await learn_roots(ctx, bridge.hub.roots, again=True)
+
+        server.add_notification_handler("notifications/roots/list_changed", types.NotificationParams, roots_changed)
     if not tracing:
         # The SDK's OpenTelemetry middleware costs a few per cent of every request even with no exporter.
         server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]

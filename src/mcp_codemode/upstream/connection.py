@@ -18,6 +18,7 @@ import asyncio
 import logging
 import math
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -41,6 +42,7 @@ from .model import ServerConfig
 from .paging import list_prompts, list_resource_templates, list_resources, list_tools
 from .redaction import redaction_for
 from .restart import STABLE_AFTER, backoff_delay
+from .roots import Roots
 from .state import ServerState, Status
 from .transport import open_transport
 from .watch import watched
@@ -70,8 +72,10 @@ class Connection:
         setpriv: str | None,
         secrets: Sequence[str] = (),
         allow_self: bool = False,
+        roots: Roots | None = None,
     ) -> None:
         self.config = config
+        self.roots = roots or Roots()
         self.log_file = log_file
         self.server_log = ServerLog(config, log_file)
         self.redaction = redaction_for(config, log_file, secrets)
@@ -245,6 +249,7 @@ class Connection:
                             log_level="info",
                             elicitation_callback=self.links.on_elicit,
                             sampling_callback=self.links.on_sample,
+                            list_roots_callback=self.roots.on_list,
                             client_info=types.Implementation(name="mcp-codemode", version=__version__),
                         )
                     except ValueError as exc:
@@ -478,6 +483,14 @@ class Connection:
         if client.server_capabilities.prompts is None:
             return []
         return await self.request("prompts/list", "prompts/list", list_prompts, None, background=background)
+
+    async def roots_changed(self) -> None:
+        """Tell the server, if it is connected, that the roots it is given changed."""
+        live = self._live()
+        if live is not None:
+            with warnings.catch_warnings():  # roots are deprecated in 2026-07-28; a modern server never asks
+                warnings.simplefilter("ignore", DeprecationWarning)
+                await live[0].send_roots_list_changed()
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification):

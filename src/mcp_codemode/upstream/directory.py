@@ -52,6 +52,7 @@ from .listing import NO_EXTRAS, Extras, Hit, Listing, Origin, SearchPage
 from .listing_cache import CachedListing, ListingCache, wire
 from .model import ServerConfig
 from .ranking import Entry, Ranker
+from .roots import Roots
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,8 @@ class DirectorySettings(Protocol):
     def http_tokens(self) -> tuple[str, ...]: ...
     @property
     def allow_self_server(self) -> bool: ...
+    @property
+    def roots(self) -> tuple[Path, ...]: ...
     @property
     def policy(self) -> Gate: ...
 
@@ -123,6 +126,7 @@ class ToolDirectory:
             backoff=backoff,
             secrets=settings.http_tokens,  # the bridge's own secrets; each server's env and headers are added
             allow_self=settings.allow_self_server,
+            roots=Roots(settings.roots),
         )
         names = self.hub.names()
         self.versions: dict[str, int] = dict.fromkeys(names, 0)

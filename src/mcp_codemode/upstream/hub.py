@@ -54,6 +54,7 @@ from .call_links import CallLink
 from .connection import Connection
 from .errors import UnknownServer
 from .model import ServerConfig
+from .roots import Roots
 from .state import ServerState
 
 logger = logging.getLogger(__name__)
@@ -85,12 +86,15 @@ class Hub:
         backoff: tuple[float, float] = (0.5, 30.0),
         secrets: Iterable[str] = (),
         allow_self: bool = False,
+        roots: Roots | None = None,
     ) -> None:
         """``secrets``: values no server's error text may show, besides each server's own ``env`` and ``headers``
         values (the bridge's HTTP tokens, credential-looking variables of its environment: ``secret_values``).
         ``allow_self`` (``MCP_BRIDGE_ALLOW_SELF_SERVER``) keeps a server that says it is a code-mode bridge."""
         secrets = tuple(secrets)
         self._connections: dict[str, Connection] = {}
+        self.roots = roots or Roots()
+        self.roots.on_change(self._tell_roots_changed)
         self._aliases: dict[str, str] = {}
         setpriv = shutil.which("setpriv", path=get_default_environment().get("PATH", os.defpath))
         if setpriv is None and any(server.transport == "stdio" for server in servers):
@@ -119,10 +123,16 @@ class Hub:
                 setpriv=setpriv,
                 secrets=secrets,
                 allow_self=allow_self,
+                roots=self.roots,
             )
             self._aliases.setdefault(server.alias, server.name)
         self._warming: set[asyncio.Task[None]] = set()
         self._closed = False
+
+    async def _tell_roots_changed(self) -> None:
+        """Every connected server hears that the roots it is given changed (it asks ``roots/list`` again)."""
+        for connection in self._connections.values():
+            await connection.roots_changed()
 
     async def __aenter__(self) -> Hub:
         return self
