@@ -804,6 +804,11 @@ import json
 rows = {}
 for label, call in (("sampling", lambda: mcp_everything.trigger_sampling_request(prompt="name a colour", maxTokens=5)),
                     ("elicitation", lambda: mcp_everything.trigger_elicitation_request())):
+    if label == "elicitation" and hasattr(mcp_everything, "trigger_url_elicitation"):  # listed: URL mode declared
+        try:
+            rows["url"] = ["ok", await mcp_everything.trigger_url_elicitation(url="https://example.com/sign-in")]
+        except runtime.MCPError as exc:
+            rows["url"] = [type(exc).__name__, exc.message]
     try:
         rows[label] = ["ok", await call()]
     except runtime.MCPError as exc:
@@ -831,6 +836,8 @@ async def test_an_upstream_servers_sampling_and_elicitation_reach_the_client_and
 
     async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         elicited.append(params)
+        if isinstance(params, types.ElicitRequestURLParams):
+            return types.ElicitResult(action="accept")
         return types.ElicitResult(action="accept", content={"name": "Ada", "check": True})
 
     callbacks = ClientCallbacks(elicitation=answer, sampling=sample)
@@ -841,11 +848,16 @@ async def test_an_upstream_servers_sampling_and_elicitation_reach_the_client_and
     assert rows["elicitation"][0] == "ok" and "Name: Ada" in str(rows["elicitation"][1]), rows
     assert len(sampled) == 1 and "name a colour" in str(sampled[0].messages[0].content), sampled
     assert sampled[0].max_tokens == 5
-    assert len(elicited) == 1 and isinstance(elicited[0], types.ElicitRequestFormParams), elicited
+    assert rows["url"][0] == "ok", rows  # URL mode: the client declared it, so the server offered the tool
+    assert len(elicited) == 2, elicited
+    url, form = elicited
+    assert isinstance(url, types.ElicitRequestURLParams) and url.url == "https://example.com/sign-in", url
+    assert isinstance(form, types.ElicitRequestFormParams), form
     audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     exchanges = [(line["kind"], line["tool"], line["outcome"]) for line in audit if line.get("kind")]
     assert exchanges == [
         ("sampling", "trigger-sampling-request", "ok"),
+        ("elicitation", "trigger-url-elicitation", "accept"),
         ("elicitation", "trigger-elicitation-request", "accept"),
     ], exchanges
 
@@ -862,13 +874,14 @@ async def test_a_client_without_sampling_or_elicitation_gets_the_upstream_refuse
     async with plain_client(tmp_path, mode, config, env) as client:
         result = await client.call_tool("run_python", {"code": PASS_ON_CODE, "timeout": 120})
     rows = json.loads(text_of(result).strip().splitlines()[0])
-    for label in ("sampling", "elicitation"):
+    for label, capability in (("sampling", "sampling"), ("url", "elicitation"), ("elicitation", "elicitation")):
         kind, message = rows[label]
         assert kind in ("ToolError", "MCPError"), rows
-        assert f"did not declare the MCP {label} capability" in message, rows
+        assert f"did not declare the MCP {capability} capability" in message, rows
     audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     assert [(line["kind"], line["outcome"]) for line in audit if line.get("kind")] == [
         ("sampling", "refused"),
+        ("elicitation", "refused"),
         ("elicitation", "refused"),
     ]
 
