@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import re
 import shutil
 import subprocess
@@ -209,3 +210,16 @@ GROWER = textwrap.dedent(  # a server whose tool list grows at run time (tools/l
     server.run()
     """
 )
+
+
+def write_config(path: Path, *servers: ServerConfig) -> Path:
+    """An ``{"mcpServers": …}`` file, the format every client shares, for stdio servers (of this module)."""
+    entries: dict[str, dict[str, Any]] = {}
+    for server in servers:
+        assert server.transport == "stdio", server
+        entry: dict[str, Any] = {"command": server.command, "args": list(server.args)}
+        if server.env:
+            entry["env"] = dict(server.env)
+        entries[server.name] = entry
+    path.write_text(json.dumps({"mcpServers": entries}, indent=2))
+    return path

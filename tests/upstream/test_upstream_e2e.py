@@ -7,14 +7,12 @@ which the bridge finds in a ``--config`` file or in a client's config under a te
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import dataclasses
 import hashlib
 import json
 import os
-import re
 import select
 import signal
 import subprocess
@@ -36,11 +34,9 @@ from tests.support.clients import (
     MODES,
     SERVE,
     STARTED_SERVERS,
-    ClientCallbacks,
     HttpServer,
     assert_no_orphans,
     clean_environ,
-    http_client_for,
     images_of,
     require_bubblewrap,
     stdio_client_for,
@@ -49,6 +45,7 @@ from tests.support.clients import (
 from tests.support.inspector import BRIDGE, inspector, result_of
 from tests.support.patience import patient
 from tests.support.processes import Proc, descendants
+from tests.support.upstreams import write_config
 
 pytestmark = pytest.mark.backend
 
@@ -64,19 +61,6 @@ SUMMARY = "2 of 4 files mention TODO: alpha.py, gamma.txt"
 
 
 # --------------------------------------------------------------------------------------------------- helpers
-
-
-def write_config(path: Path, *servers: ServerConfig) -> Path:
-    """An ``{"mcpServers": …}`` file, the format every client shares, for stdio servers."""
-    entries: dict[str, dict[str, Any]] = {}
-    for server in servers:
-        assert server.transport == "stdio", server
-        entry: dict[str, Any] = {"command": server.command, "args": list(server.args)}
-        if server.env:
-            entry["env"] = dict(server.env)
-        entries[server.name] = entry
-    path.write_text(json.dumps({"mcpServers": entries}, indent=2))
-    return path
 
 
 def wait_until(condition: Any, seconds: float = DEADLINE) -> bool:
@@ -608,327 +592,8 @@ async def test_an_upstream_servers_progress_reaches_the_client_as_progress_of_ru
         quiet = await client.call_tool("run_python", call)  # no progress asked: none is sent, and it works
     assert "Long running operation completed" in text_of(done), text_of(done)
     assert "Long running operation completed" in text_of(quiet), text_of(quiet)
-    upstream = [message for _, _, message in seen if message and not message.startswith("running for ")]
+    # Progress only: the server's log messages arrive on the same line too (test_client_requests_e2e.py).
+    upstream = [message for _, _, message in seen if message and message.endswith("/4")]
     assert upstream == [f"everything/trigger-long-running-operation: {step}/4" for step in range(1, 5)], seen
     values = [progress for progress, _, _ in seen]
     assert values == sorted(values) and len(set(values)) == len(values), values  # MCP: progress must rise
-
-
-# -------------------------------------------------------------------------------- 19. upstream log messages
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("mode", MODES)
-async def test_an_upstream_servers_log_messages_during_a_call_reach_the_client_as_progress(
-    tmp_path: Path, state: Path, mode: str
-) -> None:
-    """server-everything, once its simulated logging is on, logs a random-level message every 5 s; a call that
-    runs 7 s is in flight for at least one, which its client sees as a progress message naming server and tool."""
-    config = write_config(tmp_path / "servers.json", upstreams.everything())
-    seen: list[str] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        seen.append(message or "")
-
-    code = (
-        "await mcp_everything.toggle_simulated_logging()\n"
-        "try:\n"
-        "    await mcp_everything.trigger_long_running_operation(duration=7, steps=1)\n"
-        "finally:\n"
-        "    await mcp_everything.toggle_simulated_logging()\n"
-        "'logged'"
-    )
-    async with stdio_client_for(
-        tmp_path / "serve.log", mode, "--config", str(config), "--no-discover", deadline=None,
-        MCP_BRIDGE_STATE_DIR=str(state),
-    ) as client:  # fmt: skip
-        done = await client.call_tool("run_python", {"code": code, "timeout": 120}, progress_callback=on_progress)
-    assert "'logged'" in text_of(done), text_of(done)
-    logged = [m for m in seen if re.fullmatch(r"everything/trigger-long-running-operation log \([a-z]+\): .+", m)]
-    assert logged, seen
-    assert all(re.search(r"[A-Za-z]+[- ]level[- ]message", m, re.IGNORECASE) for m in logged), logged
-
-
-# ------------------------------------------------------------------------- 20. approval of tool calls (ask_tools)
-
-APPROVAL_CODE = """
-import json
-rows = {}
-for label in ("first", "second", "third"):
-    try:
-        rows[label] = (await mcp_everything.echo(message=label))
-    except runtime.ApprovalDenied as exc:
-        rows[label] = ["ApprovalDenied", isinstance(exc, runtime.PolicyError), exc.details.get("rule"), exc.message]
-rows["sum"] = await mcp_everything.get_sum(a=1, b=2)
-print(json.dumps(rows, default=str))
-"""
-
-
-def _approval_setup(tmp_path: Path, state: Path) -> tuple[str, dict[str, str]]:
-    """A bridge whose policy asks before everything/echo (its servers file, and its environment), with its audit
-    log where the test can read it."""
-    settings = tmp_path / "codemode.toml"
-    settings.write_text('[policy]\nask_tools = ["everything/echo"]\n', encoding="utf-8")
-    config = write_config(tmp_path / "servers.json", upstreams.everything())
-    return str(config), {
-        "MCP_CODEMODE_SETTINGS": str(settings),
-        "MCP_BRIDGE_STATE_DIR": str(state),
-        "MCP_BRIDGE_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
-    }
-
-
-@contextlib.asynccontextmanager
-async def approval_client(
-    transport: str, tmp_path: Path, config: str, env: dict[str, str], callbacks: ClientCallbacks
-) -> AsyncIterator[Client]:
-    """A handshake-era SDK client that answers what ``callbacks`` answer, on a bridge over stdio or HTTP."""
-    args = ("--config", config, "--no-discover")
-    if transport == "stdio":
-        async with stdio_client_for(
-            tmp_path / "serve.log", "legacy", *args, sent=None, deadline=None, callbacks=callbacks, **env
-        ) as client:
-            yield client
-        return
-    with HttpServer(tmp_path / "serve.log", *args, **env) as server:
-        async with http_client_for(server.url, "legacy", deadline=None, callbacks=callbacks) as client:
-            yield client
-
-
-def plain_client(tmp_path: Path, mode: str, config: str, env: dict[str, str]) -> Any:
-    """An SDK client over stdio that declares neither elicitation nor sampling."""
-    args = ("--config", config, "--no-discover")
-    return stdio_client_for(tmp_path / "serve.log", mode, *args, sent=None, deadline=None, callbacks=None, **env)
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("transport", ["stdio", "http"])
-async def test_ask_tools_asks_the_user_through_elicitation_and_a_decline_raises_approval_denied(
-    tmp_path: Path, state: Path, transport: str
-) -> None:
-    """The handshake-era client declares elicitation: it is asked before each echo, sees server, tool and
-    arguments; accept lets the call go, decline raises ApprovalDenied, "remember" skips the question for the rest
-    of the session. get-sum, which ask_tools does not name, is never asked about. Each outcome is audited."""
-    config, env = _approval_setup(tmp_path, state)
-    asked: list[str] = []
-    answers = iter(
-        [
-            types.ElicitResult(action="accept", content={"remember": False}),
-            types.ElicitResult(action="decline"),
-            types.ElicitResult(action="accept", content={"remember": True}),
-        ]
-    )
-
-    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params.message)
-        return next(answers)
-
-    async with approval_client(transport, tmp_path, config, env, ClientCallbacks(elicitation=answer)) as client:
-        first = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120, "session": "s"})
-        again = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120, "session": "s"})
-    rows = json.loads(text_of(first).strip().splitlines()[0])
-    assert rows["first"] == "Echo: first" and rows["third"] == "Echo: third", rows
-    kind, is_policy, rule, message = rows["second"]
-    assert (kind, is_policy, rule) == ("ApprovalDenied", True, "ask_tools"), rows
-    assert "the user declined it when asked" in message and 'ask_tools pattern "everything/echo"' in message
-    assert "3" in str(rows["sum"]), rows
-    assert len(asked) == 3, asked
-    assert "everything/echo" in asked[0] and '"message": "first"' in asked[0]
-    # Remembered for the session: the second run asks nothing, and all three calls go.
-    rows = json.loads(text_of(again).strip().splitlines()[0])
-    assert [rows[label] for label in ("first", "second", "third")] == [
-        f"Echo: {x}" for x in ("first", "second", "third")
-    ]
-    assert len(asked) == 3, asked[3:]
-    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
-    approvals = [(line["tool"], line["outcome"], line.get("approval")) for line in audit if line.get("tool") == "echo"]
-    assert approvals == [
-        ("echo", "ok", "approved"),
-        ("echo", "refused", "declined"),
-        ("echo", "ok", "approved for the session"),
-        ("echo", "ok", "remembered"),
-        ("echo", "ok", "remembered"),
-        ("echo", "ok", "remembered"),
-    ], approvals
-    assert all("approval" not in line for line in audit if line.get("tool") == "get-sum")
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("mode", MODES)
-async def test_ask_tools_with_a_client_that_cannot_be_asked_is_refused_never_passed(
-    tmp_path: Path, state: Path, mode: str
-) -> None:
-    """A client that declared no elicitation cannot approve: the call is refused with ApprovalDenied saying why
-    and what to do, and never reaches the server; the call ask_tools does not name still runs."""
-    config, env = _approval_setup(tmp_path, state)
-    async with plain_client(tmp_path, mode, config, env) as client:
-        result = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120})
-    rows = json.loads(text_of(result).strip().splitlines()[0])
-    for label in ("first", "second", "third"):
-        kind, is_policy, rule, message = rows[label]
-        assert (kind, is_policy, rule) == ("ApprovalDenied", True, "ask_tools"), rows
-        assert "did not declare the MCP elicitation capability" in message, message
-    assert "3" in str(rows["sum"]), rows
-    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
-    assert [line.get("approval") for line in audit if line.get("tool") == "echo"] == ["unavailable"] * 3
-
-
-@pytest.mark.anyio
-async def test_ask_tools_over_the_2026_protocol_refuses_clearly_even_when_the_client_could_elicit(
-    tmp_path: Path, state: Path
-) -> None:
-    """A 2026-07-28 call cannot ask its client mid-call (that era asks through input_required, which run_python
-    does not use yet): the call is refused with ApprovalDenied naming the era and the fixes, never passed."""
-    config, env = _approval_setup(tmp_path, state)
-    asked: list[str] = []
-
-    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params.message)
-        return types.ElicitResult(action="accept", content={"remember": True})
-
-    async with stdio_client_for(
-        tmp_path / "serve.log", "auto", "--config", config, "--no-discover", sent=None, deadline=None,
-        callbacks=ClientCallbacks(elicitation=answer), **env,
-    ) as client:  # fmt: skip
-        result = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120})
-    rows = json.loads(text_of(result).strip().splitlines()[0])
-    kind, _, rule, message = rows["first"]
-    assert (kind, rule) == ("ApprovalDenied", "ask_tools"), rows
-    assert "2026-07-28 protocol" in message and "take the tool out of ask_tools" in message, message
-    assert asked == [] and "3" in str(rows["sum"]), (asked, rows)
-
-
-# ----------------------------------------------------- 21. an upstream server's sampling and elicitation, passed on
-
-PASS_ON_CODE = """
-import json
-rows = {}
-for label, call in (("sampling", lambda: mcp_everything.trigger_sampling_request(prompt="name a colour", maxTokens=5)),
-                    ("elicitation", lambda: mcp_everything.trigger_elicitation_request())):
-    if label == "elicitation" and hasattr(mcp_everything, "trigger_url_elicitation"):  # listed: URL mode declared
-        try:
-            rows["url"] = ["ok", await mcp_everything.trigger_url_elicitation(url="https://example.com/sign-in")]
-        except runtime.MCPError as exc:
-            rows["url"] = [type(exc).__name__, exc.message]
-    try:
-        rows[label] = ["ok", await call()]
-    except runtime.MCPError as exc:
-        rows[label] = [type(exc).__name__, exc.message]
-print(json.dumps(rows, default=str))
-"""
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("transport", ["stdio", "http"])
-async def test_an_upstream_servers_sampling_and_elicitation_reach_the_client_and_the_answers_go_back(
-    tmp_path: Path, state: Path, transport: str
-) -> None:
-    """server-everything asks for an LLM completion and for a form while its tool runs; the SDK client of
-    run_python answers both, and the server's results carry those answers back to the code. Both audited."""
-    config, env = _approval_setup(tmp_path, state)
-    sampled: list[types.CreateMessageRequestParams] = []
-    elicited: list[types.ElicitRequestParams] = []
-
-    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-        sampled.append(params)
-        return types.CreateMessageResult(
-            role="assistant", content=types.TextContent(type="text", text="teal, says the model"), model="test-model"
-        )
-
-    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        elicited.append(params)
-        if isinstance(params, types.ElicitRequestURLParams):
-            return types.ElicitResult(action="accept")
-        return types.ElicitResult(action="accept", content={"name": "Ada", "check": True})
-
-    callbacks = ClientCallbacks(elicitation=answer, sampling=sample)
-    async with approval_client(transport, tmp_path, config, env, callbacks) as client:
-        result = await client.call_tool("run_python", {"code": PASS_ON_CODE, "timeout": 120})
-    rows = json.loads(text_of(result).strip().splitlines()[0])
-    assert rows["sampling"][0] == "ok" and "teal, says the model" in str(rows["sampling"][1]), rows
-    assert rows["elicitation"][0] == "ok" and "Name: Ada" in str(rows["elicitation"][1]), rows
-    assert len(sampled) == 1 and "name a colour" in str(sampled[0].messages[0].content), sampled
-    assert sampled[0].max_tokens == 5
-    assert rows["url"][0] == "ok", rows  # URL mode: the client declared it, so the server offered the tool
-    assert len(elicited) == 2, elicited
-    url, form = elicited
-    assert isinstance(url, types.ElicitRequestURLParams) and url.url == "https://example.com/sign-in", url
-    assert isinstance(form, types.ElicitRequestFormParams), form
-    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
-    exchanges = [(line["kind"], line["tool"], line["outcome"]) for line in audit if line.get("kind")]
-    assert exchanges == [
-        ("sampling", "trigger-sampling-request", "ok"),
-        ("elicitation", "trigger-url-elicitation", "accept"),
-        ("elicitation", "trigger-elicitation-request", "accept"),
-    ], exchanges
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("mode", MODES)
-async def test_a_client_without_sampling_or_elicitation_gets_the_upstream_refused_and_the_code_an_error(
-    tmp_path: Path, state: Path, mode: str
-) -> None:
-    """The bridge declares sampling and elicitation to its servers for the clients that have them; when the
-    run_python call's client has neither, the server's requests are refused with a message saying why, and the
-    code gets the tool's failure as a catchable error. A policy's deny_sampling refuses the same way."""
-    config, env = _approval_setup(tmp_path, state)
-    async with plain_client(tmp_path, mode, config, env) as client:
-        result = await client.call_tool("run_python", {"code": PASS_ON_CODE, "timeout": 120})
-    rows = json.loads(text_of(result).strip().splitlines()[0])
-    for label, capability in (("sampling", "sampling"), ("url", "elicitation"), ("elicitation", "elicitation")):
-        kind, message = rows[label]
-        assert kind in ("ToolError", "MCPError"), rows
-        assert f"did not declare the MCP {capability} capability" in message, rows
-    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
-    assert [(line["kind"], line["outcome"]) for line in audit if line.get("kind")] == [
-        ("sampling", "refused"),
-        ("elicitation", "refused"),
-        ("elicitation", "refused"),
-    ]
-
-
-# ------------------------------------------------------------------------------------------------- 22. roots
-
-ROOTS_CODE = "print(await mcp_everything.get_roots_list())"
-
-
-@pytest.mark.anyio
-@pytest.mark.filterwarnings("ignore:The roots capability is deprecated")  # still what handshake-era clients use
-async def test_a_stdio_clients_roots_are_the_upstream_servers_roots_and_a_change_reaches_them(
-    tmp_path: Path, state: Path
-) -> None:
-    """server-everything asks the bridge for roots; a stdio bridge gives its client's, asked on the first call,
-    and when the client says its roots changed the bridge asks again and tells its servers, which ask again."""
-    config = write_config(tmp_path / "servers.json", upstreams.everything())
-    given = [types.Root.model_validate({"uri": "file:///srv/first-project", "name": "first"})]
-
-    async def roots(context: Any) -> types.ListRootsResult:
-        return types.ListRootsResult(roots=list(given))
-
-    async with stdio_client_for(
-        tmp_path / "serve.log", "legacy", "--config", str(config), "--no-discover", sent=None, deadline=None,
-        callbacks=ClientCallbacks(roots=roots), MCP_BRIDGE_STATE_DIR=str(state),
-    ) as client:  # fmt: skip
-        first = text_of(await client.call_tool("run_python", {"code": ROOTS_CODE, "timeout": 120}))
-        given[:] = [types.Root.model_validate({"uri": "file:///srv/second-project", "name": "second"})]
-        await client.send_roots_list_changed()
-        deadline = time.monotonic() + patient(60)
-        later = first
-        while "second-project" not in later and time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
-            later = text_of(await client.call_tool("run_python", {"code": ROOTS_CODE, "timeout": 120}))
-    assert "file:///srv/first-project" in first, first
-    assert "file:///srv/second-project" in later and "first-project" not in later, later
-
-
-@pytest.mark.anyio
-async def test_configured_roots_are_given_whatever_the_client_has(tmp_path: Path, state: Path) -> None:
-    """MCP_BRIDGE_ROOTS wins over the client's roots (and serves a client that has none, and HTTP bridges)."""
-    config = write_config(tmp_path / "servers.json", upstreams.everything())
-    with HttpServer(
-        tmp_path / "serve.log", "--config", str(config), "--no-discover", MCP_BRIDGE_STATE_DIR=str(state),
-        MCP_BRIDGE_ROOTS=f"{tmp_path}/alpha:{tmp_path}/beta",
-    ) as server:  # fmt: skip
-        async with http_client_for(server.url, "legacy", deadline=None) as client:
-            listed = text_of(await client.call_tool("run_python", {"code": ROOTS_CODE, "timeout": 120}))
-    assert f"file://{tmp_path}/alpha" in listed and f"file://{tmp_path}/beta" in listed, listed
-    assert "Current MCP Roots (2 total)" in listed, listed
