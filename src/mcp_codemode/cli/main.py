@@ -35,6 +35,7 @@ from ..upstream.config import discover
 from ..upstream.model import Discovery
 from .commands import EXIT_BRIDGE, EXIT_OK, read_cells, run_cells, search
 from .doctor import diagnose, render_text
+from .login import login, logout, remote_server
 from .serve import serve
 from .servers_report import servers_report
 
@@ -84,6 +85,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     servers.add_argument("-v", "--verbose", action="store_true", help="log each server's start and stop")
     _config_option(servers)
+
+    login = commands.add_parser("login", help="sign in to a remote MCP server once (OAuth, in your browser)")
+    login.add_argument("server", metavar="SERVER", help="the remote server's name (or alias), as `servers` lists it")
+    login.add_argument(
+        "--port", type=_whole(0, 65535), default=0, metavar="PORT",
+        help="the port on 127.0.0.1 the sign-in comes back to (default: any free one)",
+    )  # fmt: skip
+    login.add_argument("--no-browser", action="store_true", help="print the address to open; do not open a browser")
+    _config_option(login)
+    logout = commands.add_parser("logout", help="forget the tokens of a remote MCP server")
+    logout.add_argument("server", metavar="SERVER", help="the remote server's name (or alias)")
+    _config_option(logout)
 
     search = commands.add_parser("search", help="find the tools of the configured MCP servers that fit a query")
     search.add_argument("query", nargs="+", metavar="QUERY", help="what you want to do, in your own words")
@@ -223,6 +236,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "search":
             found = _discovery(settings, args)
             return asyncio.run(search(settings, found, args))
+        if args.command in ("login", "logout"):
+            server = remote_server(_discovery(settings, args), args.server)
+            if args.command == "logout":
+                return logout(server, settings.state_dir)
+            return asyncio.run(login(server, settings.state_dir, port=args.port, browser=not args.no_browser,
+                                     out=sys.stdout))  # fmt: skip
         if args.command == "doctor":
             report = diagnose(settings, _discovery(settings, args))
             print(json.dumps(report, indent=2) if args.json else render_text(report))

@@ -26,6 +26,7 @@ from ..upstream.directory import ToolDirectory
 from ..upstream.errors import SelfServerSkipped
 from ..upstream.listing import Listing
 from ..upstream.model import Discovery, ServerConfig
+from ..upstream.oauth import TokenFile, token_path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +44,7 @@ class ServerRow:
     listed_at: float | None = None  # when that listing was fetched (epoch seconds)
     stale: bool = False  # a cached listing older than catalog_ttl
     hidden_tools: int = 0  # tools the policy refuses (not counted in ``tools``)
+    signed_in: bool | None = None  # a remote server: whether the bridge holds OAuth tokens for it (None: stdio)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +88,8 @@ class ServersReport:
                 log = f" (log: {row.log_file})" if row.log_file and row.log_file not in row.detail else ""
                 lines.append(f"{row.name} failed: {row.detail}{log}")
             for row in used:
+                if row.signed_in:
+                    lines.append(f"{row.name} is signed in (OAuth); `mcp-codemode logout {row.name}` forgets it")
                 if row.state == "refused":
                     lines.append(f"{row.name} is refused by the policy, hidden from sandboxed code: {row.detail}")
             if any(row.listing == "cached" for row in used):
@@ -176,6 +180,12 @@ async def servers_report(
                 else:
                     rows.append(_row(config, "ready", log_file=log, **_counted(outcome, directory)))
     rows += [_row(skip.config, "skipped", detail=skip.reason) for skip in discovery.skipped]
+    remote = {c.name: c for c in discovery.servers if c.transport in ("http", "sse")}
+    rows = [
+        dataclasses.replace(row, signed_in=TokenFile(token_path(settings.state_dir, remote[row.name])).signed_in())
+        if row.name in remote else row
+        for row in rows
+    ]  # fmt: skip
     return ServersReport(tuple(rows), tuple(str(problem) for problem in discovery.problems), discovery.sources, catalog)
 
 

@@ -39,6 +39,7 @@ from .failures import crash_reason, describe_failure, headline
 from .identity import refusal_of
 from .launch import LaunchError, ServerLog
 from .model import ServerConfig
+from .oauth import bridge_auth
 from .paging import list_prompts, list_resource_templates, list_resources, list_tools
 from .redaction import redaction_for
 from .restart import STABLE_AFTER, backoff_delay
@@ -73,8 +74,10 @@ class Connection:
         secrets: Sequence[str] = (),
         allow_self: bool = False,
         roots: Roots | None = None,
+        state_dir: Path | None = None,
     ) -> None:
         self.config = config
+        self.state_dir = state_dir  # where signed-in servers' OAuth tokens are (oauth.py); None: none are used
         self.roots = roots or Roots()
         self.log_file = log_file
         self.server_log = ServerLog(config, log_file)
@@ -235,6 +238,7 @@ class Connection:
                         start=self._starts,
                         call_timeout=self._call_timeout,
                         setpriv=self._setpriv,
+                        auth=bridge_auth(self.config, self.state_dir) if self.state_dir is not None else None,
                     )
                     try:
                         client = Client(

@@ -127,6 +127,7 @@ class ToolDirectory:
             secrets=settings.http_tokens,  # the bridge's own secrets; each server's env and headers are added
             allow_self=settings.allow_self_server,
             roots=Roots(settings.roots),
+            state_dir=settings.state_dir,
         )
         names = self.hub.names()
         self.versions: dict[str, int] = dict.fromkeys(names, 0)

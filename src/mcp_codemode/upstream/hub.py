@@ -87,6 +87,7 @@ class Hub:
         secrets: Iterable[str] = (),
         allow_self: bool = False,
         roots: Roots | None = None,
+        state_dir: Path | None = None,
     ) -> None:
         """``secrets``: values no server's error text may show, besides each server's own ``env`` and ``headers``
         values (the bridge's HTTP tokens, credential-looking variables of its environment: ``secret_values``).
@@ -124,6 +125,7 @@ class Hub:
                 secrets=secrets,
                 allow_self=allow_self,
                 roots=self.roots,
+                state_dir=state_dir,
             )
             self._aliases.setdefault(server.alias, server.name)
         self._warming: set[asyncio.Task[None]] = set()

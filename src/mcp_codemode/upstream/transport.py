@@ -32,19 +32,22 @@ async def open_transport(
     start: int,
     call_timeout: float,
     setpriv: str | None,
+    auth: httpx2.Auth | None = None,
 ) -> Transport:
-    """The transport to one server: an HTTP or SSE client, or a stdio server launched (and logged) now."""
+    """The transport to one server: an HTTP or SSE client, or a stdio server launched (and logged) now.
+
+    ``auth`` signs a remote server's requests (OAuth, ``oauth.py``), when the bridge holds tokens for it."""
     # An HTTP read may take as long as the longest call (the hub's own timeouts bound every request).
     read_timeout = max(300.0, call_timeout, config.timeout or 0.0) + 30.0
     if config.transport == "http":
         http = await stack.enter_async_context(
-            httpx2.AsyncClient(headers=dict(config.headers), timeout=httpx2.Timeout(30.0, read=read_timeout))
+            httpx2.AsyncClient(headers=dict(config.headers), timeout=httpx2.Timeout(30.0, read=read_timeout), auth=auth)
         )
         logger.info("connecting to upstream %r at %s", config.name, config.url)
         return streamable_http_client(config.url, http_client=http)
     if config.transport == "sse":
         logger.info("connecting to upstream %r at %s", config.name, config.url)
-        return sse_client(config.url, headers=dict(config.headers) or None, sse_read_timeout=read_timeout)
+        return sse_client(config.url, headers=dict(config.headers) or None, sse_read_timeout=read_timeout, auth=auth)
     command = resolve_command(config)
     if config.cwd is not None and not os.path.isdir(config.cwd):
         raise LaunchError(f"its working directory {config.cwd!r} does not exist; fix cwd in {config.source}")

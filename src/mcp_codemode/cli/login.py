@@ -1,0 +1,147 @@
+"""``mcp-codemode login SERVER`` and ``logout SERVER``: the one-time browser sign-in to a remote server (OAuth 2.1).
+
+The SDK's OAuth client does the protocol (discovery, dynamic client registration, PKCE, the token exchange); this
+module gives it the two things a person is needed for: a URL to open (printed, and handed to a browser unless
+``--no-browser``), and a listener on 127.0.0.1 that the authorization server redirects back to with the code. The
+tokens go to ``upstream/oauth.py``'s private file, where the bridge finds them. Nothing secret is printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import urllib.parse
+import webbrowser
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TextIO
+
+import httpx2
+from mcp import Client
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import AuthorizationCodeResult
+
+from ..errors import CodemodeError
+from ..upstream.model import Discovery, ServerConfig
+from ..upstream.oauth import TokenFile, client_metadata, token_path
+
+PAGE = b"<!doctype html><title>mcp-codemode</title><p>Signed in. You can close this tab.</p>\n"
+MAX_REQUEST = 16 << 10  # the redirect is one short GET line; anything longer is not it
+
+
+def remote_server(discovery: Discovery, name: str) -> ServerConfig:
+    """The configured remote server called ``name`` (or with that alias), or an error naming the choices."""
+    for config in discovery.servers:
+        if name in (config.name, config.alias):
+            if config.transport not in ("http", "sse") or config.url is None:
+                raise CodemodeError(f"{config.name} is a {config.transport} server: only remote (http or sse) "
+                                    "servers sign in", fix="give the name of a server with a url")  # fmt: skip
+            return config
+    remote = sorted(c.name for c in discovery.servers if c.transport in ("http", "sse"))
+    raise CodemodeError(
+        f"no configured server is called {name!r}",
+        fix=f"use one of the remote servers found: {', '.join(remote)}"
+        if remote
+        else "configure it first (mcp-codemode servers lists what is found)",
+    )
+
+
+class Redirect:
+    """A listener on 127.0.0.1 for the authorization server's redirect: the first request that carries a code
+    (or an error) ends the wait; every request gets a short page."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.result: asyncio.Future[AuthorizationCodeResult] | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}/callback"
+
+    @contextlib.asynccontextmanager
+    async def listening(self) -> AsyncIterator[Redirect]:
+        self.result = asyncio.get_running_loop().create_future()
+        server = await asyncio.start_server(self._answer, "127.0.0.1", self.port)
+        self.port = server.sockets[0].getsockname()[1]
+        try:
+            yield self
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = (await reader.readline())[:MAX_REQUEST].decode("latin-1")
+            target = line.split(" ")[1] if line.count(" ") >= 2 else ""
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(target).query)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n" + PAGE)
+            await writer.drain()
+        finally:
+            writer.close()
+        assert self.result is not None
+        if self.result.done():
+            return
+        if "error" in query:
+            reason = query.get("error_description", query["error"])[0]
+            refused = CodemodeError(f"the authorization server refused the sign-in: {reason:.300}",
+                                    fix="try again, or check the account you signed in with")  # fmt: skip
+            self.result.set_exception(refused)
+        elif "code" in query:
+            state = query.get("state", [None])[0]
+            self.result.set_result(AuthorizationCodeResult(code=query["code"][0], state=state))
+
+    async def code(self) -> AuthorizationCodeResult:
+        assert self.result is not None
+        return await self.result
+
+
+async def login(config: ServerConfig, state_dir: Path, *, port: int, browser: bool, out: TextIO) -> int:
+    """Sign in to ``config``'s server once and keep its tokens; 0 when signed in."""
+    assert config.url is not None
+    path = token_path(state_dir, config)
+    storage = TokenFile(path)
+    async with Redirect(port).listening() as redirect:
+
+        async def show(url: str) -> None:
+            print(f"Open this address to sign in to {config.name}:\n\n  {url}\n", file=out, flush=True)
+            if browser:
+                with contextlib.suppress(Exception):  # no browser here: the printed address is enough
+                    webbrowser.open(url)
+            print(f"Waiting for the sign-in to come back to {redirect.uri} ...", file=out, flush=True)
+
+        auth = OAuthClientProvider(
+            config.url, client_metadata(redirect.uri), storage, redirect_handler=show, callback_handler=redirect.code
+        )
+        async with httpx2.AsyncClient(headers=dict(config.headers), auth=auth, timeout=60.0) as http:
+            transport = (
+                streamable_http_client(config.url, http_client=http)
+                if config.transport == "http"
+                else sse_client(config.url, headers=dict(config.headers) or None, auth=auth)
+            )
+            try:
+                async with Client(transport, mode=config.protocol) as client:
+                    await client.list_tools()
+            except CodemodeError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure of the flow is told as one, with its cause
+                raise CodemodeError(f"signing in to {config.name} at {config.url} failed: {exc!s:.300}",
+                                    fix="check the server's url, then try again") from None  # fmt: skip
+    if not storage.signed_in():
+        raise CodemodeError(f"{config.name} did not ask for a sign-in: its tools are listed without one",
+                            fix="nothing to do: the bridge reaches it as it is")  # fmt: skip
+    print(f"Signed in to {config.name}. The bridge now uses (and refreshes) the tokens kept in {path}.", file=out)
+    return 0
+
+
+def logout(config: ServerConfig, state_dir: Path, out: TextIO = sys.stdout) -> int:
+    """Forget ``config``'s tokens; 0 whether or not there were any."""
+    path = token_path(state_dir, config)
+    if path.exists():
+        path.unlink()
+        print(f"Signed out of {config.name}: its tokens are deleted ({path}).", file=out)
+    else:
+        print(f"Not signed in to {config.name}: nothing to delete.", file=out)
+    return 0

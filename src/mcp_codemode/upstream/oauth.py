@@ -1,0 +1,163 @@
+"""OAuth 2.1 sign-in to remote upstream servers (Streamable HTTP and SSE), with the MCP SDK's client support.
+
+``mcp-codemode login SERVER`` runs the browser sign-in once (``login.py``): discovery of the authorization server,
+dynamic client registration, PKCE, a redirect to a listener on loopback. What it gets is kept here, one file per
+server in ``<state_dir>/oauth/`` (directory 0700, file 0600, replaced atomically): the tokens and the registered
+client. The bridge then signs its requests with them and the SDK refreshes them; they are never logged, never
+audited, and never reach a sandbox. A server that wants sign-in and has no tokens answers 401, and the call fails
+with ``ServerUnavailable`` naming the command to run. ``logout`` deletes the file.
+
+The file is keyed by the server's name and URL together, so a config that points a name at another server does
+not send it the first one's tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp.client.auth import OAuthClientProvider
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+from .model import ServerConfig
+
+CLIENT_NAME = "mcp-codemode"
+
+
+class SignInRequired(Exception):
+    """The server needs a sign-in the bridge cannot do on its own (no tokens, or they can no longer be refreshed)."""
+
+    def __init__(self, server: str) -> None:
+        super().__init__(
+            f"it needs you to sign in: run `mcp-codemode login {server}` once (the bridge then uses and refreshes "
+            "the tokens it stores)"
+        )
+
+
+def token_path(state_dir: Path, config: ServerConfig) -> Path:
+    """Where one server's tokens are kept: its name (readable) and a digest of name and URL (unambiguous)."""
+    digest = hashlib.sha256(f"{config.name}\0{config.url}".encode()).hexdigest()[:16]
+    readable = re.sub(r"[^A-Za-z0-9_.-]", "_", config.name)[:40]
+    return state_dir / "oauth" / f"{readable}-{digest}.json"
+
+
+class TokenFile:
+    """The SDK's ``TokenStorage`` on one private file: tokens and the registered client, written atomically."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _write(self, key: str, value: dict[str, Any]) -> None:
+        data = self._read() | {key: value}
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        partial = self.path.with_name(self.path.name + ".partial")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(data, out)
+        os.replace(partial, self.path)
+
+    async def get_tokens(self) -> OAuthToken | None:
+        tokens = self._read().get("tokens")
+        if not isinstance(tokens, dict):
+            return None
+        return OAuthToken.model_validate({key: value for key, value in tokens.items() if key != "expires_at"})
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        # When the access token expires, as a time: ``expires_in`` alone means nothing once read back later.
+        expires_at = time.time() + tokens.expires_in if tokens.expires_in is not None else None
+        self._write("tokens", tokens.model_dump(mode="json", exclude_none=True) | {"expires_at": expires_at})
+
+    def expires_at(self) -> float | None:
+        tokens = self._read().get("tokens")
+        when = tokens.get("expires_at") if isinstance(tokens, dict) else None
+        return float(when) if isinstance(when, (int, float)) else None
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        client = self._read().get("client")
+        return OAuthClientInformationFull.model_validate(client) if isinstance(client, dict) else None
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self._write("client", client_info.model_dump(mode="json", exclude_none=True))
+
+    def signed_in(self) -> bool:
+        return isinstance(self._read().get("tokens"), dict)
+
+
+def client_metadata(redirect_uri: str) -> OAuthClientMetadata:
+    """What the bridge registers itself as: a public client (PKCE, no secret) that redirects to loopback."""
+    return OAuthClientMetadata.model_validate(
+        {
+            "client_name": CLIENT_NAME,
+            "redirect_uris": [redirect_uri],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+        }
+    )
+
+
+class TokenRefused(Exception):
+    """A 401 answer to the ``Authorization`` header the server's config gives: that token is wrong or expired."""
+
+    def __init__(self, source: str) -> None:
+        super().__init__(f"it answered 401 Unauthorized to the Authorization header of its entry in {source}: "
+                         "check that token (or remove the header and run `mcp-codemode login` to sign in)")  # fmt: skip
+
+
+class SignInHint(httpx2.Auth):
+    """For a remote server the bridge holds no tokens for: requests go as they are, and a 401 answer says what to
+    do (the SDK would report it only as "Server returned an error response")."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+
+    def auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, httpx2.Response, None]:
+        response = yield request
+        if response.status_code == 401:
+            if any(name.lower() == "authorization" for name in self.config.headers):
+                raise TokenRefused(self.config.source)
+            raise SignInRequired(self.config.name)
+
+
+def bridge_auth(config: ServerConfig, state_dir: Path) -> httpx2.Auth | None:
+    """How the bridge signs its requests to a remote server: with the tokens it holds for it, refreshed by the SDK;
+    without, as they are (a 401 then says to sign in). It never starts a sign-in itself: a server that wants a new
+    one gets ``SignInRequired``, whose message names the command."""
+    if config.transport not in ("http", "sse") or config.url is None:
+        return None
+    storage = TokenFile(token_path(state_dir, config))
+    if not storage.signed_in():
+        return SignInHint(config)
+    client = storage._read().get("client") or {}
+    redirect = next(iter(client.get("redirect_uris") or []), "http://127.0.0.1/callback")
+
+    async def cannot_sign_in(url: str) -> None:
+        raise SignInRequired(config.name)
+
+    return StoredTokens(config.url, client_metadata(str(redirect)), storage, redirect_handler=cannot_sign_in)
+
+
+class StoredTokens(OAuthClientProvider):
+    """The SDK's provider, told when the stored access token expires: it refreshes a token it knows has expired,
+    but keeps only a relative lifetime, so a token read back hours later would be sent as it is, get a 401, and
+    start a sign-in the bridge cannot do. (A token revoked before it expires still needs ``login`` again.)"""
+
+    async def _initialize(self) -> None:
+        await super()._initialize()
+        storage = self.context.storage
+        if isinstance(storage, TokenFile):
+            self.context.token_expiry_time = storage.expires_at()

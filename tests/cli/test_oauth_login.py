@@ -1,0 +1,162 @@
+"""Signing in to a remote server with OAuth 2.1, against a real authorization server on 127.0.0.1.
+
+The server is the MCP SDK's own authorization and resource server (tests/support/oauth_server.py): discovery,
+dynamic client registration, PKCE, codes, refresh tokens and 401s are the SDK's, only the in-memory store and the
+at-once consent are ours. The "browser" is httpx following the printed address, as a person's would. What only a
+real provider can show (a login page, consent screens, a provider's own token lifetimes) is not checked here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from tests.support.clients import free_port, require_bubblewrap
+from tests.support.patience import patient
+
+pytestmark = pytest.mark.backend  # a bridge, a sandbox and an HTTP server per test
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "mcp_codemode"]
+WHOAMI = """
+try:
+    print(await mcp_signed.whoami())
+except runtime.MCPError as exc:
+    print(type(exc).__name__, exc.message)
+"""
+
+
+@pytest.fixture
+def authorization_server() -> Iterator[str]:
+    """The SDK's authorization + MCP server on a free loopback port; its MCP endpoint's URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "support" / "oauth_server.py"), str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + patient(60)
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert process.poll() is None, process.stderr.read() if process.stderr else ""
+                assert time.monotonic() < deadline, "the authorization server did not start"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture
+def home(tmp_path: Path, authorization_server: str) -> dict[str, str]:
+    """A config naming the server ``signed``, and an environment with a private state directory."""
+    require_bubblewrap()
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"signed": {"type": "http", "url": authorization_server}}}))
+    state = tmp_path / "state"
+    return {**os.environ, "MCP_BRIDGE_STATE_DIR": str(state), "CONFIG": str(config), "STATE": str(state)}
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    command = [*CLI, *args, "--no-discover", "--config", env["CONFIG"]]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=patient(120), check=False)
+
+
+def sign_in(env: dict[str, str]) -> str:
+    """Run ``login`` as a person would: open the printed address (here with httpx), follow the redirect home."""
+    command = [*CLI, "login", "signed", "--no-browser", "--no-discover", "--config", env["CONFIG"]]
+    login = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert login.stdout is not None
+    seen = ""
+    for line in login.stdout:
+        seen += line
+        if line.strip().startswith("http://"):
+            break
+    address = next(part for part in seen.split() if part.startswith("http://") and "/authorize?" in part)
+    consent = httpx2.get(address, follow_redirects=False, timeout=patient(30))
+    assert consent.status_code in (302, 303, 307), consent.text
+    back = consent.headers["location"]
+    assert back.startswith("http://127.0.0.1:") and "/callback?code=" in back, back
+    page = httpx2.get(back, timeout=patient(30))
+    assert "Signed in" in page.text
+    out, err = login.communicate(timeout=patient(120))
+    assert login.returncode == 0, seen + out + err
+    return seen + out + err
+
+
+def token_file(env: dict[str, str]) -> Path:
+    files = list((Path(env["STATE"]) / "oauth").glob("signed-*.json"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+def everything_written(env: dict[str, str]) -> str:
+    """Every log and audit file the bridge wrote under its state directory, but the token store."""
+    state = Path(env["STATE"])
+    return "".join(
+        path.read_text(errors="replace")
+        for path in state.rglob("*")
+        if path.is_file() and "oauth" not in path.parts and path.suffix in (".log", ".jsonl")
+    )
+
+
+def test_login_once_then_the_bridge_signs_its_calls_refreshes_and_logout_forgets(home: dict[str, str]) -> None:
+    before = cli(home, "run", "-c", WHOAMI)
+    assert before.returncode == 0, before.stderr
+    assert before.stdout.startswith("ServerUnavailable"), before.stdout
+    assert "run `mcp-codemode login signed` once" in before.stdout, before.stdout
+
+    said = sign_in(home)
+    assert "Signed in to signed." in said
+    stored = token_file(home)
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600 and stat.S_IMODE(stored.parent.stat().st_mode) == 0o700
+    tokens = json.loads(stored.read_text())["tokens"]
+    secrets: tuple[str, ...] = (tokens["access_token"], tokens["refresh_token"])
+    assert not any(secret in said for secret in secrets), "login printed a token"
+
+    signed = cli(home, "run", "-c", WHOAMI)
+    assert signed.returncode == 0 and signed.stdout.startswith("{'result': 'signed by client "), signed
+    listed = cli(home, "servers", "--json")
+    assert [row["signed_in"] for row in json.loads(listed.stdout)["servers"]] == [True], listed.stdout
+    assert "signed is signed in (OAuth)" in cli(home, "servers").stdout
+
+    # The access token has expired (as stored tokens have, a day later): the bridge refreshes it and the call goes.
+    data = json.loads(stored.read_text())
+    assert data["tokens"]["expires_at"] > time.time()
+    data["tokens"]["expires_at"] = time.time() - 60
+    stored.write_text(json.dumps(data))
+    refreshed = cli(home, "run", "-c", WHOAMI)
+    assert refreshed.stdout.startswith("{'result': 'signed by client "), refreshed
+    renewed = json.loads(stored.read_text())["tokens"]
+    assert renewed["access_token"] != tokens["access_token"] and renewed["expires_at"] > time.time()
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+    secrets = (*secrets, renewed["access_token"], renewed["refresh_token"])
+    written = everything_written(home) + before.stdout + before.stderr + signed.stdout + signed.stderr
+    written += refreshed.stdout + refreshed.stderr + listed.stdout
+    assert not any(secret in written for secret in secrets), "a token reached a log, the audit log or an output"
+
+    out = cli(home, "logout", "signed")
+    assert out.returncode == 0 and "Signed out of signed" in out.stdout
+    assert not stored.exists()
+    after = cli(home, "run", "-c", WHOAMI)
+    assert "run `mcp-codemode login signed` once" in after.stdout, after.stdout
+
+
+def test_login_names_what_is_wrong_with_the_server_it_is_given(home: dict[str, str]) -> None:
+    unknown = cli(home, "login", "nope")
+    assert unknown.returncode == 125 and "no configured server is called 'nope'" in unknown.stderr
+    assert "use one of the remote servers found: signed" in unknown.stderr
+    assert cli(home, "logout", "signed").stdout.startswith("Not signed in to signed: nothing to delete.")

@@ -1,0 +1,127 @@
+"""A remote MCP server that requires OAuth sign-in, for tests: the MCP SDK's own authorization server and resource
+server (``MCPServer`` with ``auth``), run as ``python tests/support/oauth_server.py PORT`` on 127.0.0.1.
+
+The SDK serves the real protocol: protected-resource and authorization-server metadata, dynamic client
+registration, ``/authorize`` with PKCE, ``/token`` for codes and refresh tokens, and 401 with
+``WWW-Authenticate`` on the MCP endpoint without a valid token. Only the provider, the part a deployment writes to
+store clients and tokens, is ours, and it keeps them in memory; its "user" consents at once (``authorize``
+redirects straight back with a code), where a real one would show a login page. The one tool answers with the
+access token's client, so a test can see the call really was signed.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+import time
+from typing import Any
+
+import uvicorn
+from mcp.server.auth.provider import (
+    AccessToken,
+    AuthorizationCode,
+    AuthorizationParams,
+    RefreshToken,
+    construct_redirect_uri,
+)
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+TOKEN_SECONDS = 3600
+
+
+class MemoryProvider:
+    """Clients, codes and tokens in memory; consent is given at once."""
+
+    def __init__(self) -> None:
+        self.clients: dict[str, OAuthClientInformationFull] = {}
+        self.codes: dict[str, AuthorizationCode] = {}
+        self.access: dict[str, AccessToken] = {}
+        self.refresh: dict[str, RefreshToken] = {}
+
+    async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        return self.clients.get(client_id)
+
+    async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        assert client_info.client_id is not None
+        self.clients[client_info.client_id] = client_info
+
+    async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
+        code = secrets.token_urlsafe(24)
+        assert client.client_id is not None
+        self.codes[code] = AuthorizationCode(
+            code=code, scopes=params.scopes or [], expires_at=time.time() + 300, client_id=client.client_id,
+            code_challenge=params.code_challenge, redirect_uri=params.redirect_uri,
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly, resource=params.resource,
+        )  # fmt: skip
+        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
+
+    async def load_authorization_code(self, client: OAuthClientInformationFull, code: str) -> AuthorizationCode | None:
+        return self.codes.get(code)
+
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
+    ) -> OAuthToken:
+        self.codes.pop(authorization_code.code, None)
+        return self._issue(authorization_code.client_id, authorization_code.scopes, authorization_code.resource)
+
+    async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
+        return self.refresh.get(refresh_token)
+
+    async def exchange_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
+    ) -> OAuthToken:
+        self.refresh.pop(refresh_token.token, None)
+        return self._issue(refresh_token.client_id, scopes or refresh_token.scopes, refresh_token.resource)
+
+    async def load_access_token(self, token: str) -> AccessToken | None:
+        found = self.access.get(token)
+        if found is None or (found.expires_at is not None and found.expires_at < time.time()):
+            return None
+        return found
+
+    async def exchange_identity_assertion(self, client: OAuthClientInformationFull, params: Any) -> OAuthToken:
+        raise NotImplementedError("this test server signs in users only through the browser flow")
+
+    async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
+        self.access.pop(token.token, None)
+        self.refresh.pop(token.token, None)
+
+    def _issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
+        access, refresh = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        expires = int(time.time()) + TOKEN_SECONDS
+        self.access[access] = AccessToken(
+            token=access, client_id=client_id, scopes=scopes, expires_at=expires, resource=resource
+        )
+        self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes, resource=resource)
+        return OAuthToken(access_token=access, token_type="Bearer", expires_in=TOKEN_SECONDS, refresh_token=refresh)
+
+
+def build(port: int) -> Any:
+    base = f"http://127.0.0.1:{port}"
+    server: MCPServer[Any] = MCPServer(
+        name="signed-in-only",
+        auth_server_provider=MemoryProvider(),
+        auth=AuthSettings(
+            issuer_url=base,  # type: ignore[arg-type]
+            resource_server_url=f"{base}/mcp",  # type: ignore[arg-type]
+            client_registration_options=ClientRegistrationOptions(enabled=True),
+            validate_token_resource=True,  # tokens only for this resource (RFC 8707), as 3.0 will default to
+        ),
+    )
+
+    @server.tool()
+    def whoami() -> str:
+        """Which OAuth client signed this call."""
+        from mcp.server.auth.middleware.auth_context import get_access_token
+
+        token = get_access_token()
+        return f"signed by client {token.client_id}" if token is not None else "not signed"
+
+    return server.streamable_http_app()
+
+
+if __name__ == "__main__":
+    chosen = int(sys.argv[1])
+    uvicorn.run(build(chosen), host="127.0.0.1", port=chosen, log_level="warning")
