@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import re
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -367,3 +368,65 @@ async def test_configured_roots_are_given_whatever_the_client_has(tmp_path: Path
             listed = text_of(await client.call_tool("run_python", {"code": ROOTS_CODE, "timeout": 120}))
     assert f"file://{tmp_path}/alpha" in listed and f"file://{tmp_path}/beta" in listed, listed
     assert "Current MCP Roots (2 total)" in listed, listed
+
+
+# ------------------------------------------------------------------- 23. a server that asks the client in a loop
+
+FLOODING_SERVER = '''
+import mcp_types as types
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("flood")
+
+
+@server.tool()
+async def ask_forever(ctx: Context) -> str:
+    """Asks the client for a completion 100 times in one call, and counts the answers and the refusals."""
+    answered = refused = 0
+    reason = ""
+    for _ in range(100):
+        try:
+            await ctx.session.create_message(
+                messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text="again"))],
+                max_tokens=5,
+            )
+            answered += 1
+        except Exception as exc:
+            refused += 1
+            reason = str(exc)
+    return f"answered {answered}, refused {refused}: {reason}"
+
+
+server.run()
+'''
+
+
+@pytest.mark.anyio
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+async def test_a_server_that_floods_the_client_with_sampling_requests_is_cut_off(tmp_path: Path, state: Path) -> None:
+    """A hostile upstream (handshake era) asks for a completion 100 times during one tool call: the client is asked
+    20 times, the rest are refused with the reason, and the call, the bridge and the next run go on."""
+    script = tmp_path / "flood.py"
+    script.write_text(FLOODING_SERVER)
+    python = str(Path(sys.executable))
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"flood": {"command": python, "args": [str(script)],
+                                                            "protocol": "legacy"}}}))  # fmt: skip
+    asked = 0
+
+    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        nonlocal asked
+        asked += 1
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="no"), model="m")
+
+    code = "print(await mcp_flood.ask_forever())"
+    async with stdio_client_for(
+        tmp_path / "serve.log", "legacy", "--config", str(config), "--no-discover", sent=None, deadline=None,
+        callbacks=ClientCallbacks(sampling=sample), MCP_BRIDGE_STATE_DIR=str(state),
+    ) as client:  # fmt: skip
+        flooded = text_of(await client.call_tool("run_python", {"code": code, "timeout": 120}))
+        again = text_of(await client.call_tool("run_python", {"code": "1 + 1", "timeout": 120}))
+    assert "answered 20, refused 80" in flooded, flooded
+    assert "already passed on 20 requests to its client" in flooded, flooded
+    assert asked == 20
+    assert "2" in again
