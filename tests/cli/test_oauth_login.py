@@ -36,12 +36,23 @@ except runtime.MCPError as exc:
 """
 
 
+PRECONFIGURED = "preconfigured-client"
+
+
 @pytest.fixture
-def authorization_server() -> Iterator[str]:
-    """The SDK's authorization + MCP server on a free loopback port; its MCP endpoint's URL."""
+def callback_port() -> int:
+    """The loopback port the preconfigured client's redirect URI names (as a provider's admin registers it)."""
+    return free_port()
+
+
+@pytest.fixture
+def authorization_server(callback_port: int) -> Iterator[str]:
+    """The SDK's authorization + MCP server on a free loopback port, with one client registered beforehand; its
+    MCP endpoint's URL."""
     port = free_port()
+    redirect = f"http://127.0.0.1:{callback_port}/callback"
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "support" / "oauth_server.py"), str(port)],
+        [sys.executable, str(ROOT / "tests" / "support" / "oauth_server.py"), str(port), PRECONFIGURED, redirect],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
@@ -75,9 +86,9 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=patient(120), check=False)
 
 
-def sign_in(env: dict[str, str]) -> str:
+def sign_in(env: dict[str, str], *options: str) -> str:
     """Run ``login`` as a person would: open the printed address (here with httpx), follow the redirect home."""
-    command = [*CLI, "login", "signed", "--no-browser", "--no-discover", "--config", env["CONFIG"]]
+    command = [*CLI, "login", "signed", "--no-browser", *options, "--no-discover", "--config", env["CONFIG"]]
     login = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert login.stdout is not None
     seen = ""
@@ -129,6 +140,7 @@ def test_login_once_then_the_bridge_signs_its_calls_refreshes_and_logout_forgets
 
     signed = cli(home, "run", "-c", WHOAMI)
     assert signed.returncode == 0 and signed.stdout.startswith("{'result': 'signed by client "), signed
+    assert "1 client(s) registered dynamically" in signed.stdout, signed.stdout
     listed = cli(home, "servers", "--json")
     assert [row["signed_in"] for row in json.loads(listed.stdout)["servers"]] == [True], listed.stdout
     assert "signed is signed in (OAuth)" in cli(home, "servers").stdout
@@ -160,3 +172,17 @@ def test_login_names_what_is_wrong_with_the_server_it_is_given(home: dict[str, s
     assert unknown.returncode == 125 and "no configured server is called 'nope'" in unknown.stderr
     assert "use one of the remote servers found: signed" in unknown.stderr
     assert cli(home, "logout", "signed").stdout.startswith("Not signed in to signed: nothing to delete.")
+
+
+def test_login_with_a_client_id_the_admin_registered_uses_it_and_registers_nothing(
+    home: dict[str, str], callback_port: int
+) -> None:
+    refused = cli(home, "login", "signed", "--client-id", PRECONFIGURED)
+    assert refused.returncode == 125 and "--client-id needs --port" in refused.stderr, refused.stderr
+    sign_in(home, "--client-id", PRECONFIGURED, "--port", str(callback_port))
+    signed = cli(home, "run", "-c", WHOAMI)
+    assert f"signed by client {PRECONFIGURED}; 0 client(s) registered dynamically" in signed.stdout, signed
+    # Signing in again later finds the configured client and its port without being told.
+    sign_in(home)
+    again = cli(home, "run", "-c", WHOAMI)
+    assert f"signed by client {PRECONFIGURED}; 0 client(s) registered dynamically" in again.stdout, again

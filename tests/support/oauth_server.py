@@ -1,5 +1,6 @@
 """A remote MCP server that requires OAuth sign-in, for tests: the MCP SDK's own authorization server and resource
-server (``MCPServer`` with ``auth``), run as ``python tests/support/oauth_server.py PORT`` on 127.0.0.1.
+server (``MCPServer`` with ``auth``), run as ``python tests/support/oauth_server.py PORT [CLIENT_ID REDIRECT_URI]``
+on 127.0.0.1 (the optional pair is a client registered beforehand, as a provider's admin registers one).
 
 The SDK serves the real protocol: protected-resource and authorization-server metadata, dynamic client
 registration, ``/authorize`` with PKCE, ``/token`` for codes and refresh tokens, and 401 with
@@ -36,6 +37,7 @@ class MemoryProvider:
 
     def __init__(self) -> None:
         self.clients: dict[str, OAuthClientInformationFull] = {}
+        self.registrations = 0
         self.codes: dict[str, AuthorizationCode] = {}
         self.access: dict[str, AccessToken] = {}
         self.refresh: dict[str, RefreshToken] = {}
@@ -46,6 +48,7 @@ class MemoryProvider:
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         assert client_info.client_id is not None
         self.clients[client_info.client_id] = client_info
+        self.registrations += 1
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
         code = secrets.token_urlsafe(24)
@@ -98,11 +101,18 @@ class MemoryProvider:
         return OAuthToken(access_token=access, token_type="Bearer", expires_in=TOKEN_SECONDS, refresh_token=refresh)
 
 
-def build(port: int) -> Any:
+def build(port: int, preregistered: tuple[str, str] | None = None) -> Any:
     base = f"http://127.0.0.1:{port}"
+    provider = MemoryProvider()
+    if preregistered is not None:
+        client_id, redirect = preregistered
+        provider.clients[client_id] = OAuthClientInformationFull.model_validate(
+            {"client_id": client_id, "redirect_uris": [redirect], "token_endpoint_auth_method": "none",
+             "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"]}
+        )  # fmt: skip
     server: MCPServer[Any] = MCPServer(
         name="signed-in-only",
-        auth_server_provider=MemoryProvider(),
+        auth_server_provider=provider,
         auth=AuthSettings(
             issuer_url=base,  # type: ignore[arg-type]
             resource_server_url=f"{base}/mcp",  # type: ignore[arg-type]
@@ -117,11 +127,13 @@ def build(port: int) -> Any:
         from mcp.server.auth.middleware.auth_context import get_access_token
 
         token = get_access_token()
-        return f"signed by client {token.client_id}" if token is not None else "not signed"
+        signed = f"signed by client {token.client_id}" if token is not None else "not signed"
+        return f"{signed}; {provider.registrations} client(s) registered dynamically"
 
     return server.streamable_http_app()
 
 
 if __name__ == "__main__":
     chosen = int(sys.argv[1])
-    uvicorn.run(build(chosen), host="127.0.0.1", port=chosen, log_level="warning")
+    given = (sys.argv[2], sys.argv[3]) if len(sys.argv) > 3 else None
+    uvicorn.run(build(chosen, given), host="127.0.0.1", port=chosen, log_level="warning")

@@ -26,7 +26,7 @@ from mcp.shared.auth import AuthorizationCodeResult
 
 from ..errors import CodemodeError
 from ..upstream.model import Discovery, ServerConfig
-from ..upstream.oauth import TokenFile, client_metadata, token_path
+from ..upstream.oauth import TokenFile, client_metadata, configured_client, token_path
 
 PAGE = b"<!doctype html><title>mcp-codemode</title><p>Signed in. You can close this tab.</p>\n"
 MAX_REQUEST = 16 << 10  # the redirect is one short GET line; anything longer is not it
@@ -98,12 +98,29 @@ class Redirect:
         return await self.result
 
 
-async def login(config: ServerConfig, state_dir: Path, *, port: int, browser: bool, out: TextIO) -> int:
-    """Sign in to ``config``'s server once and keep its tokens; 0 when signed in."""
+async def login(config: ServerConfig, state_dir: Path, *, port: int, browser: bool, out: TextIO,
+                client_id: str | None = None, client_secret: str | None = None) -> int:  # fmt: skip
+    """Sign in to ``config``'s server once and keep its tokens; 0 when signed in.
+
+    Without ``client_id`` the bridge registers itself (dynamic client registration) on each sign-in, for the
+    redirect address of this one. With it, the client the provider's admin registered is used (and kept for
+    later sign-ins); its redirect address must be the one registered, so ``port`` is required then."""
     assert config.url is not None
     path = token_path(state_dir, config)
     storage = TokenFile(path)
+    configured = storage.configured_client()
+    if client_id is None and configured is not None and port == 0:
+        port = urllib.parse.urlsplit(str(configured.redirect_uris[0] if configured.redirect_uris else "")).port or 0
+    if client_id is not None and port == 0:
+        raise CodemodeError("--client-id needs --port: the provider only redirects to the address registered with "
+                            "the client id", fix="give --port PORT, where http://127.0.0.1:PORT/callback is the "
+                            "redirect URI registered for that client")  # fmt: skip
     async with Redirect(port).listening() as redirect:
+        storage.forget_tokens()  # a sign-in, even when the last one's tokens still work
+        if client_id is not None:
+            storage.keep_client(configured_client(client_id, client_secret, redirect.uri))
+        elif configured is None:
+            storage.keep_client(None)  # a registration from an earlier sign-in names another redirect port
 
         async def show(url: str) -> None:
             print(f"Open this address to sign in to {config.name}:\n\n  {url}\n", file=out, flush=True)

@@ -93,6 +93,14 @@ def _parser() -> argparse.ArgumentParser:
         help="the port on 127.0.0.1 the sign-in comes back to (default: any free one)",
     )  # fmt: skip
     login.add_argument("--no-browser", action="store_true", help="print the address to open; do not open a browser")
+    login.add_argument(
+        "--client-id", metavar="ID",
+        help="a client id the provider's admin registered (instead of registering one); needs --port",
+    )  # fmt: skip
+    login.add_argument(
+        "--client-secret-env", metavar="VAR",
+        help="the environment variable holding that client's secret, if it has one (never on the command line)",
+    )  # fmt: skip
     _config_option(login)
     logout = commands.add_parser("logout", help="forget the tokens of a remote MCP server")
     logout.add_argument("server", metavar="SERVER", help="the remote server's name (or alias)")
@@ -240,8 +248,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             server = remote_server(_discovery(settings, args), args.server)
             if args.command == "logout":
                 return logout(server, settings.state_dir)
+            secret = None
+            if args.client_secret_env:
+                secret = os.environ.get(args.client_secret_env)
+                if not secret:
+                    variable = args.client_secret_env
+                    raise CodemodeError(f"--client-secret-env {variable}: that variable is not set",
+                                        fix=f"export {variable}=... (the client's secret) first")  # fmt: skip
             return asyncio.run(login(server, settings.state_dir, port=args.port, browser=not args.no_browser,
-                                     out=sys.stdout))  # fmt: skip
+                                     out=sys.stdout, client_id=args.client_id, client_secret=secret))  # fmt: skip
         if args.command == "doctor":
             report = diagnose(settings, _discovery(settings, args))
             print(json.dumps(report, indent=2) if args.json else render_text(report))

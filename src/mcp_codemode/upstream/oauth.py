@@ -62,7 +62,10 @@ class TokenFile:
         return data if isinstance(data, dict) else {}
 
     def _write(self, key: str, value: dict[str, Any]) -> None:
-        data = self._read() | {key: value}
+        self._replace({key: value})
+
+    def _replace(self, values: dict[str, Any]) -> None:
+        data = {key: value for key, value in (self._read() | values).items() if value is not None}
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         partial = self.path.with_name(self.path.name + ".partial")
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -95,6 +98,21 @@ class TokenFile:
 
     def signed_in(self) -> bool:
         return isinstance(self._read().get("tokens"), dict)
+
+    def configured_client(self) -> OAuthClientInformationFull | None:
+        """The client id given with ``login --client-id`` (kept for the next sign-in), if that is what is stored."""
+        data = self._read()
+        client = data.get("client")
+        return OAuthClientInformationFull.model_validate(client) if data.get("configured") and client else None
+
+    def forget_tokens(self) -> None:
+        """Before a new sign-in: the old tokens would be used instead of asking."""
+        self._replace({"tokens": None})
+
+    def keep_client(self, client: OAuthClientInformationFull | None) -> None:
+        """Store a configured client (None: forget the stored one, so the sign-in registers afresh)."""
+        dumped = client.model_dump(mode="json", exclude_none=True) if client is not None else None
+        self._replace({"client": dumped, "configured": client is not None})
 
 
 def client_metadata(redirect_uri: str) -> OAuthClientMetadata:
@@ -131,6 +149,19 @@ class SignInHint(httpx2.Auth):
             if any(name.lower() == "authorization" for name in self.config.headers):
                 raise TokenRefused(self.config.source)
             raise SignInRequired(self.config.name)
+
+
+def configured_client(client_id: str, secret: str | None, redirect_uri: str) -> OAuthClientInformationFull:
+    """A client registered with the provider by its admin (``login --client-id``): public with PKCE, or with a
+    secret sent in the token request."""
+    return OAuthClientInformationFull.model_validate(
+        client_metadata(redirect_uri).model_dump(mode="json", exclude_none=True)
+        | {
+            "client_id": client_id,
+            "client_secret": secret,
+            "token_endpoint_auth_method": "client_secret_post" if secret else "none",
+        }
+    )
 
 
 def bridge_auth(config: ServerConfig, state_dir: Path) -> httpx2.Auth | None:
