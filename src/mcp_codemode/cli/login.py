@@ -17,16 +17,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TextIO
 
-import httpx2
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult
 
 from ..errors import CodemodeError
+from ..upstream.launch import ServerLog
 from ..upstream.model import Discovery, ServerConfig
 from ..upstream.oauth import TokenFile, client_metadata, configured_client, token_path
+from ..upstream.transport import open_transport
 
 PAGE = b"<!doctype html><title>mcp-codemode</title><p>Signed in. You can close this tab.</p>\n"
 MAX_REQUEST = 16 << 10  # the redirect is one short GET line; anything longer is not it
@@ -132,20 +131,18 @@ async def login(config: ServerConfig, state_dir: Path, *, port: int, browser: bo
         auth = OAuthClientProvider(
             config.url, client_metadata(redirect.uri), storage, redirect_handler=show, callback_handler=redirect.code
         )
-        async with httpx2.AsyncClient(headers=dict(config.headers), auth=auth, timeout=60.0) as http:
-            transport = (
-                streamable_http_client(config.url, http_client=http)
-                if config.transport == "http"
-                else sse_client(config.url, headers=dict(config.headers) or None, auth=auth)
-            )
-            try:
+        # The bridge's own way to a remote server (transport.py), signed by the sign-in's provider.
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                transport = await open_transport(stack, config, ServerLog(config, None), start=0, call_timeout=60.0,
+                                                 setpriv=None, auth=auth)  # fmt: skip
                 async with Client(transport, mode=config.protocol) as client:
                     await client.list_tools()
-            except CodemodeError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - any failure of the flow is told as one, with its cause
-                raise CodemodeError(f"signing in to {config.name} at {config.url} failed: {exc!s:.300}",
-                                    fix="check the server's url, then try again") from None  # fmt: skip
+        except CodemodeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure of the flow is told as one, with its cause
+            raise CodemodeError(f"signing in to {config.name} at {config.url} failed: {exc!s:.300}",
+                                fix="check the server's url, then try again") from None  # fmt: skip
     if not storage.signed_in():
         raise CodemodeError(f"{config.name} did not ask for a sign-in: its tools are listed without one",
                             fix="nothing to do: the bridge reaches it as it is")  # fmt: skip

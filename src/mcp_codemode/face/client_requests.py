@@ -30,19 +30,14 @@ NO_BACK_CHANNEL = (
 
 
 def reaching(ctx: ServerRequestContext[Any, Any]) -> Caller:
-    """The ways this call's client can be reached (no news: that is the progress line's): ``ask``, ``elicit`` and
-    ``sample``, each None when the client did not declare the capability."""
+    """The ways this call's client can be reached (no news: that is the progress line's): ``elicit`` and ``sample``,
+    each None when the client did not declare the capability."""
     capabilities = ctx.session.client_capabilities or types.ClientCapabilities()
     metadata = ServerMessageMetadata(related_request_id=ctx.request_id)
 
     def channel() -> None:
         if not ctx.session.can_send_request:
             raise CannotAsk(NO_BACK_CHANNEL)
-
-    async def ask(message: str, schema: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
-        channel()
-        result = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
-        return result.action, dict(result.content) if result.content is not None else None
 
     async def elicit(params: types.ElicitRequestParams) -> types.ElicitResult:
         channel()
@@ -57,10 +52,8 @@ def reaching(ctx: ServerRequestContext[Any, Any]) -> Caller:
         request = types.CreateMessageRequest(params=params)
         return await ctx.session.send_request(request, types.CreateMessageResult, metadata=metadata)
 
-    can_elicit = capabilities.elicitation is not None
     return Caller(
-        ask=ask if can_elicit else None,
-        elicit=elicit if can_elicit else None,
+        elicit=elicit if capabilities.elicitation is not None else None,
         sample=sample if capabilities.sampling is not None else None,
     )
 

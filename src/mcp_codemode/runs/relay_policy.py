@@ -141,13 +141,13 @@ class CallGuard:
         pattern = self.policy.approval_pattern(server, alias, names)
         if pattern is None:
             return
-        subject, key = f"{server}/{tool}", f"{server}/{tool}"
-        if key in run.caller.approved:
+        subject = f"{server}/{tool}"
+        if subject in run.caller.approved:
             note.approval = "remembered"
             return
         why = f'ask_tools pattern "{pattern}" ({self.policy.where})'
-        ask = run.caller.ask
-        if ask is None:
+        elicit = run.caller.elicit
+        if elicit is None:
             note.approval = "unavailable"
             raise self._not_approved(subject, f"it needs your approval ({why}), and the client of this call cannot "
                                      "ask you: it did not declare the MCP elicitation capability, or the call came "
@@ -159,7 +159,7 @@ class CallGuard:
         message = (f"Sandboxed code wants to call {subject}, which needs your approval ({why}), with these "
                    f"arguments:\n{shown}\nAllow this call?")  # fmt: skip
         try:
-            action, content = await ask(message, APPROVAL_SCHEMA)
+            answer = await elicit(types.ElicitRequestFormParams(message=message, requested_schema=APPROVAL_SCHEMA))
         except asyncio.CancelledError:
             raise
         except CannotAsk as exc:
@@ -172,12 +172,12 @@ class CallGuard:
             raise self._not_approved(subject, f"it needs your approval ({why}), and asking the client of this "
                                      f"call failed ({type(exc).__name__}: {exc!s:.200})", note, server,
                                      tool) from None  # fmt: skip
-        if action != "accept":
-            note.approval = "declined" if action == "decline" else "cancelled"
+        if answer.action != "accept":
+            note.approval = "declined" if answer.action == "decline" else "cancelled"
             raise self._not_approved(subject, f"the user {note.approval} it when asked ({why})", note, server, tool)
         note.approval = "approved"
-        if content is not None and content.get("remember") is True:
-            run.caller.approved.add(key)
+        if answer.content is not None and answer.content.get("remember") is True:
+            run.caller.approved.add(subject)
             note.approval = "approved for the session"
 
     def link(self, run: Run, server: str, alias: str, tool: str) -> CallLink:
@@ -186,16 +186,14 @@ class CallGuard:
         sampling only where the policy's ``deny_sampling`` allows)."""
         caller = run.caller
         listener = upstream_log(run, caller.news, server, tool) if caller.news is not None else None
-        refused = self.policy.sampling_refusal(server, alias)
 
         async def elicit(params: types.ElicitRequestParams) -> types.ElicitResult:
-            url = isinstance(params, types.ElicitRequestURLParams)
             result = await self._pass_on(run, server, tool, "elicitation", caller.elicit, params, None)
             assert isinstance(result, types.ElicitResult)
-            log.debug("passed on a %s elicitation of %s/%s: %s", "URL" if url else "form", server, tool, result.action)
             return result
 
         async def sample(params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+            refused = self.policy.sampling_refusal(server, alias)  # asked only when a server asks: not on every call
             result = await self._pass_on(run, server, tool, "sampling", caller.sample, params, refused)
             assert isinstance(result, types.CreateMessageResult)
             return result
@@ -208,11 +206,9 @@ class CallGuard:
         audited (kind ``elicitation`` or ``sampling``, the tool it came during, the outcome); ``CannotAsk`` when it
         cannot be, saying why."""
         started = time.monotonic()
-        note = CallNote(kind=what, server=server, tool=tool)
         outcome, reason = "refused", ""
         try:
             if refused is not None:
-                note.rule = refused.rule
                 reason = self.policy.message(f"{what} for {server}", refused)
             elif forward is None:
                 reason = (f"the client of this run_python call did not declare the MCP {what} capability, so it "
@@ -238,8 +234,8 @@ class CallGuard:
             return result
         finally:
             self.audit.record(session=run.session, owner=run.owner, server=server, tool=tool, arguments=None,
-                              outcome=outcome, duration=time.monotonic() - started, rule=note.rule,
-                              kind=what)  # fmt: skip
+                              outcome=outcome, duration=time.monotonic() - started,
+                              rule=refused.rule if refused is not None else None, kind=what)  # fmt: skip
 
     def _not_approved(self, subject: str, reason: str, note: CallNote, server: str, tool: str) -> Refusal:
         note.rule = "ask_tools"

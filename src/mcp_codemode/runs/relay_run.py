@@ -22,9 +22,6 @@ from .relay_params import Reply
 RelayFunction = Callable[[dict[str, Any]], Awaitable[Reply]]
 # One line of news for the client of a running call (an upstream server's progress on a tool the code called).
 News = Callable[[str], Awaitable[None]]
-# A question to the user behind the call's client (MCP elicitation): a message and the JSON schema of the answer
-# asked for, answered with the client's action ("accept", "decline" or "cancel") and, on accept, its content.
-Ask = Callable[[str, dict[str, Any]], Awaitable[tuple[str, dict[str, Any] | None]]]
 
 
 @dataclasses.dataclass
@@ -32,15 +29,14 @@ class Caller:
     """The client of one ``run_python`` call, as that call's code reaches it through the bridge.
 
     ``news`` takes lines for the client (upstream progress and log messages; None: it asked for no progress);
-    ``ask`` asks its user a question (None: the client cannot be asked, as a client that declared no
-    elicitation, or a call forwarded from another replica); ``elicit`` and ``sample`` pass an upstream server's
-    elicitation and sampling requests on to the client (None: it declared no such capability; either may raise
-    ``CannotAsk``); ``approved`` holds the tools its user allowed for the rest of the session (``ask_tools``),
+    ``elicit`` asks its user (an upstream server's elicitation passed on, or the bridge's own approval question
+    for ``ask_tools``) and ``sample`` passes an upstream server's sampling request on: None when the client
+    declared no such capability or the call was forwarded from another replica, and either may raise
+    ``CannotAsk``; ``approved`` holds the tools its user allowed for the rest of the session (``ask_tools``),
     kept by the session it runs in.
     """
 
     news: News | None = None
-    ask: Ask | None = None
     elicit: Elicit | None = None
     sample: Sample | None = None
     approved: set[str] = dataclasses.field(default_factory=set)

@@ -7,8 +7,6 @@ directory uses ``headline`` too, for one-line reasons without the quoted stderr.
 
 from __future__ import annotations
 
-import httpx2
-
 from .launch import ServerLog
 from .model import ServerConfig
 from .oauth import SignInRequired, TokenRefused
@@ -26,7 +24,7 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def _remote_cause(exc: BaseException, name: str) -> str:
+def _remote_cause(exc: BaseException) -> str:
     """Why an HTTP connection failed, in the words a person would search for (httpx's own are vaguer)."""
     leaf = _leaf(exc)
     cause: BaseException | None = leaf
@@ -35,9 +33,6 @@ def _remote_cause(exc: BaseException, name: str) -> str:
             return "connection refused (is the server running, and on that port?)"
         if isinstance(cause, (SignInRequired, TokenRefused)):
             return str(cause)
-        if isinstance(cause, httpx2.HTTPStatusError) and cause.response.status_code == 401:
-            return (f"it answered 401 Unauthorized: if it needs sign-in, run `mcp-codemode login {name}` once; "
-                    "if it takes a fixed token, give it in the server's \"headers\"")  # fmt: skip
         cause = cause.__cause__ or cause.__context__
     return f"{type(leaf).__name__}: {leaf}"
 
@@ -46,7 +41,7 @@ def describe_failure(config: ServerConfig, server_log: ServerLog, exc: BaseExcep
     """Why a connection failed to start or broke, from the exception and the end of the server's log."""
     if config.transport != "stdio":
         verb = "could not connect to" if started else "lost its connection to"
-        return f"it {verb} {config.url}: {_remote_cause(exc, config.name)}"
+        return f"it {verb} {config.url}: {_remote_cause(exc)}"
     ending, tail = server_log.exit_and_stderr()
     if not ending and isinstance(exc, OSError):
         return f"it could not be started: {exc}"
