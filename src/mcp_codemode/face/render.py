@@ -24,6 +24,7 @@ import toon_format
 
 from ..sandbox.results import ExecutionResult
 from ..settings_fields import OutputMode
+from .workspace_files import file_uri, link_blocks
 
 log = logging.getLogger("mcp_codemode.render")  # the name log lines have always shown
 ERROR_MESSAGE_LIMIT = 1000  # the error's one-line summary for programs; the traceback carries it whole
@@ -144,6 +145,8 @@ def structured(result: ExecutionResult, fields: dict[str, str], session: str, cu
         document["state_lost"] = True
     if result.images:
         document["images"] = len(result.images)
+    if result.links:
+        document["files"] = [file_uri(session, link.path) for link in result.links]
     if cut:
         document["characters_cut"] = cut
     return document
@@ -161,6 +164,7 @@ def render_result(result: ExecutionResult, mode: OutputMode, limit: int, session
         types.ImageContent(type="image", data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime)
         for image in result.images
     )
+    content.extend(link_blocks(session, result.links))
     return types.CallToolResult(
         content=content,
         structured_content=structured(result, fields, session, cut),

@@ -18,6 +18,7 @@ balancer must keep such a connection on one replica anyway (by ``Mcp-Session-Id`
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import hmac
@@ -194,6 +195,7 @@ class SessionRouter:
             "key": place.key, "label": place.label, "owner": place.owner, "code": request.code,
             "timeout": request.timeout, "session": request.session, "reset": request.reset,
             "servers": list(request.servers),
+            "files": {path: base64.b64encode(content).decode("ascii") for path, content in request.files},
         }  # fmt: skip
         headers = {"Authorization": f"Bearer {self.settings.peer_token}"}
         url = holder.url + INTERNAL_PATH
@@ -353,7 +355,9 @@ def _parse(raw: bytes) -> tuple[_Forwarded, RunRequest]:
             session=str(body["session"]) if body.get("session") is not None else None,
             reset=bool(body.get("reset")),
             servers=servers,
-        )
+            files=tuple((str(path), base64.b64decode(str(data), validate=True))
+                        for path, data in (body.get("files") or {}).items()),
+        )  # fmt: skip
     except (ValueError, TypeError, KeyError) as exc:
         raise ValueError(f"not a forwarded call: {exc}") from None
     if key != f"p:{owner}:{label}":

@@ -46,6 +46,16 @@ from .client_requests import learn_roots, reaching
 from .heartbeat import ProgressLine, Report, heartbeat
 from .principals import PRINCIPAL_STATE_KEY
 from .render import cut_middle, error_result, render_result
+from .workspace_files import (
+    FILE_RESOURCE_TEMPLATE,
+    BadFiles,
+    file_contents,
+    listing_contents,
+    parse_file_uri,
+    parse_files,
+    session_folder,
+    session_labels,
+)
 
 if TYPE_CHECKING:  # the router (httpx, the cluster's API) is imported only where replicas share sessions
     from .replicas import Place, RunHere, SessionRouter
@@ -64,7 +74,7 @@ _SESSION_RE = re.compile(SESSION_PATTERN)
 SESSION_HEADER = "Mcp-Codemode-Session"
 _SESSION_HEADER_KEY = SESSION_HEADER.lower().encode()  # ASGI gives header names in lower case, as bytes
 DEFAULT_NAME = "default"
-_ARGUMENTS = ("code", "servers", "timeout", "session", "reset")
+_ARGUMENTS = ("code", "servers", "timeout", "session", "reset", "files")
 
 DESCRIPTION = (
     "Run Python 3 in a sandbox (no network, no host files) and get back what it prints, the value of its "
@@ -102,6 +112,8 @@ def run_python_tool(settings: Settings) -> types.Tool:
                 "x-mcp-header": "Session",
             },
             "reset": {"type": "boolean", "description": "start the session fresh"},
+            # Strings only (the parser says so); "additionalProperties" would cost the listing 45 characters.
+            "files": {"type": "object", "description": "files to write to /workspace first: {path: text or data: URI}"},
         },
         "required": ["code"],
         "additionalProperties": False,
@@ -126,7 +138,7 @@ def parse_arguments(arguments: Mapping[str, Any] | None, settings: Settings) -> 
     if unknown:
         raise InvalidArguments(
             f"run_python has no argument {', '.join(map(repr, unknown))}; it takes code (required), "
-            "servers, timeout, session and reset"
+            "servers, timeout, session, reset and files"
         )
     code = args.get("code")
     if not isinstance(code, str) or not code.strip():
@@ -145,7 +157,15 @@ def parse_arguments(arguments: Mapping[str, Any] | None, settings: Settings) -> 
         session=_session(args.get("session")),
         reset=_reset(args.get("reset")),
         servers=_servers(args.get("servers")),
+        files=_files(args.get("files")),
     )
+
+
+def _files(value: object) -> tuple[tuple[str, bytes], ...]:
+    try:
+        return parse_files(value)
+    except BadFiles as exc:
+        raise InvalidArguments(str(exc)) from None
 
 
 def _json_type(value: object) -> str:
@@ -378,22 +398,72 @@ def build_server(
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        return types.ListResourcesResult(
-            resources=[
-                types.Resource(
-                    uri=CAPABILITIES_URI,
-                    name="capabilities",
-                    title="What the run_python sandbox offers",
-                    description="Limits, sessions, output, images and the MCP servers reachable from code",
-                    mime_type="text/markdown",
-                )
-            ]
+        capabilities = types.Resource(
+            uri=CAPABILITIES_URI,
+            name="capabilities",
+            title="What the run_python sandbox offers",
+            description="Limits, sessions, output, images and the MCP servers reachable from code",
+            mime_type="text/markdown",
         )
+        folders = [session_folder(label) for label in sorted(_own_sessions(ctx))]
+        return types.ListResourcesResult(resources=[capabilities, *folders])
+
+    def _own_sessions(ctx: ServerRequestContext[Any, Any]) -> set[str]:
+        """The names of the caller's sessions that have a running sandbox (whose files can be read)."""
+        if bridge.sessions is None:
+            return set()
+        keys = [key for key in bridge.sessions.names() if bridge.sessions.worker(key) is not None]
+        if transport == "stdio":
+            return set(session_labels(keys, "stdio:").values())
+        labels = set(session_labels(keys, f"p:{_principal(ctx) or 'local'}:").values())
+        session_id = getattr(_connection(ctx), "session_id", None)
+        if isinstance(session_id, str) and f"h:{session_id[:80]}" in keys:
+            labels.add(DEFAULT_NAME)
+        return labels
+
+    def _files_place(ctx: ServerRequestContext[Any, Any], name: str) -> Placement:
+        """The session a files URI names, for this caller: as a call's ``session`` argument would place it, except
+        that ``default`` over handshake-era HTTP is the connection's own default while it has one."""
+        if transport == "http" and name == DEFAULT_NAME and bridge.sessions is not None:
+            connection = place(ctx, transport, None)
+            if connection.per_connection and bridge.sessions.worker(connection.key) is not None:
+                return connection
+        return place(ctx, transport, name)
+
+    async def read_session_file(ctx: ServerRequestContext[Any, Any], uri: str, name: str, path: str) -> (
+        types.ReadResourceResult
+    ):  # fmt: skip
+        if bridge.files is None or bridge.sessions is None:
+            raise MCPError(types.INVALID_PARAMS, bridge.backend_error or "the bridge is not running", data={"uri": uri})
+        where = _files_place(ctx, name)
+        if router is not None and router.shares(where) and bridge.sessions.live_worker(where.key) is None:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"the session {name!r} does not run on this replica; read its files through the replica that "
+                "runs it, or hand the data back in the call's result",
+                data={"uri": uri},
+            )
+        try:
+            if path == "" or path.endswith("/"):
+                listing = await bridge.files.listing(where.key, name, path.rstrip("/"))
+                return types.ReadResourceResult(contents=[listing_contents(uri, name, listing)])
+            data = await bridge.files.read(where.key, name, path)
+        except CodemodeError as exc:
+            raise MCPError(types.INVALID_PARAMS, f"{exc}", data={"uri": uri}) from None
+        return types.ReadResourceResult(contents=[file_contents(uri, path, data)])
 
     async def read_resource(
         ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
+        try:
+            session_file = parse_file_uri(uri)
+        except UnicodeDecodeError:
+            raise MCPError(
+                types.INVALID_PARAMS, f"the path in {uri} is not UTF-8 once decoded", data={"uri": uri}
+            ) from None
+        if session_file is not None:
+            return await read_session_file(ctx, uri, *session_file)
         if uri == CAPABILITIES_URI:
             text = bridge.summary
         elif uri == REFERENCE_CAPABILITIES_URI:
@@ -401,7 +471,8 @@ def build_server(
         else:
             raise MCPError(
                 types.INVALID_PARAMS,
-                f"Resource not found: {params.uri}; this server has one resource, {CAPABILITIES_URI}",
+                f"Resource not found: {params.uri}; this server has {CAPABILITIES_URI} and the files of your sessions, "
+                "codemode://sessions/{session}/files/{path} (files/ alone lists them)",
                 data={"uri": uri},
             )
         contents = types.TextResourceContents(uri=uri, mime_type="text/markdown", text=text)
@@ -415,7 +486,7 @@ def build_server(
     async def list_resource_templates(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        return types.ListResourceTemplatesResult(resource_templates=[])
+        return types.ListResourceTemplatesResult(resource_templates=[FILE_RESOURCE_TEMPLATE])
 
     async def set_logging_level(
         ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # sandbox image baked by another release, on the kubernetes backend) before it runs a cell. A host frame that every
 # guest drops unread (KEEPALIVE: ``control_loop`` has ignored unknown types since the first release) does not bump
 # it either: no side can misread it.
-PROTOCOL_VERSION: Final = 1
+PROTOCOL_VERSION: Final = 2  # 2: the FILES / FILE_REPLY frames (a session's /workspace from the client)
 
 # Frame types the guest sends to the host, and the host to the guest: each frame is a JSON object whose
 # ``type`` is one of these.
@@ -43,9 +43,14 @@ REPLY: Final = "reply"  # host -> guest: the answer to a CALL: {"type", "id", "o
 # host -> guest, dropped by the guest: bytes on an idle exec stream, which a kubelet closes after its
 # streamingConnectionIdleTimeout (4 h by default) of silence: {"type"}
 KEEPALIVE: Final = "keepalive"
+# host -> guest: list, read or write a file of /workspace for the client, answered even while a cell runs:
+# {"type", "id", "op", "path", "offset"?, "data"?}
+FILES: Final = "files"
+# guest -> host: the answer to a FILES frame: {"type", "id", "ok", "value" | "error"}
+FILE_REPLY: Final = "file_reply"
 
-GUEST_FRAME_TYPES = frozenset({READY, OUTPUT, RESULT, CALL})
-HOST_FRAME_TYPES = frozenset({EXECUTE, INTERRUPT, SHUTDOWN, REPLY, KEEPALIVE})
+GUEST_FRAME_TYPES = frozenset({READY, OUTPUT, RESULT, CALL, FILE_REPLY})
+HOST_FRAME_TYPES = frozenset({EXECUTE, INTERRUPT, SHUTDOWN, REPLY, KEEPALIVE, FILES})
 
 # The ``kind`` of the error in a refused REPLY: the name of the ``mcp.runtime`` exception class the guest raises
 # for it (``_rpc.ERRORS`` maps each kind to its class; an unknown kind raises ``MCPError``).
@@ -95,6 +100,39 @@ CALL_OPS = frozenset(
         "delete_saved_tool",
     }
 )
+
+# The ``op`` of a FILES frame. Paths are relative to /workspace (``workspace_path_problem``); "list" takes "" for the
+# workspace itself. "read" answers at most FILE_CHUNK bytes from ``offset`` (base64) and the file's size; "write"
+# replaces the file with ``data`` (base64) through a temporary file, making missing folders.
+FILE_OPS = frozenset({"list", "read", "write"})
+FILE_CHUNK = 4 * 1024 * 1024  # bytes of a file one FILE_REPLY carries (base64: 5.4 MB, under MAX_FRAME_BYTES)
+MAX_LISTED_FILES = 1000  # entries one "list" answers; it says when there were more
+MAX_PATH_CHARS = 1024
+MAX_PATH_PARTS = 32
+
+
+def workspace_path_problem(path: object) -> str:
+    """Why ``path`` cannot name a file of /workspace ("" when it can): relative, '/'-separated, no empty, '.' or
+    '..' part, no NUL or control character, at most MAX_PATH_PARTS parts and MAX_PATH_CHARS characters. Both sides
+    check it: the host to tell the client what to fix, the guest because it trusts no frame either."""
+    if not isinstance(path, str) or not path:
+        return "a file path must be a non-empty string such as 'data/report.csv'"
+    if len(path) > MAX_PATH_CHARS:
+        return f"the path is {len(path)} characters; the limit is {MAX_PATH_CHARS}"
+    if path.startswith("/"):
+        return "the path must be relative to /workspace, such as 'data/report.csv', not absolute"
+    parts = path.split("/")
+    if len(parts) > MAX_PATH_PARTS:
+        return f"the path has {len(parts)} parts; the limit is {MAX_PATH_PARTS}"
+    for part in parts:
+        if part in ("", ".", ".."):
+            return f"the path has a {part or 'empty'!r} part: name each folder, as in 'data/report.csv'"
+        if any(ord(char) < 32 or ord(char) == 127 for char in part):
+            return "the path has a control character"
+        if len(part.encode("utf-8", "surrogatepass")) > 255:
+            return "a part of the path is longer than 255 bytes"
+    return ""
+
 
 # Limits. The host kills a worker whose frame is larger, nested deeper or holds more values than this; the
 # guest refuses a request built from user values that would break them first, so user code gets an error and
@@ -150,6 +188,7 @@ if TYPE_CHECKING:
         stdout_dropped: NotRequired[int]
         stderr_tail: NotRequired[str]
         stderr_dropped: NotRequired[int]
+        links: NotRequired[list[FileLink]]
 
     class CallFrame(TypedDict):
         """A request; its parameters sit beside ``op`` (which ones depends on the op)."""
@@ -205,6 +244,37 @@ if TYPE_CHECKING:
     class KeepaliveFrame(TypedDict):
         type: Literal["keepalive"]
 
+    class FilesFrame(TypedDict):
+        type: Literal["files"]
+        id: int  # fresh per request; the FILE_REPLY carries it back
+        op: str  # one of FILE_OPS
+        path: str  # relative to /workspace ("" lists the workspace itself)
+        offset: NotRequired[int]  # read: where to start
+        data: NotRequired[str]  # write: the whole file, base64
+
+    class FileEntry(TypedDict):
+        path: str  # relative to /workspace
+        size: int
+        kind: str  # "file" or "folder"
+
+    class FileReplyFrame(TypedDict):
+        """``value``: list -> {"entries": [FileEntry], "more": bool}; read -> {"data", "size"}; write -> {"size"}.
+        ``error``: {"message"}."""
+
+        type: Literal["file_reply"]
+        id: int
+        ok: bool
+        value: NotRequired[dict[str, Any]]
+        error: NotRequired[dict[str, str]]
+
+    class FileLink(TypedDict):
+        """A file the cell handed back (``runtime.share_file``), in the RESULT frame's ``links``."""
+
+        path: str  # relative to /workspace
+        size: int
+        mime: str
+        description: NotRequired[str]
+
     class ErrorInfo(TypedDict):
         """Why a request failed: ``kind`` is one of ERROR_KINDS, the exception class the guest raises."""
 
@@ -234,5 +304,5 @@ if TYPE_CHECKING:
         error: NotRequired[ErrorInfo]
 
     ReplyBody = ReplyValue | ReplyRefusal
-    GuestFrame = ReadyFrame | OutputFrame | ResultFrame | CallFrame
-    HostFrame = ExecuteFrame | InterruptFrame | ShutdownFrame | ReplyFrame | KeepaliveFrame
+    GuestFrame = ReadyFrame | OutputFrame | ResultFrame | CallFrame | FileReplyFrame
+    HostFrame = ExecuteFrame | InterruptFrame | ShutdownFrame | ReplyFrame | KeepaliveFrame | FilesFrame

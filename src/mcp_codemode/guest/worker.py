@@ -49,14 +49,17 @@ if __package__:  # imported on the host (tests) as mcp_codemode.guest.worker
     from .worker_capture import Capture
     from .worker_cells import Executor, Interrupter
     from .worker_channel import READ_CHUNK, Channel, control_loop
+    from .worker_files import answer as answer_files
     from .worker_tracebacks import GUEST_DIR, clip, describe_exception
 else:  # in the sandbox boot.py imports this file as the top-level module ``worker``, its folder on sys.path
     from protocol import PROTOCOL_VERSION, READY, RESULT, SHUTDOWN  # type: ignore[import-not-found,no-redef]
     from worker_capture import Capture  # type: ignore[import-not-found,no-redef]
     from worker_cells import Executor, Interrupter  # type: ignore[import-not-found,no-redef]
     from worker_channel import READ_CHUNK, Channel, control_loop  # type: ignore[import-not-found,no-redef]
+    from worker_files import answer as answer_files  # type: ignore[import-not-found,no-redef]
     from worker_tracebacks import GUEST_DIR, clip, describe_exception  # type: ignore[import-not-found,no-redef]
 
+WORKSPACE = "/workspace"  # the sandbox's working directory on every backend, when the host names none
 _RLIMIT_NAMES = {
     "AS": resource.RLIMIT_AS,
     "CORE": resource.RLIMIT_CORE,
@@ -109,11 +112,18 @@ def main(argv: list[str]) -> int:
     workdir = config.get("workdir")
     if isinstance(workdir, str) and os.path.isdir(workdir):
         os.chdir(workdir)
+    workspace = workdir if isinstance(workdir, str) and os.path.isdir(workdir) else WORKSPACE
     requests: queue.Queue[dict[str, Any]] = queue.Queue()
     runtime.rpc.bind(channel.send_strict)
     threading.Thread(
         target=control_loop,
-        args=(os.fdopen(control_in, "rb", buffering=READ_CHUNK), requests, interrupter, runtime.rpc.deliver),
+        args=(
+            os.fdopen(control_in, "rb", buffering=READ_CHUNK),
+            requests,
+            interrupter,
+            runtime.rpc.deliver,
+            lambda message: channel.send(answer_files(workspace, message)),
+        ),
         daemon=True,
         name="control",
     ).start()
@@ -149,6 +159,9 @@ def main(argv: list[str]) -> int:
                 "error": describe_exception(exc),
             }
         runtime.rpc.close()
+        links = runtime._take_links()
+        if links:
+            outcome["links"] = links
         if setup_notes:
             outcome["notes"] = setup_notes + list(outcome.get("notes") or [])
         outcome.update(capture.fence())

@@ -20,13 +20,14 @@ if TYPE_CHECKING:  # typing costs ~3 ms of start-up and is only needed by type c
 
 # MAX_DEPTH and MAX_VALUES are re-exported: tests read them as this module's own.
 if __package__:  # imported on the host (tests) as mcp_codemode.guest.worker_channel
-    from .protocol import ERROR_KIND_MCP, EXECUTE, INTERRUPT, KEEPALIVE, MAX_INBOUND_FRAME, REPLY, SHUTDOWN
+    from .protocol import ERROR_KIND_MCP, EXECUTE, FILES, INTERRUPT, KEEPALIVE, MAX_INBOUND_FRAME, REPLY, SHUTDOWN
     from .protocol import MAX_DEPTH as MAX_DEPTH
     from .protocol import MAX_VALUES as MAX_VALUES
 else:  # in the sandbox the guest folder is on sys.path
     from protocol import (  # type: ignore[import-not-found,no-redef]
         ERROR_KIND_MCP,
         EXECUTE,
+        FILES,
         INTERRUPT,
         KEEPALIVE,
         MAX_DEPTH,
@@ -110,8 +111,11 @@ def read_exactly(stream: Any, size: int) -> bytes | None:
     return bytes(data)
 
 
-def control_loop(stream: Any, requests: queue.Queue[dict[str, Any]], interrupter: Interrupter, deliver: Any) -> None:
-    """Reads the host's frames; end of input means the host is gone, so the worker ends at once."""
+def control_loop(
+    stream: Any, requests: queue.Queue[dict[str, Any]], interrupter: Interrupter, deliver: Any, files: Any = None
+) -> None:
+    """Reads the host's frames; end of input means the host is gone, so the worker ends at once. ``files``
+    answers a FILES frame here, on this thread, so the client reaches /workspace while a cell runs."""
     try:
         while True:
             header = read_exactly(stream, HEADER.size)
@@ -136,6 +140,8 @@ def control_loop(stream: Any, requests: queue.Queue[dict[str, Any]], interrupter
                 deliver(message)
             elif kind == INTERRUPT:
                 interrupter.interrupt(message.get("id"))
+            elif kind == FILES and files is not None:
+                files(message)
             elif kind in (EXECUTE, SHUTDOWN):
                 requests.put(message)
             elif kind == KEEPALIVE:

@@ -17,7 +17,7 @@ import anyio
 from ..errors import CodemodeError, SandboxStartError, SandboxUnavailable
 from ..sandbox.results import ExecutionResult
 from ..sandbox.select import Choice, announce, choose_backend, passed_over_note
-from ..sandbox.worker import OutputCallback
+from ..sandbox.worker import OutputCallback, Worker
 from ..settings import Settings
 from ..upstream.directory import ToolDirectory
 from ..upstream.model import Discovery
@@ -25,6 +25,7 @@ from .audit import AuditLog
 from .relay import Relay
 from .relay_run import Caller
 from .saved_tools import SavedToolStore
+from .session_files import SessionFiles
 from .sessions import SessionManager
 from .summary import capability_summary
 
@@ -40,6 +41,7 @@ class RunRequest:
     session: str | None = None
     reset: bool = False
     servers: tuple[str, ...] = ()
+    files: tuple[tuple[str, bytes], ...] = ()  # written to the session's /workspace before the code runs
 
 
 class Bridge:
@@ -51,6 +53,7 @@ class Bridge:
         self.discovery = discovery or Discovery()
         self.backend_error = ""
         self.sessions: SessionManager | None = None
+        self.files: SessionFiles | None = None  # the sessions' /workspace, for the client
         self.backend_name = "unavailable"
         self._choice = choice
         self.summary = ""
@@ -90,6 +93,7 @@ class Bridge:
             # The summary and the relay are the bridge's, the same for every call: handed down once, not with each run.
             sessions = SessionManager(self._choice.backend, self.settings, summary=self.summary, services=self.relay)
             self.sessions = await sessions.__aenter__()
+            self.files = SessionFiles(self.sessions, self.settings)
         return self
 
     async def __aexit__(
@@ -121,6 +125,14 @@ class Bridge:
             raise CodemodeError(self.backend_error or "the bridge is not running")
         hinted = [self._by_name_or_alias.get(name) for name in request.servers]
         self.hub.warm(name for name in hinted if name is not None)
+        prepare = None
+        if request.files and self.files is not None:
+            files, given = self.files, request.files
+
+            async def prepare(worker: Worker) -> None:
+                for path, content in given:
+                    await files.write(worker, path, content)
+
         try:
             result = await self.sessions.execute(
                 request.code,
@@ -130,6 +142,7 @@ class Bridge:
                 on_output=on_output,
                 owner=owner,
                 caller=caller,
+                prepare=prepare,
             )
         except (SandboxStartError, SandboxUnavailable) as exc:
             raise type(exc)(f"{str(exc).rstrip('. ')}. {self._no_switch()}") from exc

@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import re
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from ..errors import SessionLimitError
@@ -69,6 +70,7 @@ class Session:
     generation: int = 0  # how many workers this session has had
     pending_notice: str = ""  # said once, on the next call (e.g. "expired while idle")
     approved: set[str] = dataclasses.field(default_factory=set)  # "server/tool"s its user allowed (ask_tools)
+    unconfigured: bool = False  # its worker has not been sent its context yet (a call ended before its code ran)
 
     @property
     def busy(self) -> bool:
@@ -120,6 +122,14 @@ class SessionManager:
         entry = self._sessions.get(name)
         return entry.worker if entry is not None else None
 
+    def live_worker(self, name: str) -> Worker | None:
+        """The session's worker when it runs (for the client's file requests, which count as use of the session)."""
+        entry = self._sessions.get(name)
+        if entry is None or entry.worker is None or not entry.worker.alive:
+            return None
+        entry.last_used = time.monotonic()
+        return entry.worker
+
     async def execute(
         self,
         code: str,
@@ -130,9 +140,12 @@ class SessionManager:
         on_output: OutputCallback | None = None,
         owner: str = "local",
         caller: Caller | None = None,
+        prepare: Callable[[Worker], Awaitable[object]] | None = None,
     ) -> ExecutionResult:
         """Run ``code`` in ``session`` for ``owner`` (whose context and requests the services answer); ``caller``
-        is the call's client. The tools its user allowed for the rest of the session are kept with the session."""
+        is the call's client. The tools its user allowed for the rest of the session are kept with the session.
+        ``prepare`` gets the session's worker before the code runs (the call's files go in); what it raises ends
+        the call before the code runs, the session kept."""
         check_session_name(session)
         entry = await self._get(session)
         async with entry.lock:
@@ -152,9 +165,14 @@ class SessionManager:
                         "this call runs in a fresh one with an empty namespace."
                     )
                 entry.worker = await self._start_worker(session, entry)
-                fresh = True
-            else:
-                fresh = False
+                entry.unconfigured = True
+            if prepare is not None:
+                try:
+                    await prepare(entry.worker)
+                except BaseException:
+                    entry.pending_notice = " ".join(notices)  # said by the next call instead
+                    raise
+            fresh, entry.unconfigured = entry.unconfigured, False
             with_approvals = dataclasses.replace(caller or Caller(), approved=entry.approved)
             result = await entry.worker.execute(
                 code,

@@ -11,8 +11,10 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import re
 from typing import Any, Literal
 
+from ..guest.protocol import workspace_path_problem
 from ..settings import Settings
 
 Status = Literal["ok", "error", "timeout", "crashed"]
@@ -42,6 +44,18 @@ _IMAGE_MAGIC = {
     "image/webp": (b"RIFF",),
 }
 _MAX_NOTES = 16
+_MAX_LINKS = 16
+_MIME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class FileLink:
+    """A file of the session's /workspace the code handed back (``runtime.share_file``): shown as a resource link."""
+
+    path: str  # relative to /workspace, checked by the protocol's path rule
+    size: int
+    mime: str
+    description: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +71,7 @@ class ExecutionResult:
     state_lost: bool = False
     notice: str = ""
     images: tuple[OutputImage, ...] = ()
+    links: tuple[FileLink, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -91,6 +106,24 @@ def guest_images(raw: Any, settings: Settings) -> tuple[OutputImage, ...]:
         if len(data) <= settings.image_limit and data.startswith(_IMAGE_MAGIC[mime]):
             kept.append(OutputImage(mime, data))
     return tuple(kept)
+
+
+def guest_links(raw: Any) -> tuple[FileLink, ...]:
+    """The files the guest says the code shared, each checked (path rule, size, media type); others dropped."""
+    if not isinstance(raw, list):
+        return ()
+    kept: dict[str, FileLink] = {}
+    for item in raw[:_MAX_LINKS]:
+        if not isinstance(item, dict):
+            continue
+        path, size, mime, description = (item.get(key) for key in ("path", "size", "mime", "description"))
+        if not isinstance(path, str) or workspace_path_problem(path) or type(size) is not int or size < 0:
+            continue
+        if not isinstance(mime, str) or not _MIME.fullmatch(mime):
+            mime = "application/octet-stream"
+        text = description[:500] if isinstance(description, str) else ""
+        kept[path] = FileLink(path, size, mime, text)
+    return tuple(kept.values())
 
 
 def guest_notes(raw: Any) -> list[str]:

@@ -32,6 +32,8 @@ from ..guest.protocol import (
     CALL,
     ERROR_KIND_MCP,
     EXECUTE,
+    FILE_REPLY,
+    FILES,
     INTERRUPT,
     KEEPALIVE,
     MAX_FRAME_BYTES,
@@ -46,10 +48,10 @@ from ..settings import Settings
 from .base import Backend, Launch
 from .frames import FrameError, decode_frame, encode_frame, encode_reply, read_payload
 from .output import BoundedStream
-from .results import ExecutionResult, Status, guest_error, guest_images, guest_notes
+from .results import ExecutionResult, Status, guest_error, guest_images, guest_links, guest_notes
 
 if TYPE_CHECKING:
-    from ..guest.protocol import CellContext, ExecuteFrame
+    from ..guest.protocol import CellContext, ExecuteFrame, FilesFrame
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,11 @@ _GRACEFUL_EXIT_SECONDS = 1.0
 _STICKY_CONTEXT = ("servers", "versions", "policy")
 _UNSENT = object()
 _GUEST_TEXT_LIMITS = 3 * 200_000  # value, message and traceback, each clipped by the guest (TEXT_LIMIT)
+MAX_FILE_REQUESTS = 8  # file requests waiting for the guest at once, per worker; more are refused
+
+
+class FileRequestError(Exception):
+    """A file request the guest refused or could not answer; the message is for the client."""
 
 
 @dataclasses.dataclass
@@ -110,6 +117,7 @@ class Worker:
         self.python_version = ""
         self.started_at = 0.0
         self.keepalives_sent = 0
+        self._file_waits: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._guest_summary: str | None = None  # what the guest was last sent, not sent again while unchanged
         self._guest_context: dict[str, Any] = {}
         # JSON may escape a character into 6 bytes; the guest bounds output, values and tracebacks in characters.
@@ -233,6 +241,10 @@ class Worker:
             cell.done.set_result(message)
         elif kind == CALL:
             self._accept_call(cell, message, size)
+        elif kind == FILE_REPLY:
+            waiting = self._file_waits.pop(_request_id(message) or 0, None)
+            if waiting is not None and not waiting.done():
+                waiting.set_result(message)
 
     def _accept_call(self, cell: _Cell | None, message: dict[str, Any], size: int = 0) -> None:
         """Start relaying one request of the running cell; anything else gets an error reply, never a crash."""
@@ -351,6 +363,38 @@ class Worker:
             self._send({"type": KEEPALIVE})
             self.keepalives_sent += 1
 
+    async def files(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Ask the guest one file request (``op``, ``path``, ...: a FILES frame's fields) and return its answer's
+        ``value``, unchecked (the caller checks each field). Works while a cell runs; the guest answers on its
+        control thread. Raises ``FileRequestError`` when the guest refuses, dies or does not answer in ``timeout``."""
+        if not self.alive:
+            raise FileRequestError(f"the session's sandbox is not running ({self.death_reason()})")
+        if len(self._file_waits) >= MAX_FILE_REQUESTS:
+            raise FileRequestError(f"{MAX_FILE_REQUESTS} file requests to this session are waiting; retry shortly")
+        request_id = next(self._ids)
+        waiting: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._file_waits[request_id] = waiting
+        frame = cast("FilesFrame", {**request, "type": FILES, "id": request_id})
+        dead: asyncio.Future[Any] = asyncio.ensure_future(self._dead.wait())
+        either: set[asyncio.Future[Any]] = {waiting, dead}
+        try:
+            self._send(frame)
+            await asyncio.wait(either, timeout=timeout, return_when="FIRST_COMPLETED")
+        finally:
+            dead.cancel()
+            self._file_waits.pop(request_id, None)
+        if not waiting.done():
+            if not self.alive:
+                raise FileRequestError(f"the session's sandbox stopped ({self.death_reason()})")
+            raise FileRequestError(f"the sandbox did not answer within {timeout:g} s")
+        answer = waiting.result()
+        if answer.get("ok") is True and isinstance(answer.get("value"), dict):
+            value: dict[str, Any] = answer["value"]
+            return value
+        error = answer.get("error")
+        message = error.get("message") if isinstance(error, dict) else None
+        raise FileRequestError(message[:500] if isinstance(message, str) else "the sandbox refused the request")
+
     async def execute(
         self,
         code: str,
@@ -428,13 +472,16 @@ class Worker:
         value = frame.get("value") if isinstance(frame.get("value"), str) else None
         duration = time.monotonic() - started
         images, notes = guest_images(frame.get("images"), self.settings), guest_notes(frame.get("notes"))
+        links = guest_links(frame.get("links"))
         notice = " ".join(f"Note: {note}." for note in notes)
         if timed_out is not None:
             notice = f"Timed out after {timed_out:g} s; the code was interrupted and the session's state was kept."
-            return ExecutionResult("timeout", stdout, stderr, None, error, duration, False, notice, images)
-        if frame.get("status") == "ok":
-            return ExecutionResult("ok", stdout, stderr, value, None, duration, notice=notice, images=images)
-        return ExecutionResult("error", stdout, stderr, None, error, duration, notice=notice, images=images)
+            return ExecutionResult("timeout", stdout, stderr, None, error, duration, False, notice, images, links)
+        status: Status = "ok" if frame.get("status") == "ok" else "error"
+        return ExecutionResult(
+            status, stdout, stderr, value if status == "ok" else None, error if status == "error" else None,
+            duration, notice=notice, images=images, links=links,
+        )  # fmt: skip
 
     async def _died(self, cell: _Cell, started: float) -> ExecutionResult:
         # The output channel closes a moment before the exit status (and the OOM verdict) is known.

@@ -39,6 +39,8 @@ from ._docs import (
     search_tool_docs,
     search_tool_docs_sync,
 )
+from ._files import SharedFile, share_file
+from ._files import take_links as _take_links  # noqa: F401 - the worker sends them with each result
 from ._images import Image
 from ._images import is_image_like as is_image_like
 from ._images import sniff as sniff
@@ -91,6 +93,7 @@ __all__ = [
     "SearchResults",
     "ServerNotFound",
     "ServerUnavailable",
+    "SharedFile",
     "Stub",
     "ToolError",
     "ToolNotFound",
@@ -123,6 +126,7 @@ __all__ = [
     "search_tool_docs",
     "search_tool_docs_sync",
     "server",
+    "share_file",
     "show",
 ]
 

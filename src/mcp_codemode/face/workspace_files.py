@@ -1,0 +1,162 @@
+"""A session's files as the client sees them: the ``files`` argument of run_python, and resources to read.
+
+MCP gives a client no way to write a server's resource, so files go in with the call that uses them
+(``"files": {"data.csv": "a,b\\n1,2", "logo.png": "data:image/png;base64,..."}``), written into the session's
+/workspace before the code runs; and they come out as resources of the bridge, ``codemode://sessions/{session}/
+files/{path}`` (one file) and ``codemode://sessions/{session}/files/`` (a listing), which a cell's
+``runtime.share_file`` links to from its result. The session in a URI is the name the client knows; the bridge
+resolves it with the caller's principal exactly as a call's ``session`` argument, so one token's URIs never
+reach another's sessions.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import mimetypes
+import re
+import urllib.parse
+from collections.abc import Mapping
+
+import mcp_types as types
+
+from ..runs.session_files import MAX_FILE_BYTES, MAX_FILES_PER_CALL, Listing, SessionFileError, checked_path
+from ..sandbox.results import FileLink
+
+SCHEME_PREFIX = "codemode://sessions/"
+FILE_TEMPLATE = "codemode://sessions/{session}/files/{path}"
+_URI = re.compile(r"^codemode://sessions/(?P<session>[A-Za-z0-9][A-Za-z0-9_.@-]{0,63})/files/(?P<path>.*)$")
+_DATA_URI = re.compile(r"^data:(?P<mime>[^,;]*)(?:;[^,;]+)*;base64,", re.IGNORECASE)
+_TEXT_TYPES = ("application/json", "application/xml", "application/x-yaml", "application/yaml", "application/toml")
+
+
+class BadFiles(SessionFileError, ValueError):
+    """The ``files`` argument cannot be used; the message shows a good value."""
+
+
+def parse_files(value: object) -> tuple[tuple[str, bytes], ...]:
+    """The ``files`` argument: an object of workspace paths to text, or to a ``data:...;base64,`` URI for bytes."""
+    if value is None or value == {}:
+        return ()
+    example = '{"files": {"data/input.csv": "a,b\\n1,2", "logo.png": "data:image/png;base64,iVBORw0..."}}'
+    if not isinstance(value, dict):
+        raise BadFiles(
+            f"`files` must be an object of paths to contents, not {type(value).__name__}; for example {example}"
+        )
+    if len(value) > MAX_FILES_PER_CALL:
+        raise BadFiles(f"`files` names {len(value)} files; a call may put at most {MAX_FILES_PER_CALL}")
+    parsed: list[tuple[str, bytes]] = []
+    total = 0
+    for path, content in value.items():
+        try:
+            where = checked_path(path)
+        except SessionFileError as exc:
+            raise BadFiles(f"`files`: {exc}; for example {example}") from None
+        if not isinstance(content, str):
+            raise BadFiles(
+                f"`files`[{path!r}] must be a string (text, or a data: URI for bytes), not {type(content).__name__}"
+            )
+        data = _decoded(path, content)
+        total += len(data)
+        if total > MAX_FILE_BYTES:
+            raise BadFiles(f"`files` holds more than {MAX_FILE_BYTES:,} bytes; put large data in several calls")
+        parsed.append((where, data))
+    return tuple(parsed)
+
+
+def _decoded(path: str, content: str) -> bytes:
+    match = _DATA_URI.match(content)
+    if match is None:
+        return content.encode("utf-8", "surrogatepass")
+    try:
+        return base64.b64decode(content[match.end() :], validate=True)
+    except (binascii.Error, ValueError):
+        raise BadFiles(f"`files`[{path!r}] is a data: URI whose base64 does not decode; send valid base64") from None
+
+
+def file_uri(session: str, path: str) -> str:
+    return f"{SCHEME_PREFIX}{session}/files/{urllib.parse.quote(path, safe='/')}"
+
+
+def parse_file_uri(uri: str) -> tuple[str, str] | None:
+    """(session, path) of a files URI ("" path: the listing); None when ``uri`` is not one."""
+    match = _URI.fullmatch(uri)
+    if match is None:
+        return None
+    return match["session"], urllib.parse.unquote(match["path"], errors="strict")
+
+
+def guess_mime(path: str) -> str:
+    return mimetypes.guess_type(path)[0] or "application/octet-stream"
+
+
+def file_contents(uri: str, path: str, data: bytes) -> types.TextResourceContents | types.BlobResourceContents:
+    """Text when the file is text of a textual type (or of no known type), else base64."""
+    mime = guess_mime(path)
+    textual = mime.startswith("text/") or mime in _TEXT_TYPES or mime == "application/octet-stream"
+    if textual:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        else:
+            return types.TextResourceContents(
+                uri=uri, mime_type="text/plain" if mime.endswith("octet-stream") else mime, text=text
+            )
+    return types.BlobResourceContents(uri=uri, mime_type=mime, blob=base64.b64encode(data).decode("ascii"))
+
+
+def listing_contents(uri: str, session: str, listing: Listing) -> types.TextResourceContents:
+    """The listing as JSON: each entry with its URI, so a client reads a file by the name it was shown."""
+    document: dict[str, object] = {
+        "session": session,
+        "files": [
+            {"path": entry.path, "size": entry.size, "uri": file_uri(session, entry.path)}
+            for entry in listing.entries
+            if entry.kind == "file"
+        ],
+        "folders": [entry.path for entry in listing.entries if entry.kind == "folder"],
+    }
+    if listing.more:
+        document["more"] = "the listing stopped at its limit; read a folder's URI for the rest"
+    return types.TextResourceContents(uri=uri, mime_type="application/json", text=json.dumps(document, indent=1))
+
+
+def session_folder(session: str) -> types.Resource:
+    return types.Resource(
+        uri=file_uri(session, ""),
+        name=f"session {session}: files",
+        title=f"Files of the run_python session {session!r}",
+        description="JSON listing of the session's /workspace; each file is a resource of its own",
+        mime_type="application/json",
+    )
+
+
+FILE_RESOURCE_TEMPLATE = types.ResourceTemplate(
+    uri_template=FILE_TEMPLATE,
+    name="session file",
+    title="A file of a run_python session's /workspace",
+    description="Read a file the code wrote (path relative to /workspace); end the URI with files/ for a listing",
+)
+
+
+def link_blocks(session: str, links: tuple[FileLink, ...]) -> list[types.ContentBlock]:
+    """The resource links of the files a cell shared, for its tool result."""
+    return [
+        types.ResourceLink(
+            type="resource_link",
+            uri=file_uri(session, link.path),
+            name=link.path.rsplit("/", 1)[-1],
+            title=f"/workspace/{link.path}",
+            description=link.description or None,
+            mime_type=link.mime,
+            size=link.size,
+        )
+        for link in links
+    ]
+
+
+def session_labels(keys: list[str], prefix: str) -> Mapping[str, str]:
+    """The caller's sessions among ``keys`` (internal keys), by the name the caller knows: key -> name."""
+    return {key: key[len(prefix) :] for key in keys if key.startswith(prefix) and ":" not in key[len(prefix) :]}
