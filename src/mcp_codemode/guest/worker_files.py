@@ -53,6 +53,8 @@ def answer(root: str, message: dict[str, Any]) -> dict[str, Any]:
         reply.update(ok=False, error={"message": str(exc)})
     except OSError as exc:
         reply.update(ok=False, error={"message": _os_problem(exc, message.get("path"))})
+    except Exception as exc:  # noqa: BLE001 - this runs on the control thread: raising here would end the worker
+        reply.update(ok=False, error={"message": f"the sandbox failed to answer ({type(exc).__name__})"})
     return reply
 
 
@@ -88,26 +90,48 @@ def _checked(path: object) -> str:
 def _open_folder(root: str, parts: list[str], create: bool = False) -> int:
     """A descriptor of the folder ``parts`` names under ``root``, never through a symlink."""
     fd = os.open(root, _DIRECTORY)
+    device = os.fstat(fd).st_dev
     try:
         for index, part in enumerate(parts):
-            try:
-                child = os.open(part, _DIRECTORY, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise
+            where = "/".join(parts[: index + 1])
+            if create:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o755, dir_fd=fd)
-                child = os.open(part, _DIRECTORY, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    where = "/".join(parts[: index + 1])
-                    raise FileProblem(f"{where!r} is not a folder of the workspace (a file or a symlink)") from exc
-                raise
+            child = _open_beside(fd, part, _DIRECTORY, where, device, folder=True)
             os.close(fd)
             fd = child
     except BaseException:
         os.close(fd)
         raise
+    return fd
+
+
+def _open_beside(parent: int, name: str, flags: int, where: str, device: int, folder: bool = False) -> int:
+    """Open ``name`` in ``parent`` only if it is what ``lstat`` saw there: a folder (or a regular file) of the
+    workspace's own file system, not a symlink. ``O_NOFOLLOW`` alone is not enough: gVisor follows a symlink to a
+    folder opened with ``O_DIRECTORY | O_NOFOLLOW``, and the code could swap a name between the look and the open;
+    comparing the opened inode with the one looked at refuses both. The device check keeps the walk off other
+    mounts (a bind mount under /workspace)."""
+    seen = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    if folder and not stat.S_ISDIR(seen.st_mode):
+        what = "a symlink" if stat.S_ISLNK(seen.st_mode) else "a file"
+        raise FileProblem(f"{where!r} is not a folder of the workspace ({what})")
+    if not folder and stat.S_ISLNK(seen.st_mode):
+        raise FileProblem(f"{where!r} is a symlink; only regular files of the workspace can be read")
+    if not folder and not stat.S_ISREG(seen.st_mode):
+        raise FileProblem(f"{where!r} is not a regular file")
+    if seen.st_dev != device:
+        raise FileProblem(f"{where!r} is on another file system than the workspace (a mount); it cannot be reached")
+    try:
+        fd = os.open(name, flags, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise FileProblem(f"{where!r} changed while it was opened; retry") from exc
+        raise
+    opened = os.fstat(fd)
+    if (opened.st_dev, opened.st_ino) != (seen.st_dev, seen.st_ino):
+        os.close(fd)
+        raise FileProblem(f"{where!r} changed while it was opened; retry")
     return fd
 
 
@@ -150,21 +174,15 @@ def _read(root: str, path: str, offset: int) -> dict[str, Any]:
     *folders, name = path.split("/")
     folder = _open_folder(root, folders)
     try:
-        fd = os.open(name, _FILE, dir_fd=folder)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise FileProblem(f"{path!r} is a symlink; only regular files of the workspace can be read") from exc
-        raise
+        fd = _open_beside(folder, name, _FILE, path, os.fstat(folder).st_dev)
     finally:
         os.close(folder)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise FileProblem(f"{path!r} is not a regular file")
+        size = os.fstat(fd).st_size
         data = os.pread(fd, FILE_CHUNK, offset)
     finally:
         os.close(fd)
-    return {"data": base64.b64encode(data).decode("ascii"), "size": info.st_size}
+    return {"data": base64.b64encode(data).decode("ascii"), "size": size}
 
 
 def _write(root: str, path: str, content: bytes) -> dict[str, Any]:
