@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from mcp_codemode.face.replicas import INTERNAL_PATH
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
@@ -98,6 +99,16 @@ async def test_a_session_is_served_by_either_replica_and_survives_its_owner_only
             assert text_of(read_on_b) == text_of(read_on_a), "b ran the call in a's process, not in its own"
             assert text_of(read_on_b).startswith("(42, ")
         assert holders(emulator) == ["replica-a", "replica-a"]
+
+        # A forwarded call carries its files to the owner; the owner serves the session's files, the other says where.
+        async with http_client_for(b.url, "auto") as on_b, http_client_for(a.url, "auto") as on_a:
+            given = {"code": "open('in.txt').read()", "session": "shared-auto", "files": {"in.txt": "via b"}}
+            forwarded = await on_b.call_tool("run_python", given)
+            on_owner = await on_a.read_resource("codemode://sessions/shared-auto/files/in.txt")
+            with pytest.raises(MCPError, match="does not run on this replica"):
+                await on_b.read_resource("codemode://sessions/shared-auto/files/in.txt")
+        assert (forwarded.is_error, text_of(forwarded)) == (False, "'via b'")
+        assert [getattr(item, "text", None) for item in on_owner.contents] == ["via b"]
 
         # Progress of a forwarded call reaches the client of the replica it arrived at.
         seen: list[float] = []

@@ -53,13 +53,18 @@ def test_emulated_cluster_backend_claims_execs_keeps_state_and_deletes_its_claim
                                 if not obj.deleted and obj.get("kind") == "SandboxClaim"]  # fmt: skip
                     first = await worker.execute("x = 21", 20)
                     second = await worker.execute("x * 2", 20)
+                    # The client's files travel on the same exec stream (FILES / FILE_REPLY frames).
+                    wrote = await worker.files({"op": "write", "path": "in/k.txt", "data": "a3ViZQ=="}, 20)
+                    read = await worker.files({"op": "read", "path": "in/k.txt"}, 20)
+                    seen = await worker.execute("open('/workspace/in/k.txt').read()", 20)
                 finally:
                     await worker.close()
                     await backend.close()
                 left = [obj for obj in emulator.objects.values() if not obj.deleted
                             and obj.get("kind") == "SandboxClaim"]  # fmt: skip
                 return {"claim": claim, "first": first, "second": second, "left": left,
-                            "pods": list(pods), "commands": endpoint.commands}  # fmt: skip
+                            "pods": list(pods), "commands": endpoint.commands,
+                            "files": (wrote, read, seen.value)}  # fmt: skip
 
         found = asyncio.run(main())
     claim = found["claim"]
@@ -67,6 +72,7 @@ def test_emulated_cluster_backend_claims_execs_keeps_state_and_deletes_its_claim
     assert claim["metadata"]["labels"][naming.MANAGED_BY] == naming.MANAGER
     assert found["pods"] == ["warm-pod-1"]  # exec went to the pod the Sandbox names, not to the Sandbox
     assert found["first"].status == "ok" and found["second"].value == "42"
+    assert found["files"] == ({"size": 4}, {"data": "a3ViZQ==", "size": 4}, "'kube'")
     (command,) = found["commands"]
     assert command[:2] == ["env", "-i"] and not any(part.startswith("KUBERNETES_") for part in command)
     # No per-pod process limit exists in Kubernetes: the guest is told to set MCP_BRIDGE_PIDS on itself.
