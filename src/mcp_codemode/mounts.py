@@ -18,10 +18,13 @@ from pathlib import Path
 from typing import NoReturn
 
 # The sandbox's own places: a mount on or under one would hide or replace what the sandbox needs to run (the
-# interpreter, the guest code at /opt/mcp-codemode, procfs) or a size-capped tmpfs. /workspace itself is taken too,
+# interpreter, the guest code at /opt/mcp-codemode, procfs) or a size-capped tmpfs; /lib32 and /libx32 are links
+# into /usr on a merged-usr host, so a mount there would land in the host's /usr. /workspace itself is taken too,
 # but a directory under it is allowed.
-RESERVED = ("/proc", "/sys", "/dev", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/var", "/run", "/tmp",
-            "/opt")  # fmt: skip
+RESERVED = (
+    "/proc", "/sys", "/dev", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/var", "/run",
+    "/tmp", "/opt",
+)  # fmt: skip
 WORKSPACE = "/workspace"
 EXAMPLE = "/srv/data:/mnt/data:ro,/home/me/out:/mnt/out:rw"
 _MODES = {"ro": False, "rw": True}

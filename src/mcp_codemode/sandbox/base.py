@@ -15,6 +15,7 @@ import types
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from ..mounts import Mount
 from .channel import WorkerChannel
 
 GUEST_MOUNT = "/opt/mcp-codemode"
@@ -89,6 +90,11 @@ class Backend(abc.ABC):
     async def close(self) -> None:
         """Release what the backend holds between launches (a cluster backend's API connections)."""
         return None
+
+
+def mount_limits(mounts: tuple[Mount, ...], how: str) -> list[EnforcedLimit]:
+    """The host directories of ``MCP_BRIDGE_MOUNTS`` as doctor lists them: the only host paths a sandbox sees."""
+    return [EnforcedLimit(mount.target, mount.mode, f"{how} of {mount.host}") for mount in mounts]
 
 
 def guest_argv(python: str, guest_config: dict[str, Any]) -> list[str]:

@@ -9,7 +9,8 @@ host root and can write ``/proc/sys/kernel/core_pattern``. So, as measured in DE
 * mount a read-only root holding only ``/usr`` (and its merged-usr links), a synthetic ``/etc``, the guest
   code and the sandbox Python, read-only; ``/proc/sys`` is bound read-only over the fresh procfs,
 * give writable, size-capped tmpfs only at ``/tmp``, ``/workspace`` and ``/dev/shm`` (the rest of ``/dev`` is
-  read-only, and RLIMIT_MSGQUEUE 0 leaves no POSIX message queue to fill),
+  read-only, and RLIMIT_MSGQUEUE 0 leaves no POSIX message queue to fill), plus the host directories the user
+  mounts on purpose (``MCP_BRIDGE_MOUNTS``, read-only unless marked ``rw``),
 * clear the environment, start a new session (no TIOCSTI into our terminal), die with the bridge,
 * load the seccomp denylist of ``seccomp.py``, and
 * put the whole process tree into per-worker cgroups (memory, pids, cpu) before it execs, falling back
@@ -33,7 +34,17 @@ from ..settings import Settings
 from ..settings_fields import format_size
 from ..state_files import passage_problem
 from . import cgroups
-from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
+from .base import (
+    GUEST_MOUNT,
+    SANDBOX_ENV,
+    WORKSPACE,
+    Availability,
+    Backend,
+    EnforcedLimit,
+    Launch,
+    guest_argv,
+    mount_limits,
+)
 from .channel import PipeChannel
 from .seccomp import SeccompUnavailable, bpf_pipe, denylist_bpf
 from .staging import stage_guest
@@ -160,7 +171,7 @@ class BubblewrapBackend(Backend):
         ]
         if s.cpus:
             limits.append(EnforcedLimit("cpus", str(s.cpus), "cgroup " + cg.mode if cg.cpu else "not enforced"))
-        return limits
+        return limits + mount_limits(s.mounts, "bind mount (--bind / --ro-bind)")
 
     def rlimits(self) -> dict[str, int]:
         cg = self.cgroup_support
@@ -203,6 +214,10 @@ class BubblewrapBackend(Backend):
         argv += ["--size", str(s.tmp_size), "--tmpfs", "/tmp"]
         argv += ["--size", str(s.tmp_size), "--tmpfs", "/dev/shm"]
         argv += ["--size", str(s.workspace_size), "--tmpfs", WORKSPACE]
+        # The configured host directories, after the workspace's tmpfs so that a target under it lands on top. The
+        # host side is a real path checked by the settings; links inside it resolve in the sandbox's own tree.
+        for mount in s.mounts:
+            argv += ["--bind" if mount.writable else "--ro-bind", str(mount.host), mount.target]
         # --dev makes /dev a tmpfs of the sandbox uid's own, with no size cap: read-only once /dev/shm is mounted
         # in it (--remount-ro is not recursive, so /dev/shm and /dev/pts keep their own flags).
         argv += ["--remount-ro", "/dev"]
