@@ -121,37 +121,34 @@ def state_dir_problem(mounts: Iterable[Mount], state_dir: Path) -> str:
     return ""
 
 
-def access_problem(mount: Mount, uid: int, gid: int, through_parents: bool) -> str:
-    """Why ``uid``/``gid`` could not use ``mount`` from inside the sandbox (by the mode bits), or "".
+def access_problem(mount: Mount, uid: int, gid: int, through_parents: bool) -> tuple[str, str] | None:
+    """Why ``uid``/``gid`` could not use ``mount`` from inside the sandbox (by the mode bits), and the fix; or None.
 
     A read-only mount needs read and search on the directory, a writable one write too. ``through_parents``: the
     sandbox is built by that uid itself (bubblewrap), which must also pass through every directory above.
     """
-    needed = (stat.S_IROTH | stat.S_IXOTH) | (stat.S_IWOTH if mount.writable else 0)
-    try:
-        info = mount.host.stat()
-    except OSError as exc:
-        return f"cannot read {mount.host}: {exc.strerror}"
-    if _allowed(info, uid, gid) & needed != needed:
-        want = "read, write and search" if mount.writable else "read and search"
-        return (
-            f"uid {uid} (the sandbox's) lacks {want} permission on {mount.host} (mode "
-            f"{stat.S_IMODE(info.st_mode):04o}, owner uid {info.st_uid}), so code cannot use {mount.target}"
-        )
-    for parent in mount.host.parents if through_parents else ():
+    needed = 0o5 | (0o2 if mount.writable else 0)
+    want = "read, write and search" if mount.writable else "read and search"
+    fix = (
+        f"give uid {uid} {want} permission on {mount.host} (chown or chmod; rootless podman maps it to a "
+        "subordinate uid), or mount another directory"
+    )
+    for directory in (mount.host, *(mount.host.parents if through_parents else ())):
         try:
-            parent_info = parent.stat()
+            info = directory.stat()
         except OSError as exc:
-            return f"cannot read {parent}: {exc.strerror}"
-        if not _allowed(parent_info, uid, gid) & stat.S_IXOTH:
-            return (
-                f"uid {uid} (the sandbox's) cannot pass through {parent} to reach {mount.host}, so it cannot be mounted"
-            )
-    return ""
+            return f"cannot read the mode of {directory}: {exc.strerror}", fix
+        if directory != mount.host and not _allowed(info, uid, gid) & 0o1:
+            return f"uid {uid} (the sandbox's) cannot pass through {directory} to reach {mount.host}", fix
+        if directory == mount.host and _allowed(info, uid, gid) & needed != needed:
+            mode = f"mode {stat.S_IMODE(info.st_mode):04o}, owner uid {info.st_uid}"
+            return f"uid {uid} (the sandbox's) lacks {want} permission on {mount.host} ({mode})", fix
+    return None
 
 
 def _allowed(info: os.stat_result, uid: int, gid: int) -> int:
-    """The permission bits that apply to ``uid``/``gid``, shifted to the "others" place (the kernel's rule)."""
+    """The permission bits (rwx, 0o7) that apply to ``uid``/``gid``: the owner's, else the group's, else the others'
+    (the kernel's rule, ACLs aside; the sandbox never runs as root, so uid 0 gets no exception)."""
     if info.st_uid == uid:
         return (info.st_mode >> 6) & 0o7
     if info.st_gid == gid:

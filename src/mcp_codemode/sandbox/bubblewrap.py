@@ -171,7 +171,7 @@ class BubblewrapBackend(Backend):
         ]
         if s.cpus:
             limits.append(EnforcedLimit("cpus", str(s.cpus), "cgroup " + cg.mode if cg.cpu else "not enforced"))
-        return limits + mount_limits(s.mounts, "bind mount (--bind / --ro-bind)")
+        return limits + mount_limits(s.mounts, "bwrap --ro-bind (ro) or --bind (rw)")
 
     def rlimits(self) -> dict[str, int]:
         cg = self.cgroup_support
