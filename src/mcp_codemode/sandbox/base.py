@@ -76,6 +76,11 @@ class Backend(abc.ABC):
     async def launch(self, worker_id: str, guest_config: dict[str, Any]) -> Launch:
         """Start a worker; it speaks frames on its channel's stdin/stdout."""
 
+    @staticmethod
+    def mount_limits(mounts: tuple[Mount, ...], how: str) -> list[EnforcedLimit]:
+        """The host directories of ``MCP_BRIDGE_MOUNTS`` as doctor lists them: the only host paths a sandbox sees."""
+        return [EnforcedLimit(mount.target, mount.mode, f"{how} of {mount.host}") for mount in mounts]
+
     async def reap_orphans(self) -> int:
         """Remove leftovers of bridges that died without cleaning up; returns how many."""
         return 0
@@ -90,11 +95,6 @@ class Backend(abc.ABC):
     async def close(self) -> None:
         """Release what the backend holds between launches (a cluster backend's API connections)."""
         return None
-
-
-def mount_limits(mounts: tuple[Mount, ...], how: str) -> list[EnforcedLimit]:
-    """The host directories of ``MCP_BRIDGE_MOUNTS`` as doctor lists them: the only host paths a sandbox sees."""
-    return [EnforcedLimit(mount.target, mount.mode, f"{how} of {mount.host}") for mount in mounts]
 
 
 def guest_argv(python: str, guest_config: dict[str, Any]) -> list[str]:

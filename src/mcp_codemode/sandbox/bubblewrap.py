@@ -34,17 +34,7 @@ from ..settings import Settings
 from ..settings_fields import format_size
 from ..state_files import passage_problem
 from . import cgroups
-from .base import (
-    GUEST_MOUNT,
-    SANDBOX_ENV,
-    WORKSPACE,
-    Availability,
-    Backend,
-    EnforcedLimit,
-    Launch,
-    guest_argv,
-    mount_limits,
-)
+from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
 from .channel import PipeChannel
 from .seccomp import SeccompUnavailable, bpf_pipe, denylist_bpf
 from .staging import stage_guest
@@ -171,7 +161,7 @@ class BubblewrapBackend(Backend):
         ]
         if s.cpus:
             limits.append(EnforcedLimit("cpus", str(s.cpus), "cgroup " + cg.mode if cg.cpu else "not enforced"))
-        return limits + mount_limits(s.mounts, "bwrap --ro-bind (ro) or --bind (rw)")
+        return limits + self.mount_limits(s.mounts, "bwrap --ro-bind (ro) or --bind (rw)")
 
     def rlimits(self) -> dict[str, int]:
         cg = self.cgroup_support

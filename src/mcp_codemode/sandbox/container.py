@@ -40,17 +40,7 @@ from ..errors import SandboxUnavailable
 from ..mounts import Mount
 from ..settings import Settings
 from ..settings_fields import format_size
-from .base import (
-    GUEST_MOUNT,
-    SANDBOX_ENV,
-    WORKSPACE,
-    Availability,
-    Backend,
-    EnforcedLimit,
-    Launch,
-    guest_argv,
-    mount_limits,
-)
+from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
 from .channel import PipeChannel
 from .processes import pid_alive
 from .staging import stage_guest
@@ -179,8 +169,8 @@ class ContainerBackend(Backend):
             return subprocess.CompletedProcess(argv, 1, b"", str(exc).encode())
 
     def enforced_limits(self) -> list[EnforcedLimit]:
-        how = f"{self.engine} --mount type=bind"
-        return self._limits() + mount_limits(self.settings.mounts, how + (" (through gVisor's gofer)" * self.gvisor))
+        how = f"{self.engine} --mount type=bind" + (" (through gVisor's gofer)" if self.gvisor else "")
+        return self._limits() + self.mount_limits(self.settings.mounts, how)
 
     def _limits(self) -> list[EnforcedLimit]:
         s = self.settings
