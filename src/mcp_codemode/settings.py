@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SettingsError
+from .mounts import Mount
+from .mounts import state_dir_problem as mounts_state_dir_problem
 from .policy_rules import Policy
 from .settings_fields import (
     DEFAULT_IMAGE,
@@ -85,6 +87,8 @@ class Settings:
     log_file: Path | None = None
     servers_config: tuple[Path, ...] = ()
     roots: tuple[Path, ...] = ()  # given to upstream servers that ask roots/list (else a stdio client's own)
+    # Host directories seen inside every sandbox (mounts.py); off unless given.
+    mounts: tuple[Mount, ...] = ()
     discover_servers: bool = True
     allow_self_server: bool = False
     tool_timeout: float = 60.0
@@ -124,6 +128,20 @@ class Settings:
                 f"{given} is set but {missing} is not: replicas that share sessions need both (the shared secret, "
                 "and the address the others reach this replica at, such as http://$(POD_IP):8765); set both, or "
                 "neither to serve sessions from this replica alone"
+            )
+
+        self._check_mounts()
+
+    def _check_mounts(self) -> None:
+        """What the mounts need of the other settings: no state directory inside one, and a backend that can."""
+        problem = mounts_state_dir_problem(self.mounts, self.state_dir)
+        if problem:
+            raise SettingsError(problem)
+        if self.mounts and self.runtime == "kubernetes":
+            raise SettingsError(
+                "MCP_BRIDGE_MOUNTS is set, but the kubernetes backend cannot bind a host directory into a claimed "
+                "sandbox: unset MCP_BRIDGE_MOUNTS and add the directory as a volume of the SandboxTemplate's pod "
+                'instead (docs/kubernetes.md, "Host directories")'
             )
 
     @property

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from .errors import SettingsError
+from .mounts import EXAMPLE as MOUNTS_EXAMPLE
+from .mounts import MountError, parse_mounts
 
 T = TypeVar("T", int, float)
 RuntimeChoice = Literal["auto", "bubblewrap", "podman", "docker", "kubernetes"]
@@ -268,6 +270,13 @@ FIELDS: tuple[Field, ...] = (
         "MCP server config files separated by ':'",
         "~/my-servers.json:/etc/mcp/team.json",
     ),
+    Field(
+        "mounts",
+        "MCP_BRIDGE_MOUNTS",
+        parse_mounts,
+        "HOST_DIR:SANDBOX_PATH[:ro|:rw] entries separated by ',' (empty: none)",
+        MOUNTS_EXAMPLE,
+    ),
     Field("discover_servers", "MCP_BRIDGE_DISCOVER", _bool, "true or false", "false"),
     Field("allow_self_server", "MCP_BRIDGE_ALLOW_SELF_SERVER", _bool, "true or false (or 1 / 0)", "1"),
     Field("tool_timeout", "MCP_BRIDGE_TOOL_TIMEOUT", _float_in(0.1, 86400), "seconds per proxied tool call", "60"),
@@ -358,12 +367,14 @@ def parse_value(field: Field, raw: object, where: str) -> Any:
         text = "true" if raw else "false"
     if isinstance(raw, list) and field.name in ("servers_config", "roots"):
         text = os.pathsep.join(str(item) for item in raw)
-    if isinstance(raw, list) and field.name in ("container_args", "http_tokens", "allowed_origins"):
+    if isinstance(raw, list) and field.name in ("container_args", "http_tokens", "allowed_origins", "mounts"):
         if field.name == "container_args":
             return tuple(str(item) for item in raw)
         text = ",".join(str(item) for item in raw)
     try:
         return field.parse(text)
+    except MountError as exc:  # one entry of several is wrong: say which, and why
+        raise SettingsError(f"{where}={text!r} is not valid: {exc} (for example {field.env}={field.example})") from None
     except (ValueError, TypeError):
         if field.name in SECRET_FIELDS:
             text = "<hidden>"

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from mcp_codemode.cli.weak_setups import SetupFacts, findings, for_user, render
+from mcp_codemode.mounts import Mount
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from tests.support.backends import fail_unless, require_usable, sandbox_settings
 
@@ -80,6 +81,8 @@ def test_a_strong_setup_has_nothing_to_say():
         ({"audit_log_on": False}, "audit-off", "warn"),
         ({"policy_narrows": False}, "no-policy", "info"),
         ({"allow_self_server": True}, "self-server", "info"),
+        ({"mounts": (Mount(Path("/srv/out"), "/mnt/out", True),)}, "mount-rw", "warn"),
+        ({"mount_problems": (("uid 65534 cannot read /srv", "chmod o+rx /srv"),)}, "mount-access", "warn"),
     ],
 )
 def test_each_weak_spot_is_named_with_its_level(change: dict[str, Any], topic: str, level: str):
@@ -98,6 +101,8 @@ def test_weak_spots_that_do_not_apply_to_the_backend_stay_quiet():
     assert "docker-no-userns" not in topics(dataclasses.replace(STRONG, backend="docker", docker_userns=None))
     # no servers configured: nothing for a policy to narrow
     assert "no-policy" not in topics(dataclasses.replace(STRONG, servers=0, policy_narrows=False))
+    # a read-only mount the sandbox can use is what the user asked for: nothing to say
+    assert findings(dataclasses.replace(STRONG, mounts=(Mount(Path("/srv/data"), "/mnt/data", False),))) == []
     # tokens make a non-loopback address fine
     assert "http-exposed" not in topics(dataclasses.replace(STRONG, http_host="0.0.0.0", http_tokens=1))
 
@@ -137,6 +142,8 @@ def doctor(scratch: Path, *args: str, **env: str) -> dict[str, Any]:
     home.mkdir(exist_ok=True)
     state = scratch / "state"
     base_env = {"PATH": os.environ["PATH"], "HOME": str(home), "MCP_BRIDGE_STATE_DIR": str(state)}
+    if "PYTHONPATH" in os.environ:  # the source tree under test, when it is not the one installed
+        base_env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     done = subprocess.run(
         [*CLI, "doctor", "--json", "--no-discover", *args],
         capture_output=True,
@@ -189,6 +196,30 @@ def test_doctor_warns_about_extra_container_arguments_and_wildcard_origins(scrat
     if report["selected"]["backend"] == "podman":
         assert "--cap-add SYS_ADMIN" in found["container-args"]
     assert "any origin" in found["origins-wildcard"]
+
+
+@pytest.mark.backend
+def test_doctor_lists_the_mounts_and_warns_about_a_writable_one_and_one_the_sandbox_cannot_use(scratch: Path):
+    readable, private = scratch / "readable", scratch / "private"
+    scratch.chmod(0o755)  # bubblewrap's sandbox uid must pass through it to reach a mount
+    readable.mkdir()
+    readable.chmod(0o755)
+    private.mkdir()
+    private.chmod(0o500)  # no write for anyone but root, whom the sandbox never is
+    mounts = f"{readable}:/mnt/data,{private}:/workspace/out:rw"
+    report = doctor(scratch, MCP_BRIDGE_MOUNTS=mounts)
+    assert report["mounts"] == [
+        {"host": str(readable), "target": "/mnt/data", "mode": "ro"},
+        {"host": str(private), "target": "/workspace/out", "mode": "rw"},
+    ]
+    rw = [item for item in report["warnings"] if item["topic"] == "mount-rw"]
+    assert len(rw) == 1 and str(private) in rw[0]["message"] and "lands on the host" in rw[0]["message"]
+    if report["selected"]["backend"] is not None:
+        access = [item["message"] for item in report["warnings"] if item["topic"] == "mount-access"]
+        assert len(access) == 1 and f"permission on {private} (mode 0500" in access[0], report["warnings"]
+        limits = report["backends"][report["selected"]["backend"]]["limits"]
+        assert {"/mnt/data": "ro", "/workspace/out": "rw"}.items() <= {x["name"]: x["value"] for x in limits}.items()
+    assert not [item for item in doctor(scratch)["warnings"] if item["topic"].startswith("mount-")]
 
 
 @pytest.mark.backend

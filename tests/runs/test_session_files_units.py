@@ -126,9 +126,9 @@ def test_the_guest_walk_writes_reads_and_lists_without_following_links(tmp_path:
     assert isinstance(second, dict)
     assert base64.b64decode(first["data"]) + base64.b64decode(second["data"]) == big
 
-    for path, message in [("link", "symlink"), ("dir/secret", "not a folder"), ("fifo", "not a regular file")]:
+    for path, said in [("link", "symlink"), ("dir/secret", "not a folder"), ("fifo", "not a regular file")]:
         reply = _ask(root, op="read", path=path)
-        assert reply["ok"] is False and message in str(reply["error"]), reply
+        assert reply["ok"] is False and said in str(reply["error"]), reply
     assert _ask(root, op="write", path="dir/planted", data="eA==")["ok"] is False
     assert not (outside / "planted").exists()
     assert _ask(root, op="write", path="link", data="eA==")["ok"] is True  # replaces the link itself
@@ -139,11 +139,12 @@ def test_the_guest_walk_writes_reads_and_lists_without_following_links(tmp_path:
     assert [entry["path"] for entry in listing["entries"]] == ["link", "new", "new/deep", "new/deep/big.bin"]
     assert not [name for name in os.listdir(root / "new" / "deep") if name.endswith(".partial")]
 
-    for message in [
+    refused: list[dict[str, object]] = [
         {"op": "read", "path": "../outside/secret"},
         {"op": "read", "path": "x", "offset": -1},
         {"op": "write", "path": "x", "data": "not base64!"},
         {"op": "delete", "path": "x"},
         {"op": "list", "path": "/"},
-    ]:
+    ]
+    for message in refused:
         assert _ask(root, **message)["ok"] is False, message

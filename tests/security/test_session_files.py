@@ -9,7 +9,10 @@ every forged answer is refused or cut to what the host allows, and the session a
 
 from __future__ import annotations
 
+import functools
 import uuid
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
 
@@ -35,6 +38,15 @@ report({'planted': sorted(os.listdir('.'))})
 """
 
 
+def _refusal(target: Target, read: Callable[[], Coroutine[Any, Any, bytes]]) -> str:
+    """Why the bridge refused the read, or what it read when it did not refuse (which fails the caller's check)."""
+    try:
+        got = target.call(read, timeout=60)
+    except SessionFileError as exc:
+        return str(exc)
+    return f"not refused: read {got[:100]!r}"
+
+
 def _session(target: Target) -> str:
     return f"files-{target.name}-{uuid.uuid4().hex[:8]}"
 
@@ -54,12 +66,8 @@ def test_links_fifos_and_folders_the_code_plants_never_lead_a_read_or_write_out(
         "pipe": "not a regular file",  # opened without blocking: a FIFO nobody writes would hang a plain open
     }
     for path, expected in refusals.items():
-        try:
-            got = target.call(lambda path=path: files.read(key, key, path), timeout=60)
-        except SessionFileError as exc:
-            assert expected in str(exc), (path, str(exc))
-        else:
-            raise AssertionError(f"{target.name}: reading {path!r} gave {got[:100]!r}")
+        refusal = _refusal(target, functools.partial(files.read, key, key, path))
+        assert expected in refusal, (target.name, path, refusal)
     assert target.call(lambda: files.read(key, key, "real/ok.txt")) == b"inside"
 
     listing = target.call(lambda: files.listing(key, key))

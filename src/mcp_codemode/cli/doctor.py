@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SandboxUnavailable
+from ..mounts import access_problem
 from ..provision import sandbox_env
 from ..sandbox.bubblewrap import BubblewrapBackend
 from ..sandbox.cgroups import CGROUP_ROOT, CgroupSupport
@@ -72,6 +73,7 @@ def diagnose(settings: Settings, discovery: Discovery | None = None) -> dict[str
             "detail": cgroup.reason,
         },
         "state_dir": str(settings.state_dir),
+        "mounts": [{"host": str(m.host), "target": m.target, "mode": m.mode} for m in settings.mounts],
         "warnings": [dataclasses.asdict(finding) for finding in weak_spots],
     }
     if settings.runtime == "kubernetes":  # only then: asking a cluster nobody configured would only be noise
@@ -109,7 +111,26 @@ def setup_facts(
         readable_secret_configs=readable_secret_configs(servers),
         state_dir_problem=state_dir_problem(settings.state_dir),
         allow_self_server=settings.allow_self_server,
+        mounts=settings.mounts,
+        mount_problems=mount_problems(settings, backend),
     )
+
+
+def mount_problems(settings: Settings, backend: str | None) -> tuple[tuple[str, str], ...]:
+    """Each mount the chosen backend's sandbox uid could not use as meant (by the mode bits), with the fix.
+
+    bubblewrap mounts as the sandbox uid itself, which must pass through every directory above; a container engine
+    mounts as root, and only the container user's access to the directory itself counts."""
+    if backend == "bubblewrap":
+        bubblewrap = BubblewrapBackend(settings)
+        uid, gid, through_parents = bubblewrap.uid, bubblewrap.gid, True
+    elif backend in ("podman", "docker"):
+        user, _, group = settings.container_user.partition(":")
+        uid, gid, through_parents = int(user), int(group or user), False
+    else:
+        return ()
+    found = (access_problem(mount, uid, gid, through_parents) for mount in settings.mounts)
+    return tuple(problem for problem in found if problem is not None)
 
 
 def _swap_accounting(cgroup: CgroupSupport, root: Path = CGROUP_ROOT) -> bool:
@@ -205,6 +226,8 @@ def render_text(report: dict[str, Any]) -> str:
         f"sandbox python:  {report['sandbox_python'] or 'none found'}" + _packages_note(report),
         f"image:           {report['image']}",
         f"state dir:       {report['state_dir']}",
+        "mounts:          "
+        + (", ".join(f"{m['host']} at {m['target']} ({m['mode']})" for m in report["mounts"]) or "none"),
         "",
     ]
     lines += ["weak spots:", *(f"  {line}" for line in render(report["warnings"])), ""]

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from ..face.addresses import is_loopback
+from ..mounts import Mount
 
 Level = Literal["warn", "info"]
 
@@ -52,6 +53,8 @@ class SetupFacts:
     readable_secret_configs: tuple[str, ...]  # config files holding env/header values that others can read
     state_dir_problem: str  # "" or why the state directory is unsafe
     allow_self_server: bool
+    mounts: tuple[Mount, ...] = ()  # MCP_BRIDGE_MOUNTS
+    mount_problems: tuple[tuple[str, str], ...] = ()  # (why the sandbox uid cannot use a mount, the fix)
 
 
 def findings(facts: SetupFacts) -> list[Finding]:
@@ -160,6 +163,25 @@ def _is_gvisor(runtime: str) -> bool:
     return runtime == "runsc" or runtime.endswith("/runsc")
 
 
+def _mounts(facts: SetupFacts) -> list[Finding]:
+    """A writable mount is a promise of docs/security.md given up on purpose (host files within reach): say so
+    every time, and say when a mount cannot work as meant because the sandbox's uid lacks the permission."""
+    found = [
+        Finding(
+            "warn",
+            "mount-rw",
+            f"{mount.host} is mounted writable at {mount.target}: sandboxed code can change and delete every file "
+            "in it, and whatever it writes there lands on the host",
+            f"mount it read-only ({mount.host}:{mount.target}:ro) unless code must write there, and keep nothing in "
+            "it you could not lose",
+        )
+        for mount in facts.mounts
+        if mount.writable
+    ]
+    found += [Finding("warn", "mount-access", problem, fix) for problem, fix in facts.mount_problems]
+    return found
+
+
 def _processes(facts: SetupFacts) -> list[Finding]:
     if facts.setpriv:
         return []
@@ -249,7 +271,7 @@ def _control(facts: SetupFacts) -> list[Finding]:
     return found
 
 
-_RULES = (_limits, _cpu, _containers, _processes, _http, _secrets, _control)
+_RULES = (_limits, _cpu, _containers, _mounts, _processes, _http, _secrets, _control)
 
 
 # Commands in fix texts that only root may run. Backends write their fixes as root would type them; `doctor` shows

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .. import __version__
+from ..mounts import Mount
 from ..policy_rules import Policy
 from ..settings import Settings
 from ..settings_fields import format_size
@@ -34,13 +35,16 @@ def capability_summary(settings: Settings, backend: str, servers: Mapping[str, s
         first,
         f"- Limits: {settings.timeout} s per call by default (timeout= up to {settings.max_timeout} s); "
         f"memory {format_size(settings.memory)}; {settings.pids} processes; {cpus}.",
-        "- No network. Host files, secrets and environment variables are out of reach. Writable: "
+        "- No network. Host files, secrets and environment variables are out of reach"
+        + (" (but for the host directories below)" if settings.mounts else "")
+        + ". Writable: "
         f"/workspace ({format_size(settings.workspace_size)}, the working directory), /tmp "
         f"({format_size(settings.tmp_size)}) and /dev/shm ({format_size(settings.tmp_size)}); all belong to the "
         "session.",
         "- Files: run_python's files={path: text or data: URI} writes files to /workspace before the code runs; "
         "runtime.share_file(path) hands a file back to the user as a link in the result (read through the "
         "bridge, not through your context).",
+        *_mounts_line(settings.mounts),
         "- Sessions: variables, imports and functions persist between calls of one session (by default each "
         'client has its own; session="name" picks another, reset=true starts it fresh). Idle sessions end '
         f"after {settings.session_idle_timeout:g} s.",
@@ -56,6 +60,17 @@ def capability_summary(settings: Settings, backend: str, servers: Mapping[str, s
         "with it defined (runtime.list_saved_tools(), runtime.delete_saved_tool(name)).",
     ]
     return "\n".join(lines)
+
+
+def _mounts_line(mounts: tuple[Mount, ...]) -> list[str]:
+    """Where the user's data is, by its path in the sandbox alone (the host's paths stay on the host)."""
+    if not mounts:
+        return []
+    places = ", ".join(
+        f"{m.target} ({'writable: what is written there stays on the host' if m.writable else 'read-only'})"
+        for m in mounts
+    )
+    return [f"- Host directories mounted in every session: {places}."]
 
 
 def _servers_line(servers: Mapping[str, str]) -> str:

@@ -15,6 +15,7 @@ import types
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from ..mounts import Mount
 from .channel import WorkerChannel
 
 GUEST_MOUNT = "/opt/mcp-codemode"
@@ -74,6 +75,11 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     async def launch(self, worker_id: str, guest_config: dict[str, Any]) -> Launch:
         """Start a worker; it speaks frames on its channel's stdin/stdout."""
+
+    @staticmethod
+    def mount_limits(mounts: tuple[Mount, ...], how: str) -> list[EnforcedLimit]:
+        """The host directories of ``MCP_BRIDGE_MOUNTS`` as doctor lists them: the only host paths a sandbox sees."""
+        return [EnforcedLimit(mount.target, mount.mode, f"{how} of {mount.host}") for mount in mounts]
 
     async def reap_orphans(self) -> int:
         """Remove leftovers of bridges that died without cleaning up; returns how many."""

@@ -9,7 +9,8 @@ host root and can write ``/proc/sys/kernel/core_pattern``. So, as measured in DE
 * mount a read-only root holding only ``/usr`` (and its merged-usr links), a synthetic ``/etc``, the guest
   code and the sandbox Python, read-only; ``/proc/sys`` is bound read-only over the fresh procfs,
 * give writable, size-capped tmpfs only at ``/tmp``, ``/workspace`` and ``/dev/shm`` (the rest of ``/dev`` is
-  read-only, and RLIMIT_MSGQUEUE 0 leaves no POSIX message queue to fill),
+  read-only, and RLIMIT_MSGQUEUE 0 leaves no POSIX message queue to fill), plus the host directories the user
+  mounts on purpose (``MCP_BRIDGE_MOUNTS``, read-only unless marked ``rw``),
 * clear the environment, start a new session (no TIOCSTI into our terminal), die with the bridge,
 * load the seccomp denylist of ``seccomp.py``, and
 * put the whole process tree into per-worker cgroups (memory, pids, cpu) before it execs, falling back
@@ -160,7 +161,7 @@ class BubblewrapBackend(Backend):
         ]
         if s.cpus:
             limits.append(EnforcedLimit("cpus", str(s.cpus), "cgroup " + cg.mode if cg.cpu else "not enforced"))
-        return limits
+        return limits + self.mount_limits(s.mounts, "bwrap --ro-bind (ro) or --bind (rw)")
 
     def rlimits(self) -> dict[str, int]:
         cg = self.cgroup_support
@@ -203,6 +204,10 @@ class BubblewrapBackend(Backend):
         argv += ["--size", str(s.tmp_size), "--tmpfs", "/tmp"]
         argv += ["--size", str(s.tmp_size), "--tmpfs", "/dev/shm"]
         argv += ["--size", str(s.workspace_size), "--tmpfs", WORKSPACE]
+        # The configured host directories, after the workspace's tmpfs so that a target under it lands on top. The
+        # host side is a real path checked by the settings; links inside it resolve in the sandbox's own tree.
+        for mount in s.mounts:
+            argv += ["--bind" if mount.writable else "--ro-bind", str(mount.host), mount.target]
         # --dev makes /dev a tmpfs of the sandbox uid's own, with no size cap: read-only once /dev/shm is mounted
         # in it (--remount-ro is not recursive, so /dev/shm and /dev/pts keep their own flags).
         argv += ["--remount-ro", "/dev"]

@@ -8,7 +8,8 @@ OCI runtime, and needs ``--ulimit nofile`` and ``--ulimit nproc`` set explicitly
 reachable, so we never pull (``--pull never``) and tell the user how to build the image locally.
 
 Writable places: the same three sized tmpfs mounts as bubblewrap (``/tmp``, ``/dev/shm``, ``/workspace``) and
-nothing else; podman's ``--read-only`` would add uncapped ``/run`` and ``/var/tmp`` mounts, so they are turned off.
+nothing else but the host directories mounted ``rw`` on purpose (``MCP_BRIDGE_MOUNTS``); podman's ``--read-only``
+would add uncapped ``/run`` and ``/var/tmp`` mounts, so they are turned off.
 
 Orphans: a killed ``podman run`` client does not stop its container, so every container is labelled with
 the bridge's pid, killed by name, and swept at start-up if its bridge is gone. The worker also exits when
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import SandboxUnavailable
+from ..mounts import Mount
 from ..settings import Settings
 from ..settings_fields import format_size
 from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
@@ -167,6 +169,10 @@ class ContainerBackend(Backend):
             return subprocess.CompletedProcess(argv, 1, b"", str(exc).encode())
 
     def enforced_limits(self) -> list[EnforcedLimit]:
+        how = f"{self.engine} --mount type=bind" + (" (through gVisor's gofer)" if self.gvisor else "")
+        return self._limits() + self.mount_limits(self.settings.mounts, how)
+
+    def _limits(self) -> list[EnforcedLimit]:
         s = self.settings
         if self.gvisor:
             return self._gvisor_limits()
@@ -254,10 +260,19 @@ class ContainerBackend(Backend):
         argv += ["--tmpfs", f"/dev/shm:{tmpfs_opts},size={s.tmp_size}"]
         argv += ["--tmpfs", f"{WORKSPACE}:{tmpfs_opts},size={s.workspace_size}"]
         argv += ["--volume", f"{self._guest_dir}:{GUEST_MOUNT}:ro", "--workdir", WORKSPACE]
+        argv += [part for mount in s.mounts for part in ("--mount", self.mount_option(mount))]
         argv += [part for name, value in SANDBOX_ENV.items() for part in ("--env", f"{name}={value}")]
         argv += list(s.container_args)
         argv += [s.image, *guest_argv("python3", dict(guest_config, workdir=WORKSPACE))]
         return argv
+
+    @staticmethod
+    def mount_option(mount: Mount) -> str:
+        """``--mount`` for one of ``MCP_BRIDGE_MOUNTS``: the engine mounts it before the runtime starts (so runc and
+        gVisor alike get it), as the engine's user; the container user (65534) then needs the mode bits to use it.
+        A path holds no ',' (the settings refuse it), which would split this option."""
+        option = f"type=bind,src={mount.host},dst={mount.target}"
+        return option if mount.writable else option + ",readonly=true"
 
     async def launch(self, worker_id: str, guest_config: dict[str, Any]) -> Launch:
         availability = self.availability()

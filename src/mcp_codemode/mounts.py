@@ -1,0 +1,164 @@
+"""Host directories mounted into every sandbox (``MCP_BRIDGE_MOUNTS``): what one is, how it is spelled, and checks.
+
+Why a module of its own: a mount is the one deliberate hole in "host files are out of reach", so its rules live
+in one place that every backend, ``doctor`` and the capability summary read, and that a pure test can cover. The
+parser refuses what would blur the sandbox's own layout (a mount over ``/usr``, ``/proc`` or ``/tmp`` would replace
+what the sandbox relies on, or hide its size caps) and anything a runtime's option syntax could misread (a ``,``
+or ``:`` in a path). Which uid may use a directory is checked here too, from the mode bits, for ``doctor``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import posixpath
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NoReturn
+
+# The sandbox's own places: a mount on or under one would hide or replace what the sandbox needs to run (the
+# interpreter, the guest code at /opt/mcp-codemode, procfs) or a size-capped tmpfs; /lib32 and /libx32 are links
+# into /usr on a merged-usr host, so a mount there would land in the host's /usr. /workspace itself is taken too,
+# but a directory under it is allowed.
+RESERVED = (
+    "/proc", "/sys", "/dev", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/var", "/run",
+    "/tmp", "/opt",
+)  # fmt: skip
+WORKSPACE = "/workspace"
+EXAMPLE = "/srv/data:/mnt/data:ro,/home/me/out:/mnt/out:rw"
+_MODES = {"ro": False, "rw": True}
+
+
+class MountError(ValueError):
+    """A ``MCP_BRIDGE_MOUNTS`` entry refused, with the reason (the settings add where it was given)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Mount:
+    """One host directory (its real path) seen at ``target`` inside every sandbox, writable or read-only."""
+
+    host: Path
+    target: str
+    writable: bool
+
+    @property
+    def mode(self) -> str:
+        return "rw" if self.writable else "ro"
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.target}:{self.mode}"
+
+
+def parse_mounts(text: str) -> tuple[Mount, ...]:
+    """``HOST_DIR:SANDBOX_PATH[:ro|:rw]`` entries separated by commas (empty: no mounts); raises MountError."""
+    mounts = tuple(parse_mount(entry.strip()) for entry in text.split(",") if entry.strip())
+    refuse_overlaps(mounts)
+    return mounts
+
+
+def parse_mount(entry: str) -> Mount:
+    """One entry; the error names it and shows a good one."""
+    parts = entry.split(":")
+    if len(parts) > 3 or (len(parts) == 3 and parts[2].strip().startswith("/")):
+        _refuse(entry, "a path may hold no ':' (nor ',', which separates entries)")
+    if len(parts) == 3 and parts[2].strip() not in _MODES:
+        _refuse(entry, f"the mode {parts[2]!r} is neither ro nor rw")
+    if len(parts) != 2 and len(parts) != 3:
+        _refuse(entry, "expected HOST_DIR:SANDBOX_PATH or HOST_DIR:SANDBOX_PATH:ro|rw (a path may hold no ',')")
+    host_text, target = parts[0].strip(), parts[1].strip()
+    writable = _MODES[parts[2].strip()] if len(parts) == 3 else False
+    return Mount(_host_dir(entry, host_text), _target(entry, target), writable)
+
+
+def _host_dir(entry: str, text: str) -> Path:
+    path = Path(text).expanduser()
+    if not path.is_absolute():
+        _refuse(entry, f"the host directory {text!r} is not an absolute path")
+    if not path.is_dir():
+        _refuse(entry, f"the host directory {text} does not exist or is not a directory")
+    return Path(os.path.realpath(path))
+
+
+def _target(entry: str, target: str) -> str:
+    if not target.startswith("/"):
+        _refuse(entry, f"the sandbox path {target!r} is not absolute")
+    if posixpath.normpath(target) != target or "/../" in f"{target}/" or target.startswith("//"):
+        _refuse(entry, f"the sandbox path {target!r} is not normalized (write it as {posixpath.normpath(target)})")
+    if target == "/" or target == WORKSPACE:
+        _refuse(entry, f"the sandbox path {target} is the sandbox's own; pick one such as /mnt/data or /workspace/data")
+    for reserved in RESERVED:
+        if _within(target, reserved):
+            _refuse(entry, f"the sandbox path {target} is on or under {reserved}, which the sandbox itself uses")
+    return target
+
+
+def refuse_overlaps(mounts: Iterable[Mount]) -> None:
+    """Two mounts at one target, or one inside another, would hide each other, depending on the order."""
+    seen: list[Mount] = []
+    for mount in mounts:
+        for other in seen:
+            if _within(mount.target, other.target) or _within(other.target, mount.target):
+                raise MountError(
+                    f"the sandbox paths of {other} and {mount} are the same or nested; give each mount a place of "
+                    "its own"
+                )
+        seen.append(mount)
+
+
+def state_dir_problem(mounts: Iterable[Mount], state_dir: Path) -> str:
+    """Why a mount would expose the bridge's state directory (tokens, saved tools, the staged worker), or "".
+
+    Code that can read it could take tokens; code that can write it could change the worker other sessions run."""
+    state = Path(os.path.realpath(state_dir))
+    for mount in mounts:
+        if state == mount.host or mount.host in state.parents or state in mount.host.parents:
+            return (
+                f"MCP_BRIDGE_MOUNTS mounts {mount.host}, which is, holds or lies in the bridge's state directory "
+                f"{state} (its tokens, saved tools, audit log and the worker code); mount a directory apart from "
+                "it, or move MCP_BRIDGE_STATE_DIR elsewhere"
+            )
+    return ""
+
+
+def access_problem(mount: Mount, uid: int, gid: int, through_parents: bool) -> tuple[str, str] | None:
+    """Why ``uid``/``gid`` could not use ``mount`` from inside the sandbox (by the mode bits), and the fix; or None.
+
+    A read-only mount needs read and search on the directory, a writable one write too. ``through_parents``: the
+    sandbox is built by that uid itself (bubblewrap), which must also pass through every directory above.
+    """
+    needed = 0o5 | (0o2 if mount.writable else 0)
+    want = "read, write and search" if mount.writable else "read and search"
+    fix = (
+        f"give uid {uid} {want} permission on {mount.host} (chown or chmod; rootless podman maps it to a "
+        "subordinate uid), or mount another directory"
+    )
+    for directory in (mount.host, *(mount.host.parents if through_parents else ())):
+        try:
+            info = directory.stat()
+        except OSError as exc:
+            return f"cannot read the mode of {directory}: {exc.strerror}", fix
+        if directory != mount.host and not _allowed(info, uid, gid) & 0o1:
+            return f"uid {uid} (the sandbox's) cannot pass through {directory} to reach {mount.host}", fix
+        if directory == mount.host and _allowed(info, uid, gid) & needed != needed:
+            mode = f"mode {stat.S_IMODE(info.st_mode):04o}, owner uid {info.st_uid}"
+            return f"uid {uid} (the sandbox's) lacks {want} permission on {mount.host} ({mode})", fix
+    return None
+
+
+def _allowed(info: os.stat_result, uid: int, gid: int) -> int:
+    """The permission bits (rwx, 0o7) that apply to ``uid``/``gid``: the owner's, else the group's, else the others'
+    (the kernel's rule, ACLs aside; the sandbox never runs as root, so uid 0 gets no exception)."""
+    if info.st_uid == uid:
+        return (info.st_mode >> 6) & 0o7
+    if info.st_gid == gid:
+        return (info.st_mode >> 3) & 0o7
+    return info.st_mode & 0o7
+
+
+def _within(path: str, base: str) -> bool:
+    return path == base or path.startswith(base.rstrip("/") + "/")
+
+
+def _refuse(entry: str, why: str) -> NoReturn:
+    raise MountError(f"the entry {entry!r}: {why}")
