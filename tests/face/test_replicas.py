@@ -102,8 +102,9 @@ async def test_a_session_is_served_by_either_replica_and_survives_its_owner_only
 
         # A forwarded call carries its files to the owner; the owner serves the session's files, the other says where.
         async with http_client_for(b.url, "auto") as on_b, http_client_for(a.url, "auto") as on_a:
-            given = {"code": "open('in.txt').read()", "session": "shared-auto", "files": {"in.txt": "via b"}}
-            forwarded = await on_b.call_tool("run_python", given)
+            given = {"code": "open('in.txt').read()", "session": "shared-auto"}
+            files: Any = {"codemode/files": [{"path": "in.txt", "content": "via b"}]}
+            forwarded = await on_b.call_tool("run_python", given, meta=files)
             on_owner = await on_a.read_resource("codemode://sessions/shared-auto/files/in.txt")
             with pytest.raises(MCPError, match="does not run on this replica"):
                 await on_b.read_resource("codemode://sessions/shared-auto/files/in.txt")

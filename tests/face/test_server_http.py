@@ -220,7 +220,10 @@ async def test_the_capabilities_resource_is_what_the_sandbox_runtime_says(plain:
         )
         with pytest.raises(MCPError) as caught:
             await client.read_resource("codemode://missing")
-    assert [str(resource.uri) for resource in listed.resources] == ["codemode://capabilities"]
+    # Besides the capabilities, only the listings of this principal's sessions' files (other tests' sessions here).
+    others = [str(resource.uri) for resource in listed.resources if str(resource.uri) != "codemode://capabilities"]
+    assert len(listed.resources) == len(others) + 1
+    assert all(uri.startswith("codemode://sessions/") and uri.endswith("/files/") for uri in others), others
     (contents,) = read.contents
     assert isinstance(contents, types.TextResourceContents)
     assert text_of(inside) == contents.text.rstrip("\n")

@@ -133,7 +133,10 @@ async def test_the_capabilities_resource_is_what_the_sandbox_runtime_says(either
     inside = await client.call_tool(
         "run_python", {"code": "import mcp.runtime as runtime; print(runtime.capability_summary())"}
     )
-    assert [str(resource.uri) for resource in listed.resources] == ["codemode://capabilities"]
+    # Besides the capabilities, only the listings of this client's sessions' files (the shared client's sessions).
+    others = [str(resource.uri) for resource in listed.resources if str(resource.uri) != "codemode://capabilities"]
+    assert len(listed.resources) == len(others) + 1
+    assert all(uri.startswith("codemode://sessions/") and uri.endswith("/files/") for uri in others), others
     (contents,) = read.contents
     assert isinstance(contents, types.TextResourceContents)
     assert "run_python" in contents.text

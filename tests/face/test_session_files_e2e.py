@@ -1,19 +1,21 @@
 """Files in and out of a session through the MCP face, with the SDK's real ``Client`` in both eras, stdio and HTTP.
 
-In: run_python's ``files`` argument (text, and bytes as a data: URI). Out: a cell's ``runtime.share_file`` link in
-the result, read with ``resources/read``; the ``files/`` listing; the resource template; ``resources/list``
-naming the caller's sessions. Over HTTP, URIs resolve with the caller's token: another token's client reads
-nothing of the first one's session even with the same URI.
+In: the ``codemode/files`` entry of a run_python call's ``_meta`` (text, and bytes as a data: URI). Out: a cell's
+``runtime.share_file`` link in the result, read with ``resources/read``; the ``files/`` listing; the resource
+template; ``resources/list`` naming the caller's sessions. Over HTTP, URIs resolve with the caller's token:
+another token's client reads nothing of the first one's session even with the same URI.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -58,6 +60,14 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     assert_no_orphans()
 
 
+WHERE = '_meta["codemode/files"]'
+
+
+def files_meta(files: object) -> Any:
+    """The request _meta that carries files for the session's /workspace (the client program's, not the model's)."""
+    return {"codemode/files": files}
+
+
 def _links(result: types.CallToolResult) -> list[types.ResourceLink]:
     return [block for block in result.content if isinstance(block, types.ResourceLink)]
 
@@ -69,11 +79,11 @@ async def _read(client: Client, uri: str) -> types.TextResourceContents | types.
 
 
 async def test_files_go_in_with_the_call_and_come_out_as_links_and_resources(stdio: Client) -> None:
-    given = {
-        "data/input.csv": "a,b\n1,2\n",
-        "logo.png": "data:image/png;base64," + base64.b64encode(PNG).decode(),
-        "/workspace/notes.txt": "héllo",
-    }
+    given = [
+        {"path": "data/input.csv", "content": "a,b\n1,2\n"},
+        {"path": "logo.png", "content": "data:image/png;base64," + base64.b64encode(PNG).decode()},
+        {"path": "/workspace/notes.txt", "content": "héllo"},
+    ]
     code = (
         "import hashlib, os\n"
         "os.makedirs('out', exist_ok=True)\n"
@@ -83,7 +93,7 @@ async def test_files_go_in_with_the_call_and_come_out_as_links_and_resources(std
         "runtime.share_file('logo.png')\n"
         "print(hashlib.sha256(open('logo.png', 'rb').read()).hexdigest(), open('notes.txt').read())"
     )
-    result = await stdio.call_tool("run_python", {"code": code, "files": given})
+    result = await stdio.call_tool("run_python", {"code": code}, meta=files_meta(given))
     assert not result.is_error, text_of(result)
     assert text_of(result).splitlines()[0] == f"{hashlib.sha256(PNG).hexdigest()} héllo"
     links = {link.name: link for link in _links(result)}
@@ -118,7 +128,9 @@ async def test_files_go_in_with_the_call_and_come_out_as_links_and_resources(std
 
 
 async def test_a_named_session_has_its_own_files_and_a_file_is_read_while_a_cell_runs(stdio: Client) -> None:
-    await stdio.call_tool("run_python", {"code": "x = 1", "session": "other", "files": {"only-here.txt": "other"}})
+    await stdio.call_tool(
+        "run_python", {"code": "x = 1", "session": "other"}, meta=files_meta({"only-here.txt": "other"})
+    )
     seen = await _read(stdio, "codemode://sessions/other/files/only-here.txt")
     assert isinstance(seen, types.TextResourceContents) and seen.text == "other"
     with pytest.raises(MCPError, match="has no running sandbox"):  # the default session never ran here
@@ -129,7 +141,7 @@ async def test_a_named_session_has_its_own_files_and_a_file_is_read_while_a_cell
 
     async def slow_cell() -> None:
         started.set()
-        code = "import time\nopen('progress.txt', 'w').write('half way')\ntime.sleep(4)\n'done'"
+        code = "import time\nwith open('progress.txt', 'w') as f:\n    f.write('half way')\ntime.sleep(4)\n'done'"
         answer.append(await stdio.call_tool("run_python", {"code": code, "session": "other"}))
 
     async with anyio.create_task_group() as group:
@@ -137,11 +149,11 @@ async def test_a_named_session_has_its_own_files_and_a_file_is_read_while_a_cell
         await started.wait()
         with anyio.fail_after(60):
             while True:  # the cell writes the file first; the read must not wait for the cell's end
-                try:
+                with contextlib.suppress(MCPError):  # not there yet
                     during = await _read(stdio, "codemode://sessions/other/files/progress.txt")
-                    break
-                except MCPError:
-                    await anyio.sleep(0.1)
+                    if isinstance(during, types.TextResourceContents) and during.text:  # created, then written
+                        break
+                await anyio.sleep(0.1)
         assert not answer, "the read waited for the running cell"
     assert isinstance(during, types.TextResourceContents) and during.text == "half way"
     assert text_of(answer[0]) == "'done'"
@@ -150,13 +162,17 @@ async def test_a_named_session_has_its_own_files_and_a_file_is_read_while_a_cell
 async def test_bad_paths_names_and_sessions_are_refused_with_what_to_do(stdio: Client) -> None:
     await stdio.call_tool("run_python", {"code": "open('kept.txt', 'w').write('kept')"})
     for bad in ("../escape.txt", "/etc/passwd", "a//b", "", "x/./y"):
-        result = await stdio.call_tool("run_python", {"code": "1", "files": {bad: "evil"}})
+        result = await stdio.call_tool("run_python", {"code": "1"}, meta=files_meta({bad: "evil"}))
         assert result.is_error, bad
-        assert "`files`" in text_of(result) and "data/report.csv" in text_of(result), text_of(result)
-    wrong = await stdio.call_tool("run_python", {"code": "1", "files": {"a.txt": 5}})
-    assert wrong.is_error and "must be a string" in text_of(wrong)
-    broken = await stdio.call_tool("run_python", {"code": "1", "files": {"a.bin": "data:;base64,@@@"}})
-    assert broken.is_error and "base64" in text_of(broken)
+        assert WHERE in text_of(result) and "data/report.csv" in text_of(result), text_of(result)
+    for value, expected in [
+        ({"a.txt": 5}, "must be a string"),
+        ({"a.bin": "data:;base64,@@@"}, "base64"),
+        ([{"path": "a.txt"}], 'list of {"path", "content"} objects'),
+        ("a.txt", 'list of {"path", "content"} objects'),
+    ]:
+        refused = await stdio.call_tool("run_python", {"code": "1"}, meta=files_meta(value))
+        assert refused.is_error and expected in text_of(refused) and WHERE in text_of(refused), text_of(refused)
     for uri, expected in [
         ("codemode://sessions/default/files/../../etc/passwd", "'..' part"),
         ("codemode://sessions/default/files/%2e%2e/%2e%2e/etc/passwd", "'..' part"),
@@ -176,7 +192,8 @@ async def test_over_http_a_token_reads_only_its_own_sessions_files(guarded: Http
     session = f"s-{uuid.uuid4().hex[:8]}"
     uri = f"codemode://sessions/{session}/files/secret.txt"
     async with http_client_for(guarded.url, mode, headers=bearer(TOKEN_A)) as owner:
-        result = await owner.call_tool("run_python", {"code": "1", "session": session, "files": {"secret.txt": "mine"}})
+        given = files_meta({"secret.txt": "mine"})
+        result = await owner.call_tool("run_python", {"code": "1", "session": session}, meta=given)
         assert not result.is_error, text_of(result)
         mine = await _read(owner, uri)
         assert isinstance(mine, types.TextResourceContents) and mine.text == "mine"

@@ -1036,6 +1036,7 @@ async def test_through_the_mcp_face_an_upstream_image_reaches_the_client_and_the
             theirs = await client.read_resource("resource://mcp-server-code-execution-mode/capabilities")
             result = await client.call_tool("run_python", {"code": "await mcp_everything.get_tiny_image()"})
     assert [str(resource.uri) for resource in listed.resources] == ["codemode://capabilities"]  # one is listed
+    # (no session ran before the listing, so no session's files are listed)
     ((summary,), (reference,)) = ours.contents, theirs.contents
     assert isinstance(summary, types.TextResourceContents) and isinstance(reference, types.TextResourceContents)
     assert str(reference.uri) == "resource://mcp-server-code-execution-mode/capabilities"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -49,19 +50,23 @@ def test_a_leading_workspace_is_accepted_and_dropped() -> None:
         checked_path("/workspace/../etc/passwd")
 
 
-def test_the_files_argument_takes_text_and_data_uris() -> None:
+def test_files_for_a_call_take_text_and_data_uris_as_a_list_or_a_map() -> None:
     png = b"\x89PNG\r\n\x1a\n\x00"
-    parsed = parse_files(
-        {"a.txt": "héllo", "b.png": "data:image/png;base64," + base64.b64encode(png).decode(), "c": "data:x"}
+    uri = "data:image/png;base64," + base64.b64encode(png).decode()
+    listed = parse_files(
+        [{"path": "a.txt", "content": "héllo"}, {"path": "b.png", "content": uri}, {"path": "c", "content": "data:x"}]
     )
-    assert parsed == (("a.txt", "héllo".encode()), ("b.png", png), ("c", b"data:x"))
-    assert parse_files(None) == () == parse_files({})
+    assert listed == (("a.txt", "héllo".encode()), ("b.png", png), ("c", b"data:x"))
+    assert parse_files({"a.txt": "héllo", "b.png": uri, "c": "data:x"}) == listed
+    assert parse_files(None) == () == parse_files({}) == parse_files([])
 
 
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        (["a.txt"], "must be an object"),
+        ("a.txt", "must be a list of"),
+        ([{"path": "a.txt"}], "must be a list of"),
+        ([{"path": "a", "content": "x", "mode": 1}], "must be a list of"),
         ({"../a": "x"}, "'..' part"),
         ({"a": 1}, "must be a string"),
         ({"a": "data:;base64,%%%"}, "does not decode"),
@@ -69,9 +74,10 @@ def test_the_files_argument_takes_text_and_data_uris() -> None:
         ({"a": "x" * (MAX_FILE_BYTES + 1)}, "more than"),
     ],
 )
-def test_a_bad_files_argument_says_what_to_send(value: object, message: str) -> None:
-    with pytest.raises(BadFiles, match=message):
-        parse_files(value)
+def test_bad_files_for_a_call_say_what_to_send(value: object, message: str) -> None:
+    with pytest.raises(BadFiles, match=re.escape(message)) as caught:
+        parse_files(value, "_meta.files")
+    assert str(caught.value).startswith("_meta.files")
 
 
 def test_uris_round_trip_and_foreign_ones_are_not_taken() -> None:

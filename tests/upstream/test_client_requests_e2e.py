@@ -21,6 +21,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from tests.support import upstreams
 from tests.support.cells import private_state_dir
@@ -115,18 +116,25 @@ def _approval_setup(tmp_path: Path, state: Path) -> tuple[str, dict[str, str]]:
 
 @contextlib.asynccontextmanager
 async def approval_client(
-    transport: str, tmp_path: Path, config: str, env: dict[str, str], callbacks: ClientCallbacks
+    transport: str,
+    tmp_path: Path,
+    config: str,
+    env: dict[str, str],
+    callbacks: ClientCallbacks,
+    mode: str = "legacy",
+    sent: list[dict[str, Any]] | None = None,
 ) -> AsyncIterator[Client]:
-    """A handshake-era SDK client that answers what ``callbacks`` answer, on a bridge over stdio or HTTP."""
+    """An SDK client of the ``mode`` era that answers what ``callbacks`` answer, on a bridge over stdio or HTTP
+    (``sent``: what it writes, over stdio)."""
     args = ("--config", config, "--no-discover")
     if transport == "stdio":
         async with stdio_client_for(
-            tmp_path / "serve.log", "legacy", *args, sent=None, deadline=None, callbacks=callbacks, **env
+            tmp_path / "serve.log", mode, *args, sent=sent, deadline=None, callbacks=callbacks, **env
         ) as client:
             yield client
         return
     with HttpServer(tmp_path / "serve.log", *args, **env) as server:
-        async with http_client_for(server.url, "legacy", deadline=None, callbacks=callbacks) as client:
+        async with http_client_for(server.url, mode, deadline=None, callbacks=callbacks) as client:
             yield client
 
 
@@ -137,13 +145,15 @@ def plain_client(tmp_path: Path, mode: str, config: str, env: dict[str, str]) ->
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_ask_tools_asks_the_user_through_elicitation_and_a_decline_raises_approval_denied(
-    tmp_path: Path, state: Path, transport: str
+    tmp_path: Path, state: Path, transport: str, mode: str
 ) -> None:
-    """The handshake-era client declares elicitation: it is asked before each echo, sees server, tool and
-    arguments; accept lets the call go, decline raises ApprovalDenied, "remember" skips the question for the rest
-    of the session. get-sum, which ask_tools does not name, is never asked about. Each outcome is audited."""
+    """The client declares elicitation: it is asked before each echo, sees server, tool and arguments; accept lets
+    the call go, decline raises ApprovalDenied, "remember" skips the question for the rest of the session. get-sum,
+    which ask_tools does not name, is never asked about. Each outcome is audited. The same in both eras: the
+    handshake era asks on the call's own stream, the 2026-07-28 era through input_required rounds."""
     config, env = _approval_setup(tmp_path, state)
     asked: list[str] = []
     answers = iter(
@@ -158,7 +168,8 @@ async def test_ask_tools_asks_the_user_through_elicitation_and_a_decline_raises_
         asked.append(params.message)
         return next(answers)
 
-    async with approval_client(transport, tmp_path, config, env, ClientCallbacks(elicitation=answer)) as client:
+    callbacks = ClientCallbacks(elicitation=answer)
+    async with approval_client(transport, tmp_path, config, env, callbacks, mode) as client:
         first = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120, "session": "s"})
         again = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120, "session": "s"})
     rows = json.loads(text_of(first).strip().splitlines()[0])
@@ -209,28 +220,42 @@ async def test_ask_tools_with_a_client_that_cannot_be_asked_is_refused_never_pas
 
 
 @pytest.mark.anyio
-async def test_ask_tools_over_the_2026_protocol_refuses_clearly_even_when_the_client_could_elicit(
+async def test_over_the_2026_protocol_questions_go_as_input_required_rounds_while_the_cell_keeps_running(
     tmp_path: Path, state: Path
 ) -> None:
-    """A 2026-07-28 call cannot ask its client mid-call (that era asks through input_required, which run_python
-    does not use yet): the call is refused with ApprovalDenied naming the era and the fixes, never passed."""
+    """A 2026-07-28 call has no channel to ask on: run_python answers input_required with the question and a
+    sealed requestState, the SDK client asks its user and sends the call again with the answer, and the run, which
+    waited where it asked, goes on. What the client wrote shows the rounds: the same call three times (one per
+    question), the later ones with inputResponses and the requestState. A forged or replayed state is refused."""
     config, env = _approval_setup(tmp_path, state)
-    asked: list[str] = []
+    sent: list[dict[str, Any]] = []
+    accept = types.ElicitResult(action="accept", content={"remember": False})
+    answers = iter([accept, types.ElicitResult(action="decline"), accept])
 
     async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params.message)
-        return types.ElicitResult(action="accept", content={"remember": True})
+        return next(answers)
 
-    async with stdio_client_for(
-        tmp_path / "serve.log", "auto", "--config", config, "--no-discover", sent=None, deadline=None,
-        callbacks=ClientCallbacks(elicitation=answer), **env,
-    ) as client:  # fmt: skip
-        result = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120})
+    code = APPROVAL_CODE
+    callbacks = ClientCallbacks(elicitation=answer)
+    async with approval_client("stdio", tmp_path, config, env, callbacks, "auto", sent) as client:
+        assert client.protocol_version == MODES["auto"]
+        result = await client.call_tool("run_python", {"code": code, "timeout": 120})
+        rounds = [m for m in sent if m.get("method") == "tools/call"]
+        arguments = {"code": code, "timeout": 120}
+        with pytest.raises(MCPError, match="no longer waiting for answers") as replayed:  # that run has ended
+            await client.call_tool("run_python", arguments, request_state=rounds[-1]["params"]["requestState"])
+        with pytest.raises(MCPError, match="Invalid or expired requestState"):  # not sealed by this bridge
+            await client.call_tool("run_python", arguments, request_state="forged-" + "A" * 40)
+    assert "call run_python again" in str(replayed.value)
     rows = json.loads(text_of(result).strip().splitlines()[0])
-    kind, _, rule, message = rows["first"]
-    assert (kind, rule) == ("ApprovalDenied", "ask_tools"), rows
-    assert "2026-07-28 protocol" in message and "take the tool out of ask_tools" in message, message
-    assert asked == [] and "3" in str(rows["sum"]), (asked, rows)
+    assert rows["first"] == "Echo: first" and rows["third"] == "Echo: third", rows
+    assert rows["second"][0] == "ApprovalDenied", rows
+    assert len(rounds) == 4, [sorted(r["params"]) for r in rounds]
+    assert "requestState" not in rounds[0]["params"]
+    for later in rounds[1:]:
+        assert later["params"]["arguments"] == rounds[0]["params"]["arguments"]
+        assert later["params"]["requestState"] and later["params"]["inputResponses"], later["params"]
+        assert len(later["params"]["requestState"]) > 40  # sealed, not the parked run's bare key
 
 
 # ----------------------------------------------------- 21. an upstream server's sampling and elicitation, passed on
@@ -254,12 +279,14 @@ print(json.dumps(rows, default=str))
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_an_upstream_servers_sampling_and_elicitation_reach_the_client_and_the_answers_go_back(
-    tmp_path: Path, state: Path, transport: str
+    tmp_path: Path, state: Path, transport: str, mode: str
 ) -> None:
     """server-everything asks for an LLM completion and for a form while its tool runs; the SDK client of
-    run_python answers both, and the server's results carry those answers back to the code. Both audited."""
+    run_python answers both, and the server's results carry those answers back to the code. Both audited. In
+    both eras: the 2026-07-28 client gets each request as an input_required round."""
     config, env = _approval_setup(tmp_path, state)
     sampled: list[types.CreateMessageRequestParams] = []
     elicited: list[types.ElicitRequestParams] = []
@@ -277,7 +304,7 @@ async def test_an_upstream_servers_sampling_and_elicitation_reach_the_client_and
         return types.ElicitResult(action="accept", content={"name": "Ada", "check": True})
 
     callbacks = ClientCallbacks(elicitation=answer, sampling=sample)
-    async with approval_client(transport, tmp_path, config, env, callbacks) as client:
+    async with approval_client(transport, tmp_path, config, env, callbacks, mode) as client:
         result = await client.call_tool("run_python", {"code": PASS_ON_CODE, "timeout": 120})
     rows = json.loads(text_of(result).strip().splitlines()[0])
     assert rows["sampling"][0] == "ok" and "teal, says the model" in str(rows["sampling"][1]), rows

@@ -2,9 +2,9 @@
 (``ask_tools``), an upstream server's elicitation and sampling requests passed on, and the client's roots.
 
 Each goes to the client as a request related to the ``tools/call`` it serves (over Streamable HTTP it travels on
-that call's own stream), and only when the client declared the capability. A 2026-07-28 call has no channel for
-it: that era asks a client by answering ``input_required``, which ``run_python`` does not do yet, so the request
-fails with ``CannotAsk`` saying so and what to do instead.
+that call's own stream), and only when the client declared the capability. A 2026-07-28 call has no such channel:
+that era asks through ``input_required`` rounds (``input_rounds.py``), except for a call that replicas sharing
+sessions run, where the request fails with ``CannotAsk`` saying so and what to do instead.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from ..upstream.roots import Roots
 log = logging.getLogger(__name__)
 
 NO_BACK_CHANNEL = (
-    "this call came over the 2026-07-28 protocol, which has no way for the bridge to ask the client in the middle "
-    "of a call (run_python does not use input_required yet); connect in the handshake era (2025-11-25 and before)"
+    "this call came over the 2026-07-28 protocol to replicas that share sessions, where the bridge cannot ask the "
+    "client in the middle of a call (input_required rounds need the one replica that runs the code); connect in "
+    "the handshake era (2025-11-25 and before), or to a single replica"
 )
 
 

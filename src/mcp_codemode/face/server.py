@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -33,6 +34,7 @@ import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 
 from .. import __version__
@@ -44,6 +46,7 @@ from ..runs.summary import reference_capabilities
 from ..settings import Settings
 from .client_requests import learn_roots, reaching
 from .heartbeat import ProgressLine, Report, heartbeat
+from .input_rounds import KEEP, InputRounds
 from .principals import PRINCIPAL_STATE_KEY
 from .render import cut_middle, error_result, render_result
 from .workspace_files import (
@@ -74,7 +77,10 @@ _SESSION_RE = re.compile(SESSION_PATTERN)
 SESSION_HEADER = "Mcp-Codemode-Session"
 _SESSION_HEADER_KEY = SESSION_HEADER.lower().encode()  # ASGI gives header names in lower case, as bytes
 DEFAULT_NAME = "default"
-_ARGUMENTS = ("code", "servers", "timeout", "session", "reset", "files")
+_ARGUMENTS = ("code", "servers", "timeout", "session", "reset")
+# Files for the session's /workspace travel in the request's _meta, from the client program: not an argument, so
+# the model pays nothing for them in the listing and strict-schema clients keep a schema they can express.
+FILES_META_KEY = "codemode/files"
 
 DESCRIPTION = (
     "Run Python 3 in a sandbox (no network, no host files) and get back what it prints, the value of its "
@@ -112,8 +118,6 @@ def run_python_tool(settings: Settings) -> types.Tool:
                 "x-mcp-header": "Session",
             },
             "reset": {"type": "boolean", "description": "start the session fresh"},
-            # Strings only (the parser says so); "additionalProperties" would cost the listing 45 characters.
-            "files": {"type": "object", "description": "files to write to /workspace first: {path: text or data: URI}"},
         },
         "required": ["code"],
         "additionalProperties": False,
@@ -138,7 +142,7 @@ def parse_arguments(arguments: Mapping[str, Any] | None, settings: Settings) -> 
     if unknown:
         raise InvalidArguments(
             f"run_python has no argument {', '.join(map(repr, unknown))}; it takes code (required), "
-            "servers, timeout, session, reset and files"
+            "servers, timeout, session and reset"
         )
     code = args.get("code")
     if not isinstance(code, str) or not code.strip():
@@ -157,13 +161,14 @@ def parse_arguments(arguments: Mapping[str, Any] | None, settings: Settings) -> 
         session=_session(args.get("session")),
         reset=_reset(args.get("reset")),
         servers=_servers(args.get("servers")),
-        files=_files(args.get("files")),
     )
 
 
-def _files(value: object) -> tuple[tuple[str, bytes], ...]:
+def meta_files(ctx: ServerRequestContext[Any, Any]) -> tuple[tuple[str, bytes], ...]:
+    """The files the client program sent in the request's ``_meta`` for the session's /workspace."""
+    meta: Mapping[str, Any] = ctx.meta or {}
     try:
-        return parse_files(value)
+        return parse_files(meta.get(FILES_META_KEY), f'_meta["{FILES_META_KEY}"]')
     except BadFiles as exc:
         raise InvalidArguments(str(exc)) from None
 
@@ -329,6 +334,15 @@ def local_runner(bridge: Bridge) -> RunHere:
     return run_here
 
 
+def _asks_in_rounds(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether a call asks its client through input_required rounds: it has no channel to send requests on (the
+    2026-07-28 era) and its client declared something it can be asked (elicitation or sampling)."""
+    if ctx.session.can_send_request:
+        return False
+    capabilities = ctx.session.client_capabilities
+    return capabilities is not None and (capabilities.elicitation is not None or capabilities.sampling is not None)
+
+
 def _progress_reporter(ctx: ServerRequestContext[Any, Any]) -> Report:
     """Progress another replica reports for a forwarded call, passed on to this call's client."""
 
@@ -351,6 +365,7 @@ def build_server(
     settings = bridge.settings
     tool = run_python_tool(settings)
     run_here = local_runner(bridge)
+    rounds = InputRounds()
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -359,11 +374,11 @@ def build_server(
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         if params.name != TOOL_NAME:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool {params.name!r}: this server has one tool, {TOOL_NAME}")
         try:
-            request = parse_arguments(params.arguments, settings)
+            request = dataclasses.replace(parse_arguments(params.arguments, settings), files=meta_files(ctx))
             where = place(ctx, transport, request.session)
         except InvalidArguments as exc:
             return error_result(str(exc))
@@ -393,7 +408,44 @@ def build_server(
 
         if router is not None and router.shares(where):
             return await router.run(request, where, run, _progress_reporter(ctx) if wants_progress else None)
+        if params.request_state is not None or _asks_in_rounds(ctx):
+            return await in_rounds(ctx, params, request, where, timeout, wants_progress)
         return await run(request, where)
+
+    async def in_rounds(
+        ctx: ServerRequestContext[Any, Any],
+        params: types.CallToolRequestParams,
+        request: RunRequest,
+        where: Placement,
+        timeout: float,
+        wants_progress: bool,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """A 2026-07-28 call whose client can be asked: the run may answer input_required (face/input_rounds.py)."""
+        line = ProgressLine(timeout, ctx.session.report_progress) if wants_progress else None
+        news = line.news if line is not None else None
+        capabilities = ctx.session.client_capabilities or types.ClientCapabilities()
+
+        async def go(caller: Caller, round_news: News) -> types.CallToolResult:
+            return await run_here(request, where, round_news if wants_progress else None, caller)
+
+        reply: types.CallToolResult | types.InputRequiredResult | MCPError | None = None
+        async with anyio.create_task_group() as group:
+            if line is not None:
+                group.start_soon(_report_progress, line, settings.progress_interval)
+            try:  # caught here: raised in the group, the protocol error would reach the client as an internal one
+                if params.request_state is not None:
+                    reply = await rounds.resume(
+                        params.request_state, where.owner, params.arguments, params.input_responses, news
+                    )
+                else:
+                    reply = await rounds.start(where.owner, params.arguments, capabilities, go, news)
+            except MCPError as exc:
+                reply = exc
+            group.cancel_scope.cancel()
+        if isinstance(reply, MCPError):
+            raise reply
+        assert reply is not None
+        return reply
 
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -516,6 +568,10 @@ def build_server(
             await learn_roots(ctx, bridge.hub.roots, again=True)
 
         server.add_notification_handler("notifications/roots/list_changed", types.NotificationParams, roots_changed)
+    # input_required rounds carry the key of a parked run as requestState: sealed (AES-GCM, a key of this process),
+    # bound to the caller's principal and expiring with the parked run's entry.
+    security = RequestStateSecurity(keys=[os.urandom(32)], ttl=KEEP, bind_principal=_principal)
+    server.middleware.append(RequestStateBoundary(security, default_audience="mcp-codemode"))
     if not tracing:
         # The SDK's OpenTelemetry middleware costs a few per cent of every request even with no exporter.
         server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]

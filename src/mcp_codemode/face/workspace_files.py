@@ -1,9 +1,10 @@
-"""A session's files as the client sees them: the ``files`` argument of run_python, and resources to read.
+"""A session's files as the client sees them: files sent with a run_python call, and resources to read.
 
-MCP gives a client no way to write a server's resource, so files go in with the call that uses them
-(``"files": {"data.csv": "a,b\\n1,2", "logo.png": "data:image/png;base64,..."}``), written into the session's
-/workspace before the code runs; and they come out as resources of the bridge, ``codemode://sessions/{session}/
-files/{path}`` (one file) and ``codemode://sessions/{session}/files/`` (a listing), which a cell's
+MCP gives a client no way to write a server's resource, so files go in with the call that uses them, in the
+request's ``_meta`` (``"codemode/files": [{"path": "data.csv", "content": "a,b\\n1,2"}]``, bytes as a ``data:``
+URI), written into the session's /workspace before the code runs; and they come out as resources of the bridge,
+``codemode://sessions/{session}/files/{path}`` (one file) and ``codemode://sessions/{session}/files/`` (a
+listing), which a cell's
 ``runtime.share_file`` links to from its result. The session in a URI is the name the client knows; the bridge
 resolves it with the caller's principal exactly as a call's ``session`` argument, so one token's URIs never
 reach another's sessions.
@@ -32,47 +33,52 @@ _TEXT_TYPES = ("application/json", "application/xml", "application/x-yaml", "app
 
 
 class BadFiles(SessionFileError, ValueError):
-    """The ``files`` argument cannot be used; the message shows a good value."""
+    """The files sent with a call cannot be used; the message names the entry and shows a good value."""
 
 
-def parse_files(value: object) -> tuple[tuple[str, bytes], ...]:
-    """The ``files`` argument: an object of workspace paths to text, or to a ``data:...;base64,`` URI for bytes."""
-    if value is None or value == {}:
+def parse_files(value: object, where: str = "files") -> tuple[tuple[str, bytes], ...]:
+    """Files for /workspace: a list of ``{"path", "content"}`` (or one object of paths to contents), each content
+    text or a ``data:...;base64,`` URI for bytes. ``where`` names the value in messages."""
+    if value is None or value == {} or value == []:
         return ()
-    example = '{"files": {"data/input.csv": "a,b\\n1,2", "logo.png": "data:image/png;base64,iVBORw0..."}}'
-    if not isinstance(value, dict):
-        raise BadFiles(
-            f"`files` must be an object of paths to contents, not {type(value).__name__}; for example {example}"
-        )
+    example = (
+        '[{"path": "data/input.csv", "content": "a,b\\n1,2"}, {"path": "logo.png", "content": "data:image/png;b..."}]'
+    )
+    if isinstance(value, dict):
+        value = [{"path": path, "content": content} for path, content in value.items()]
+    if not isinstance(value, list) or not all(
+        isinstance(item, dict) and set(item) == {"path", "content"} for item in value
+    ):
+        raise BadFiles(f'{where} must be a list of {{"path", "content"}} objects; for example {example}')
     if len(value) > MAX_FILES_PER_CALL:
-        raise BadFiles(f"`files` names {len(value)} files; a call may put at most {MAX_FILES_PER_CALL}")
+        raise BadFiles(f"{where} names {len(value)} files; a call may put at most {MAX_FILES_PER_CALL}")
     parsed: list[tuple[str, bytes]] = []
     total = 0
-    for path, content in value.items():
+    for item in value:
+        path, content = item["path"], item["content"]
         try:
-            where = checked_path(path)
+            checked = checked_path(path)
         except SessionFileError as exc:
-            raise BadFiles(f"`files`: {exc}; for example {example}") from None
+            raise BadFiles(f"{where}: {exc}; for example {example}") from None
         if not isinstance(content, str):
-            raise BadFiles(
-                f"`files`[{path!r}] must be a string (text, or a data: URI for bytes), not {type(content).__name__}"
-            )
-        data = _decoded(path, content)
+            raise BadFiles(f"{where}: the content of {path!r} must be a string (text, or a data: URI for bytes), "
+                           f"not {type(content).__name__}")  # fmt: skip
+        data = _decoded(where, path, content)
         total += len(data)
         if total > MAX_FILE_BYTES:
-            raise BadFiles(f"`files` holds more than {MAX_FILE_BYTES:,} bytes; put large data in several calls")
-        parsed.append((where, data))
+            raise BadFiles(f"{where} holds more than {MAX_FILE_BYTES:,} bytes; put large data in several calls")
+        parsed.append((checked, data))
     return tuple(parsed)
 
 
-def _decoded(path: str, content: str) -> bytes:
+def _decoded(where: str, path: str, content: str) -> bytes:
     match = _DATA_URI.match(content)
     if match is None:
         return content.encode("utf-8", "surrogatepass")
     try:
         return base64.b64decode(content[match.end() :], validate=True)
     except (binascii.Error, ValueError):
-        raise BadFiles(f"`files`[{path!r}] is a data: URI whose base64 does not decode; send valid base64") from None
+        raise BadFiles(f"{where}: the content of {path!r} is a data: URI whose base64 does not decode") from None
 
 
 def file_uri(session: str, path: str) -> str:

@@ -41,9 +41,9 @@ def capability_summary(settings: Settings, backend: str, servers: Mapping[str, s
         f"/workspace ({format_size(settings.workspace_size)}, the working directory), /tmp "
         f"({format_size(settings.tmp_size)}) and /dev/shm ({format_size(settings.tmp_size)}); all belong to the "
         "session.",
-        "- Files: run_python's files={path: text or data: URI} writes files to /workspace before the code runs; "
-        "runtime.share_file(path) hands a file back to the user as a link in the result (read through the "
-        "bridge, not through your context).",
+        "- Files: runtime.share_file(path) hands a file of /workspace to the user as a link in the result (read "
+        "through the bridge, not through your context); files the user's client sends with a call are in "
+        "/workspace before the code runs.",
         *_mounts_line(settings.mounts),
         "- Sessions: variables, imports and functions persist between calls of one session (by default each "
         'client has its own; session="name" picks another, reset=true starts it fresh). Idle sessions end '

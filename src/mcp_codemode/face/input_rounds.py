@@ -1,0 +1,211 @@
+"""Asking the client in the 2026-07-28 era: ``input_required`` rounds of a ``run_python`` call that keeps running.
+
+A 2026-07-28 call has no channel for the server to ask the client anything while it runs. The era's way is the
+multi-round-trip result: the server answers ``input_required`` with the questions and an opaque
+``requestState``; the client asks its user (or its model), then sends the same call again with the answers and
+the state. Most servers restart the work on each round. A cell cannot be restarted (it has already called tools
+and changed its session), so here the run goes on in the background, parked where it asked: the round that
+finds it waiting answers ``input_required``; the next round hands the answers to the waiting questions and waits
+again, for the next questions or for the result.
+
+Questions are the ones the handshake era sends as requests: an approval (``ask_tools``), an upstream server's
+elicitation, an upstream server's sampling request. The state is this module's key of the parked run, sealed by
+the SDK's ``RequestStateBoundary`` (AES-GCM, bound to the caller's principal and the method, with an expiry)
+before it leaves; a round is also checked against the run's owner and its arguments, so a state can only resume
+its own call. A run nobody comes back for ends at its timeout like any other, and is forgotten after ``KEEP``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+import json
+import secrets
+import time
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
+
+import mcp_types as types
+import pydantic
+from mcp.shared.exceptions import MCPError
+
+from ..runs.relay_run import Caller, News
+from ..upstream.call_links import CannotAsk
+
+KEEP = 600.0  # seconds a parked run's entry outlives its last round (the sealed state expires then too)
+MAX_PARKED = 256  # parked runs at once; each holds its session, so the session cap bounds them first
+Answer = types.ElicitResult | types.CreateMessageResult
+GONE = (
+    "this run_python call is no longer waiting for answers (it ended and its result was taken, or it was "
+    "forgotten {keep:g} s after its last round); call run_python again"
+)
+
+
+@dataclasses.dataclass
+class _Question:
+    request: types.ElicitRequest | types.CreateMessageRequest
+    kind: type[types.ElicitResult] | type[types.CreateMessageResult]
+    answer: asyncio.Future[Answer]
+
+
+@dataclasses.dataclass
+class _Parked:
+    owner: str
+    arguments: str  # a digest of the call's arguments: a round must resend the same ones
+    questions: dict[str, _Question] = dataclasses.field(default_factory=dict)
+    asked: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    task: asyncio.Task[types.CallToolResult] | None = None
+    report: News | None = None  # the progress line of the round now waiting, if it asked for progress
+    touched: float = dataclasses.field(default_factory=time.monotonic)
+
+
+def arguments_digest(arguments: Mapping[str, Any] | None) -> str:
+    text = json.dumps(arguments or {}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class InputRounds:
+    """The parked runs of one MCP server (face)."""
+
+    def __init__(self) -> None:
+        self._parked: dict[str, _Parked] = {}
+        self._numbers = 0
+
+    async def start(
+        self,
+        owner: str,
+        arguments: Mapping[str, Any] | None,
+        capabilities: types.ClientCapabilities,
+        run: Callable[[Caller, News], Coroutine[Any, Any, types.CallToolResult]],
+        report: News | None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Start ``run`` (given the caller that asks through rounds, and a news line to the current round's
+        progress) in the background; answer its result, or ``input_required`` as soon as it asks something."""
+        self._forget_stale()
+        if len(self._parked) >= MAX_PARKED:
+            raise MCPError(types.INVALID_REQUEST, f"{MAX_PARKED} run_python calls wait for answers; answer those first")
+        key = secrets.token_urlsafe(18)
+        parked = _Parked(owner, arguments_digest(arguments), report=report)
+        caller = self._caller(parked, capabilities)
+        parked.task = asyncio.get_running_loop().create_task(run(caller, self._news(parked)))
+        self._parked[key] = parked
+        return await self._round(key, parked, report)
+
+    async def resume(
+        self,
+        key: str,
+        owner: str,
+        arguments: Mapping[str, Any] | None,
+        responses: Mapping[str, Any] | None,
+        report: News | None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """A round that brings answers: hand them to the questions that wait, then wait for the next or the end."""
+        parked = self._parked.get(key)
+        if parked is None or parked.owner != owner:
+            raise MCPError(types.INVALID_PARAMS, GONE.format(keep=KEEP))
+        if parked.arguments != arguments_digest(arguments):
+            raise MCPError(
+                types.INVALID_PARAMS,
+                "the arguments differ from those of the run_python call that asked: send the same arguments with "
+                "the answers (its code is already running)",
+            )
+        for name, response in (responses or {}).items():
+            question = parked.questions.get(name)
+            if question is not None and not question.answer.done():
+                _answer(question, response)
+        return await self._round(key, parked, report)
+
+    async def _round(
+        self, key: str, parked: _Parked, report: News | None
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        assert parked.task is not None
+        parked.report, parked.touched = report, time.monotonic()
+        try:
+            while True:
+                if parked.task.done():
+                    self._parked.pop(key, None)
+                    return parked.task.result()
+                waiting: types.InputRequests = {
+                    name: q.request for name, q in parked.questions.items() if not q.answer.done()
+                }
+                if waiting:
+                    return types.InputRequiredResult(input_requests=waiting, request_state=key)
+                parked.asked.clear()
+                asked = asyncio.ensure_future(parked.asked.wait())
+                try:
+                    await asyncio.wait({parked.task, asked}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    asked.cancel()
+        except asyncio.CancelledError:  # the client cancelled this round: the run stops, as a cancelled call does
+            self._parked.pop(key, None)
+            parked.task.cancel()
+            raise
+        finally:
+            parked.report, parked.touched = None, time.monotonic()
+
+    def _caller(self, parked: _Parked, capabilities: types.ClientCapabilities) -> Caller:
+        async def ask(request: types.ElicitRequest | types.CreateMessageRequest, kind: Any) -> Any:
+            self._numbers += 1
+            name = f"{request.method.split('/')[0]}-{self._numbers}"
+            question = _Question(request, kind, asyncio.get_running_loop().create_future())
+            parked.questions[name] = question
+            parked.asked.set()
+            try:
+                return await question.answer
+            finally:
+                parked.questions.pop(name, None)
+
+        async def elicit(params: types.ElicitRequestParams) -> types.ElicitResult:
+            elicitation = capabilities.elicitation
+            if isinstance(params, types.ElicitRequestURLParams) and (elicitation is None or elicitation.url is None):
+                raise CannotAsk("the client did not declare URL-mode elicitation (capabilities.elicitation.url)")
+            answer: types.ElicitResult = await ask(types.ElicitRequest(params=params), types.ElicitResult)
+            return answer
+
+        async def sample(params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+            answer: types.CreateMessageResult = await ask(
+                types.CreateMessageRequest(params=params), types.CreateMessageResult
+            )
+            return answer
+
+        return Caller(
+            elicit=elicit if capabilities.elicitation is not None else None,
+            sample=sample if capabilities.sampling is not None else None,
+        )
+
+    @staticmethod
+    def _news(parked: _Parked) -> News:
+        """Lines for the round now waiting (none while no round waits: nobody would receive them)."""
+
+        async def news(text: str) -> None:
+            if parked.report is not None:
+                with contextlib.suppress(Exception):  # a round whose client went away is noticed by the round
+                    await parked.report(text)
+
+        return news
+
+    def _forget_stale(self) -> None:
+        now = time.monotonic()
+        for key, parked in list(self._parked.items()):
+            if parked.report is None and now - parked.touched > KEEP and (parked.task is None or parked.task.done()):
+                self._parked.pop(key, None)
+
+    async def close(self) -> None:
+        """Stop every parked run (the server is going away)."""
+        tasks = [parked.task for parked in self._parked.values() if parked.task is not None]
+        self._parked.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _answer(question: _Question, response: Any) -> None:
+    """Give ``response`` to ``question`` as the result type it asked for; one that is not becomes ``CannotAsk``."""
+    try:
+        raw = response.model_dump(by_alias=True, mode="json") if isinstance(response, pydantic.BaseModel) else response
+        question.answer.set_result(question.kind.model_validate(raw))
+    except pydantic.ValidationError:
+        what = "an elicitation answer" if question.kind is types.ElicitResult else "a sampling result"
+        question.answer.set_exception(CannotAsk(f"the client's answer was not {what}"))

@@ -1,0 +1,151 @@
+"""The rounds of a parked run (face/input_rounds.py), as pure logic: runs here are coroutines standing in for a
+cell (the real thing, through the SDK client and a sandbox, is in tests/upstream/test_client_requests_e2e.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from mcp_codemode.face.input_rounds import InputRounds
+from mcp_codemode.runs.relay_run import Caller, News
+from mcp_codemode.upstream.call_links import CannotAsk
+
+ELICITING = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+FORM = types.ElicitRequestFormParams(message="allow?", requested_schema={"type": "object", "properties": {}})
+ARGUMENTS = {"code": "x"}
+
+
+def text(result: Any) -> str:
+    assert isinstance(result, types.CallToolResult), result
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+def done(value: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=value)])
+
+
+async def asks_twice(caller: Caller, news: News) -> types.CallToolResult:
+    assert caller.elicit is not None
+    answers: list[str] = []
+    for _ in range(2):
+        try:
+            answers.append((await caller.elicit(FORM)).action)
+        except CannotAsk as exc:
+            answers.append(f"cannot: {exc}")
+    return done(",".join(answers))
+
+
+def test_a_run_that_asks_parks_and_each_round_hands_over_answers_until_the_result() -> None:
+    async def main() -> list[Any]:
+        rounds = InputRounds()
+        first = await rounds.start("me", ARGUMENTS, ELICITING, asks_twice, None)
+        assert isinstance(first, types.InputRequiredResult) and first.request_state
+        (name,) = first.input_requests or {}
+        second = await rounds.resume(
+            first.request_state, "me", ARGUMENTS, {name: types.ElicitResult(action="accept")}, None
+        )
+        assert isinstance(second, types.InputRequiredResult)
+        (other,) = second.input_requests or {}
+        assert other != name and second.request_state == first.request_state
+        unanswered = await rounds.resume(first.request_state, "me", ARGUMENTS, {}, None)  # asked again
+        assert isinstance(unanswered, types.InputRequiredResult) and list(unanswered.input_requests or {}) == [other]
+        last = await rounds.resume(first.request_state, "me", ARGUMENTS, {other: {"action": "decline"}}, None)
+        return [text(last)]
+
+    assert asyncio.run(main()) == ["accept,decline"]
+
+
+def test_a_state_resumes_only_its_own_run_with_the_same_arguments() -> None:
+    async def main() -> None:
+        rounds = InputRounds()
+        first = await rounds.start("me", ARGUMENTS, ELICITING, asks_twice, None)
+        assert isinstance(first, types.InputRequiredResult) and first.request_state
+        for key, owner, arguments, message in [
+            ("unknown", "me", ARGUMENTS, "no longer waiting"),
+            (first.request_state, "someone-else", ARGUMENTS, "no longer waiting"),
+            (first.request_state, "me", {"code": "other"}, "arguments differ"),
+        ]:
+            with pytest.raises(MCPError, match=message):
+                await rounds.resume(key, owner, arguments, {}, None)
+        await rounds.close()
+
+    asyncio.run(main())
+
+
+def test_an_answer_of_the_wrong_shape_reaches_the_code_as_cannot_ask() -> None:
+    async def main() -> str:
+        rounds = InputRounds()
+        first = await rounds.start("me", ARGUMENTS, ELICITING, asks_twice, None)
+        assert isinstance(first, types.InputRequiredResult) and first.request_state
+        (name,) = first.input_requests or {}
+        wrong = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}  # a sampling result
+        second = await rounds.resume(first.request_state, "me", ARGUMENTS, {name: wrong}, None)
+        assert isinstance(second, types.InputRequiredResult)
+        (other,) = second.input_requests or {}
+        last = await rounds.resume(first.request_state, "me", ARGUMENTS, {other: {"action": "cancel"}}, None)
+        return text(last)
+
+    assert asyncio.run(main()) == "cannot: the client's answer was not an elicitation answer,cancel"
+
+
+def test_a_run_that_never_asks_answers_at_once_and_a_cancelled_round_stops_the_run() -> None:
+    stopped = asyncio.Event()
+
+    async def quiet(caller: Caller, news: News) -> types.CallToolResult:
+        return done("quiet")
+
+    async def asks_then_waits(caller: Caller, news: News) -> types.CallToolResult:
+        try:
+            assert caller.elicit is not None
+            await caller.elicit(FORM)
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+        return done("never")
+
+    async def main() -> str:
+        rounds = InputRounds()
+        result = text(await rounds.start("me", ARGUMENTS, ELICITING, quiet, None))
+        first = await rounds.start("me", ARGUMENTS, ELICITING, asks_then_waits, None)
+        assert isinstance(first, types.InputRequiredResult) and first.request_state
+        (name,) = first.input_requests or {}
+        waiting = asyncio.ensure_future(
+            rounds.resume(first.request_state, "me", ARGUMENTS, {name: {"action": "accept"}}, None)
+        )
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        await asyncio.wait_for(stopped.wait(), 5)
+        with pytest.raises(MCPError, match="no longer waiting"):
+            await rounds.resume(first.request_state, "me", ARGUMENTS, {}, None)
+        return result
+
+    assert asyncio.run(main()) == "quiet"
+
+
+def test_what_the_client_declared_is_what_the_run_can_ask() -> None:
+    seen: dict[str, Any] = {}
+
+    async def probe(caller: Caller, news: News) -> types.CallToolResult:
+        seen["elicit"], seen["sample"] = caller.elicit, caller.sample
+        if caller.elicit is not None:
+            url = types.ElicitRequestURLParams(message="sign in", url="https://example.com", elicitation_id="e1")
+            with pytest.raises(CannotAsk, match="URL-mode"):
+                await caller.elicit(url)
+        return done("probed")
+
+    async def main() -> None:
+        rounds = InputRounds()
+        sampling = types.ClientCapabilities(sampling=types.SamplingCapability())
+        assert text(await rounds.start("me", ARGUMENTS, sampling, probe, None)) == "probed"
+        assert seen["elicit"] is None and seen["sample"] is not None
+        assert text(await rounds.start("me", ARGUMENTS, ELICITING, probe, None)) == "probed"
+        assert seen["elicit"] is not None and seen["sample"] is None
+
+    asyncio.run(main())
