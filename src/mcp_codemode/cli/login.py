@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import TextIO
 
 from mcp import Client
-from mcp.client.auth import OAuthClientProvider
 from mcp.shared.auth import AuthorizationCodeResult
 
 from ..errors import CodemodeError
 from ..upstream.launch import ServerLog
 from ..upstream.model import Discovery, ServerConfig
-from ..upstream.oauth import TokenFile, client_metadata, configured_client, token_path
+from ..upstream.oauth import SigningIn, TokenFile, client_metadata, configured_client, token_path
 from ..upstream.transport import open_transport
 
 PAGE = b"<!doctype html><title>mcp-codemode</title><p>Signed in. You can close this tab.</p>\n"
@@ -89,8 +88,8 @@ class Redirect:
                                     fix="try again, or check the account you signed in with")  # fmt: skip
             self.result.set_exception(refused)
         elif "code" in query:
-            state = query.get("state", [None])[0]
-            self.result.set_result(AuthorizationCodeResult(code=query["code"][0], state=state))
+            state, issuer = query.get("state", [None])[0], query.get("iss", [None])[0]  # RFC 9207: checked by the SDK
+            self.result.set_result(AuthorizationCodeResult(code=query["code"][0], state=state, iss=issuer))
 
     async def code(self) -> AuthorizationCodeResult:
         assert self.result is not None
@@ -128,9 +127,8 @@ async def login(config: ServerConfig, state_dir: Path, *, port: int, browser: bo
                     webbrowser.open(url)
             print(f"Waiting for the sign-in to come back to {redirect.uri} ...", file=out, flush=True)
 
-        auth = OAuthClientProvider(
-            config.url, client_metadata(redirect.uri), storage, redirect_handler=show, callback_handler=redirect.code
-        )
+        auth = SigningIn(config.url, client_metadata(redirect.uri), storage, redirect_handler=show,
+                         callback_handler=redirect.code, wanted=storage.wanted_scope())  # fmt: skip
         # The bridge's own way to a remote server (transport.py), signed by the sign-in's provider.
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -141,13 +139,22 @@ async def login(config: ServerConfig, state_dir: Path, *, port: int, browser: bo
         except CodemodeError:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of the flow is told as one, with its cause
-            raise CodemodeError(f"signing in to {config.name} at {config.url} failed: {exc!s:.300}",
-                                fix="check the server's url, then try again") from None  # fmt: skip
+            cause = _innermost(exc)
+            raise CodemodeError(f"signing in to {config.name} at {config.url} failed: {type(cause).__name__}: "
+                                f"{cause!s:.300}", fix="check the server's url, then try again") from None  # fmt: skip
+    storage.want_scope(None)  # asked for, and granted or not: the server says again if it wants more
     if not storage.signed_in():
         raise CodemodeError(f"{config.name} did not ask for a sign-in: its tools are listed without one",
                             fix="nothing to do: the bridge reaches it as it is")  # fmt: skip
     print(f"Signed in to {config.name}. The bridge now uses (and refreshes) the tokens kept in {path}.", file=out)
     return 0
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The first real failure inside the task groups the transport and the SDK wrap it in."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def logout(config: ServerConfig, state_dir: Path, out: TextIO = sys.stdout) -> int:

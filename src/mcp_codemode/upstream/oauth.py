@@ -24,7 +24,8 @@ from typing import Any
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider
-from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.client.auth.utils import union_scopes
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from .model import ServerConfig
 
@@ -99,6 +100,15 @@ class TokenFile:
     def signed_in(self) -> bool:
         return isinstance(self._read().get("tokens"), dict)
 
+    def wanted_scope(self) -> str | None:
+        """The scope a server asked for that the bridge could not sign in for by itself (a step-up: 403
+        ``insufficient_scope``), for the next ``login`` to ask for with the rest."""
+        wanted = self._read().get("wanted_scope")
+        return wanted if isinstance(wanted, str) and wanted else None
+
+    def want_scope(self, scope: str | None) -> None:
+        self._replace({"wanted_scope": scope})
+
     def configured_client(self) -> OAuthClientInformationFull | None:
         """The client id given with ``login --client-id`` (kept for the next sign-in), if that is what is stored."""
         data = self._read()
@@ -153,13 +163,14 @@ class SignInHint(httpx2.Auth):
 
 def configured_client(client_id: str, secret: str | None, redirect_uri: str) -> OAuthClientInformationFull:
     """A client registered with the provider by its admin (``login --client-id``): public with PKCE, or with a
-    secret sent in the token request."""
+    secret, sent as HTTP Basic authentication (the method every authorization server must support for a client
+    with a password, RFC 6749 section 2.3.1; the conformance suite's pre-registration scenario offers no other)."""
     return OAuthClientInformationFull.model_validate(
         client_metadata(redirect_uri).model_dump(mode="json", exclude_none=True)
         | {
             "client_id": client_id,
             "client_secret": secret,
-            "token_endpoint_auth_method": "client_secret_post" if secret else "none",
+            "token_endpoint_auth_method": "client_secret_basic" if secret else "none",
         }
     )
 
@@ -176,10 +187,31 @@ def bridge_auth(config: ServerConfig, state_dir: Path) -> httpx2.Auth | None:
     client = storage._read().get("client") or {}
     redirect = next(iter(client.get("redirect_uris") or []), "http://127.0.0.1/callback")
 
-    async def cannot_sign_in(url: str) -> None:
+    async def cannot_open(url: str) -> None:  # called with the scope the SDK chose (a step-up's union) in place
+        storage.want_scope(provider.context.client_metadata.scope)
         raise SignInRequired(config.name)
 
-    return StoredTokens(config.url, client_metadata(str(redirect)), storage, redirect_handler=cannot_sign_in)
+    async def cannot_wait() -> AuthorizationCodeResult:  # never reached; the SDK only insists that there is one
+        raise SignInRequired(config.name)
+
+    provider = StoredTokens(
+        config.url, client_metadata(str(redirect)), storage, redirect_handler=cannot_open, callback_handler=cannot_wait
+    )
+    return provider
+
+
+class SigningIn(OAuthClientProvider):
+    """The SDK's provider for ``login``, asking also for the scope a server last wanted and the bridge could not
+    sign in for (a step-up, SEP-2350): the SDK picks the scope from the first 401 of a fresh sign-in, which names
+    only what listing tools needs, so the step-up would be asked for again on the next call."""
+
+    def __init__(self, *args: Any, wanted: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.wanted = wanted
+
+    async def _perform_authorization_code_grant(self) -> tuple[str, str]:
+        self.context.client_metadata.scope = union_scopes(self.context.client_metadata.scope, self.wanted)
+        return await super()._perform_authorization_code_grant()
 
 
 class StoredTokens(OAuthClientProvider):
