@@ -73,7 +73,6 @@ def test_a_state_resumes_only_its_own_run_with_the_same_arguments() -> None:
         ]:
             with pytest.raises(MCPError, match=message):
                 await rounds.resume(key, owner, arguments, {}, None)
-        await rounds.close()
 
     asyncio.run(main())
 

@@ -192,14 +192,6 @@ class InputRounds:
             if parked.report is None and now - parked.touched > KEEP and (parked.task is None or parked.task.done()):
                 self._parked.pop(key, None)
 
-    async def close(self) -> None:
-        """Stop every parked run (the server is going away)."""
-        tasks = [parked.task for parked in self._parked.values() if parked.task is not None]
-        self._parked.clear()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
 
 def _answer(question: _Question, response: Any) -> None:
     """Give ``response`` to ``question`` as the result type it asked for; one that is not becomes ``CannotAsk``."""

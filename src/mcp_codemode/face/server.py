@@ -464,7 +464,7 @@ def build_server(
         """The names of the caller's sessions that have a running sandbox (whose files can be read)."""
         if bridge.sessions is None:
             return set()
-        keys = [key for key in bridge.sessions.names() if bridge.sessions.worker(key) is not None]
+        keys = [key for key in bridge.sessions.names() if bridge.sessions.live_worker(key, use=False) is not None]
         if transport == "stdio":
             return set(session_labels(keys, "stdio:").values())
         labels = set(session_labels(keys, f"p:{_principal(ctx) or 'local'}:").values())
@@ -488,7 +488,7 @@ def build_server(
         if bridge.files is None or bridge.sessions is None:
             raise MCPError(types.INVALID_PARAMS, bridge.backend_error or "the bridge is not running", data={"uri": uri})
         where = _files_place(ctx, name)
-        if router is not None and router.shares(where) and bridge.sessions.live_worker(where.key) is None:
+        if router is not None and router.shares(where) and bridge.sessions.live_worker(where.key, use=False) is None:
             raise MCPError(
                 types.INVALID_PARAMS,
                 f"the session {name!r} does not run on this replica; read its files through the replica that "

@@ -122,12 +122,14 @@ class SessionManager:
         entry = self._sessions.get(name)
         return entry.worker if entry is not None else None
 
-    def live_worker(self, name: str) -> Worker | None:
-        """The session's worker when it runs (for the client's file requests, which count as use of the session)."""
+    def live_worker(self, name: str, *, use: bool = True) -> Worker | None:
+        """The session's worker when it runs; ``use``: for a request of the client's (a file), which counts as use
+        of the session, keeping it from expiring (a listing of the sessions does not)."""
         entry = self._sessions.get(name)
         if entry is None or entry.worker is None or not entry.worker.alive:
             return None
-        entry.last_used = time.monotonic()
+        if use:
+            entry.last_used = time.monotonic()
         return entry.worker
 
     async def execute(
