@@ -22,6 +22,7 @@ import httpx2
 import pytest
 
 from tests.support.clients import free_port, require_bubblewrap
+from tests.support.conformance_auth_client import start_login
 from tests.support.patience import patient
 
 pytestmark = pytest.mark.backend  # a bridge, a sandbox and an HTTP server per test
@@ -89,14 +90,8 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 def sign_in(env: dict[str, str], *options: str) -> str:
     """Run ``login`` as a person would: open the printed address (here with httpx), follow the redirect home."""
     command = [*CLI, "login", "signed", "--no-browser", *options, "--no-discover", "--config", env["CONFIG"]]
-    login = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert login.stdout is not None
-    seen = ""
-    for line in login.stdout:
-        seen += line
-        if line.strip().startswith("http://"):
-            break
-    address = next(part for part in seen.split() if part.startswith("http://") and "/authorize?" in part)
+    login, seen, address = start_login(command, env)
+    assert address is not None and address.startswith("http://") and "/authorize?" in address, seen
     consent = httpx2.get(address, follow_redirects=False, timeout=patient(30))
     assert consent.status_code in (302, 303, 307), consent.text
     back = consent.headers["location"]

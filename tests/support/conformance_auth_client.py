@@ -69,7 +69,8 @@ def use(options: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[
     return run
 
 
-def sign_in(command: list[str], env: dict[str, str]) -> int:
+def start_login(command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], str, str | None]:
+    """Start ``mcp-codemode login`` and read what it prints up to the address to open: (process, text, address)."""
     login = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert login.stdout is not None
     seen = ""
@@ -77,7 +78,11 @@ def sign_in(command: list[str], env: dict[str, str]) -> int:
         seen += line
         if line.strip().startswith("http"):
             break
-    address = next((part for part in seen.split() if part.startswith("http")), None)
+    return login, seen, next((part for part in seen.split() if part.startswith("http")), None)
+
+
+def sign_in(command: list[str], env: dict[str, str]) -> int:
+    login, seen, address = start_login(command, env)
     if address is None:
         out, err = login.communicate(timeout=300)
         print(seen + out + err, file=sys.stderr)
