@@ -27,7 +27,13 @@ if TYPE_CHECKING:  # typing costs ~3 ms of start-up and is only needed by type c
 if __package__:  # imported on the host (tests) as mcp_codemode.guest.worker_files
     from .protocol import FILE_CHUNK, FILE_REPLY, MAX_LISTED_FILES, MAX_PATH_PARTS, workspace_path_problem
 else:  # in the sandbox the guest folder is on sys.path
-    from protocol import FILE_CHUNK, FILE_REPLY, MAX_LISTED_FILES, MAX_PATH_PARTS, workspace_path_problem  # type: ignore[import-not-found,no-redef]  # type: ignore[import-not-found,no-redef]
+    from protocol import (  # type: ignore[import-not-found,no-redef]
+        FILE_CHUNK,
+        FILE_REPLY,
+        MAX_LISTED_FILES,
+        MAX_PATH_PARTS,
+        workspace_path_problem,
+    )
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
