@@ -27,8 +27,8 @@ import dataclasses
 import logging
 import os
 import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Awaitable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 import mcp_types as types
@@ -65,6 +65,7 @@ if TYPE_CHECKING:  # the router (httpx, the cluster's API) is imported only wher
 
 log = logging.getLogger("mcp_codemode.server")  # the name log lines have always shown
 Transport = Literal["stdio", "http"]
+T = TypeVar("T")
 TOOL_NAME = "run_python"
 CAPABILITIES_URI = "codemode://capabilities"
 # The reference bridge's name for it, for prompts and clients written for that bridge: read, not listed, so a
@@ -334,6 +335,22 @@ def local_runner(bridge: Bridge) -> RunHere:
     return run_here
 
 
+async def _beating(line: ProgressLine, interval: float, work: Awaitable[T]) -> T:
+    """``work`` with the heartbeat on ``line`` beside it. What ``work`` raises comes out as itself: raised inside the
+    task group it would come out wrapped, and an MCPError would reach the client as an internal error."""
+    failure: Exception | None = None
+    async with anyio.create_task_group() as group:
+        group.start_soon(_report_progress, line, interval)
+        try:
+            result = await work
+        except Exception as exc:  # noqa: BLE001 - re-raised below, outside the group
+            failure = exc
+        group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return result
+
+
 def _asks_in_rounds(ctx: ServerRequestContext[Any, Any]) -> bool:
     """Whether a call asks its client through input_required rounds: it has no channel to send requests on (the
     2026-07-28 era) and its client declared something it can be asked (elicitation or sampling)."""
@@ -396,15 +413,9 @@ def build_server(
             client = given or reached
             if not wants_progress:
                 return await run_here(request, where, None, client)
-            reply: types.CallToolResult | None = None
             # The heartbeat and upstream servers' progress on the code's tool calls, on one increasing line.
             line = ProgressLine(timeout, ctx.session.report_progress)
-            async with anyio.create_task_group() as group:  # nothing escapes run_here: none gets wrapped in a group
-                group.start_soon(_report_progress, line, settings.progress_interval)
-                reply = await run_here(request, where, line.news, client)
-                group.cancel_scope.cancel()
-            assert reply is not None
-            return reply
+            return await _beating(line, settings.progress_interval, run_here(request, where, line.news, client))
 
         if router is not None and router.shares(where):
             return await router.run(request, where, run, _progress_reporter(ctx) if wants_progress else None)
@@ -428,24 +439,11 @@ def build_server(
         async def go(caller: Caller, round_news: News) -> types.CallToolResult:
             return await run_here(request, where, round_news if wants_progress else None, caller)
 
-        reply: types.CallToolResult | types.InputRequiredResult | MCPError | None = None
-        async with anyio.create_task_group() as group:
-            if line is not None:
-                group.start_soon(_report_progress, line, settings.progress_interval)
-            try:  # caught here: raised in the group, the protocol error would reach the client as an internal one
-                if params.request_state is not None:
-                    reply = await rounds.resume(
-                        params.request_state, where.owner, params.arguments, params.input_responses, news
-                    )
-                else:
-                    reply = await rounds.start(where.owner, params.arguments, capabilities, go, news)
-            except MCPError as exc:
-                reply = exc
-            group.cancel_scope.cancel()
-        if isinstance(reply, MCPError):
-            raise reply
-        assert reply is not None
-        return reply
+        if params.request_state is not None:
+            work = rounds.resume(params.request_state, where.owner, params.arguments, params.input_responses, news)
+        else:
+            work = rounds.start(where.owner, params.arguments, capabilities, go, news)
+        return await (work if line is None else _beating(line, settings.progress_interval, work))
 
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -466,8 +464,8 @@ def build_server(
             return set()
         keys = [key for key in bridge.sessions.names() if bridge.sessions.live_worker(key, use=False) is not None]
         if transport == "stdio":
-            return set(session_labels(keys, "stdio:").values())
-        labels = set(session_labels(keys, f"p:{_principal(ctx) or 'local'}:").values())
+            return session_labels(keys, "stdio:")
+        labels = session_labels(keys, f"p:{_principal(ctx) or 'local'}:")
         session_id = getattr(_connection(ctx), "session_id", None)
         if isinstance(session_id, str) and f"h:{session_id[:80]}" in keys:
             labels.add(DEFAULT_NAME)

@@ -18,7 +18,6 @@ import json
 import mimetypes
 import re
 import urllib.parse
-from collections.abc import Mapping
 
 import mcp_types as types
 
@@ -163,6 +162,6 @@ def link_blocks(session: str, links: tuple[FileLink, ...]) -> list[types.Content
     ]
 
 
-def session_labels(keys: list[str], prefix: str) -> Mapping[str, str]:
-    """The caller's sessions among ``keys`` (internal keys), by the name the caller knows: key -> name."""
-    return {key: key[len(prefix) :] for key in keys if key.startswith(prefix) and ":" not in key[len(prefix) :]}
+def session_labels(keys: list[str], prefix: str) -> set[str]:
+    """The names the caller knows of its sessions among ``keys`` (internal keys, whose prefix names the caller)."""
+    return {key[len(prefix) :] for key in keys if key.startswith(prefix) and ":" not in key[len(prefix) :]}

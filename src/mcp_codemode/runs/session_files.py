@@ -59,7 +59,7 @@ class SessionFiles:
         self.sessions = sessions
         self.limit = min(MAX_FILE_BYTES, settings.workspace_size)
 
-    async def _worker(self, key: str, label: str) -> Worker:
+    def _worker(self, key: str, label: str) -> Worker:
         worker = self.sessions.live_worker(key)
         if worker is None:
             raise SessionFileError(
@@ -77,7 +77,7 @@ class SessionFiles:
     async def listing(self, key: str, label: str, folder: str = "") -> Listing:
         """The files and folders under ``folder`` ("" for the whole workspace), as far as MAX_LISTED_FILES."""
         path = checked_path(folder) if folder else ""
-        value = await self._ask(await self._worker(key, label), {"op": "list", "path": path})
+        value = await self._ask(self._worker(key, label), {"op": "list", "path": path})
         raw = value.get("entries")
         entries: list[FileEntry] = []
         for item in raw[:MAX_LISTED_FILES] if isinstance(raw, list) else ():
@@ -94,7 +94,7 @@ class SessionFiles:
     async def read(self, key: str, label: str, path: str) -> bytes:
         """The whole file, in chunks of FILE_CHUNK; refused past the size limit before more is read."""
         path = checked_path(path)
-        worker = await self._worker(key, label)
+        worker = self._worker(key, label)
         parts: list[bytes] = []
         received = 0
         while True:
