@@ -381,6 +381,8 @@ async def test_a_stdio_clients_roots_are_the_upstream_servers_roots_and_a_change
             later = text_of(await client.call_tool("run_python", {"code": ROOTS_CODE, "timeout": 120}))
     assert "file:///srv/first-project" in first, first
     assert "file:///srv/second-project" in later and "first-project" not in later, later
+    bridge_log = (tmp_path / "serve.log").read_text(encoding="utf-8")
+    assert "deprecated" not in bridge_log, bridge_log  # the SDK's roots warning is not the user's news
 
 
 @pytest.mark.anyio

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -317,6 +318,11 @@ def _configure_logging(settings: Settings) -> None:
         handler.setFormatter(logging.Formatter("mcp-codemode: %(message)s"))
     logging.basicConfig(level=settings.log_level, handlers=[handler], force=True)
     logging.captureWarnings(True)
+    # The SDK warns (an MCPDeprecationWarning, a UserWarning) each time roots are asked for or announced: the
+    # 2026-07-28 protocol deprecates them, yet a handshake-era client or server still uses them through us, so the
+    # warning told the user's log nothing it could act on, on every call. A process-wide filter, set once: a
+    # ``catch_warnings`` around an ``await`` changes the filters of every other task running meanwhile.
+    warnings.filterwarnings("ignore", message="The roots capability is deprecated")
 
 
 if __name__ == "__main__":

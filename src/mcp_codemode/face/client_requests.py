@@ -10,7 +10,6 @@ sessions run, where the request fails with ``CannotAsk`` saying so and what to d
 from __future__ import annotations
 
 import logging
-import warnings
 from typing import Any
 
 import mcp_types as types
@@ -69,9 +68,7 @@ async def learn_roots(ctx: ServerRequestContext[Any, Any], roots: Roots, *, agai
     if capabilities is None or capabilities.roots is None or not ctx.session.can_send_request:
         return
     try:
-        with warnings.catch_warnings():  # roots are deprecated in 2026-07-28, and only used before it
-            warnings.simplefilter("ignore", DeprecationWarning)
-            given = await ctx.session.list_roots()
+        given = await ctx.session.list_roots()  # deprecated in 2026-07-28, and only used before it
     except Exception:  # a client that cannot list its roots gives none; the call goes on
         log.info("asking the client for its roots failed", exc_info=True)
         return

@@ -18,7 +18,6 @@ import asyncio
 import logging
 import math
 import time
-import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -492,9 +491,7 @@ class Connection:
         """Tell the server, if it is connected, that the roots it is given changed."""
         live = self._live()
         if live is not None:
-            with warnings.catch_warnings():  # roots are deprecated in 2026-07-28; a modern server never asks
-                warnings.simplefilter("ignore", DeprecationWarning)
-                await live[0].send_roots_list_changed()
+            await live[0].send_roots_list_changed()  # deprecated in 2026-07-28; a modern server never asks
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification):
