@@ -44,6 +44,30 @@ def test_a_bad_environment_value_names_the_variable_and_what_to_send(variable, r
     assert expect in message
 
 
+@pytest.mark.parametrize(
+    ("env", "expect"),
+    [
+        ({"MCP_BRIDGE_ASK_TOOLS": "*/delete_*"}, "ask_tools is part of the policy: set it in the [policy] table"),
+        ({"MCP_BRIDGE_HTTP_TOKENS": "abc"}, "MCP_BRIDGE_HTTP_TOKENS (did you mean MCP_BRIDGE_HTTP_TOKEN?)"),
+        ({"MCP_BRIDGE_NOTHING_LIKE_IT": "1"}, "MCP_BRIDGE_NOTHING_LIKE_IT: not a setting of mcp-codemode"),
+        ({"MCP_BRIDGE_TIMOUT": "5", "MCP_BRIDGE_MEMORY": "1g"}, "MCP_BRIDGE_TIMOUT (did you mean MCP_BRIDGE_TIMEOUT?)"),
+    ],
+)
+def test_an_unknown_bridge_variable_is_refused_with_what_was_meant(env, expect):
+    """Ignored, a misspelt setting or a policy key written as a variable would leave the bridge without what its
+    user asked for, and nothing would say so."""
+    with pytest.raises(SettingsError) as caught:
+        Settings.load(env=env)
+    assert expect in str(caught.value)
+    assert "would be ignored" in str(caught.value)
+
+
+def test_variables_of_other_programs_and_every_setting_name_are_not_judged():
+    """Only the bridge's own prefix is checked; the reference bridge's other name for the idle timeout is known."""
+    loaded = Settings.load(env={"MCP_BRIDGE_RUNTIME_IDLE_TIMEOUT": "60", "MCP_CODEMODE_CACHE_DIR": "/x", "HOME": "/h"})
+    assert loaded.session_idle_timeout == 60
+
+
 def test_reference_bridge_variables_are_honoured():
     env = {
         "MCP_BRIDGE_RUNTIME": "podman",

@@ -15,6 +15,7 @@ module that defines it.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import socket
 from collections.abc import Mapping
@@ -174,6 +175,7 @@ class Settings:
     ) -> Settings:
         """Build settings from defaults < settings file < environment < overrides (already typed)."""
         env = os.environ if env is None else env
+        _refuse_unknown_names(env)
         values: dict[str, Any] = {"state_dir": default_state_dir(env, os.geteuid() == 0)}
         sources: dict[str, str] = {}
         file_path = settings_file or (Path(env[SETTINGS_FILE_ENV]) if env.get(SETTINGS_FILE_ENV) else None)
@@ -197,6 +199,38 @@ class Settings:
                 values[name] = value
                 sources[name] = "command line"
         return cls(**values, sources=sources)
+
+
+ENV_PREFIX = "MCP_BRIDGE_"
+
+
+def _refuse_unknown_names(env: Mapping[str, str]) -> None:
+    """Refuse ``MCP_BRIDGE_*`` variables that name no setting: ignored, a misspelt token or a policy written as
+    a variable (``MCP_BRIDGE_ASK_TOOLS``) would leave the bridge running without what its user asked for, and
+    nothing would say so. Every name of ours starts with the prefix, so nothing else of the environment is judged.
+    """
+    known = {field.env for field in FIELDS} | set(ENV_ALIASES)
+    unknown = sorted(name for name in env if name.startswith(ENV_PREFIX) and name not in known)
+    if not unknown:
+        return
+    policy_keys = {field.name for field in dataclasses.fields(Policy)}
+    problems = []
+    for name in unknown:
+        key = name.removeprefix(ENV_PREFIX).lower()
+        if key in policy_keys:
+            problems.append(f"{name} ({key} is part of the policy: set it in the [policy] table of the settings "
+                            f"file, {SETTINGS_FILE_ENV}=PATH)")  # fmt: skip
+            continue
+        # Compared without the prefix every name shares, which would make any two names look alike.
+        suffixes = sorted(known_name.removeprefix(ENV_PREFIX) for known_name in known)
+        close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), suffixes, n=2, cutoff=0.75)
+        shown = " or ".join(ENV_PREFIX + suffix for suffix in close)
+        problems.append(f"{name} (did you mean {shown}?)" if close else name)
+    raise SettingsError(
+        f"{'; '.join(problems)}: not {'a setting' if len(unknown) == 1 else 'settings'} of mcp-codemode, so "
+        f"{'it' if len(unknown) == 1 else 'they'} would be ignored; fix or unset "
+        f"{'it' if len(unknown) == 1 else 'them'} (docs/configuration.md lists every MCP_BRIDGE_ variable)"
+    )
 
 
 def _apply_alias(alias: str, field: Field, env: Mapping[str, str], values: dict[str, Any],

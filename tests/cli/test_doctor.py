@@ -179,6 +179,21 @@ def test_doctor_warns_about_a_config_file_that_every_user_can_read_with_a_litera
 
 
 @pytest.mark.backend
+def test_doctor_refuses_an_unknown_bridge_variable_instead_of_ignoring_it(scratch: Path):
+    """``MCP_BRIDGE_ASK_TOOLS`` is no setting: doctor (like every command) says so rather than report a setup that
+    runs every tool unasked."""
+    home = scratch / "home"
+    home.mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "MCP_BRIDGE_ASK_TOOLS": "*/delete_*"}
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    done = subprocess.run([*CLI, "doctor", "--no-discover"], capture_output=True, text=True, timeout=600, env=env,
+                          check=False)  # fmt: skip
+    assert done.returncode != 0
+    assert "MCP_BRIDGE_ASK_TOOLS (ask_tools is part of the policy" in done.stderr, done.stderr
+
+
+@pytest.mark.backend
 def test_doctor_warns_about_a_state_directory_others_can_write(scratch: Path):
     state = scratch / "state"
     state.mkdir()
