@@ -14,7 +14,17 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 from fastmcp.exceptions import ToolError
 
-from tests.clients.scenario import IMAGE, STATE_GET, STATE_SET, TRACEBACK, Target, report, target
+from tests.clients.scenario import (
+    IMAGE,
+    STATE_GET,
+    STATE_SET,
+    TIMEOUT_CELL,
+    TIMEOUT_SECONDS,
+    TRACEBACK,
+    Target,
+    report,
+    target,
+)
 
 
 def texts(content: list[Any]) -> str:
@@ -37,11 +47,15 @@ async def drive(where: Target) -> dict[str, Any]:
         except ToolError as error:
             failure = str(error)
         image = await client.call_tool("run_python", {"code": IMAGE})
+        arguments = {"code": TIMEOUT_CELL, "timeout": TIMEOUT_SECONDS}
+        slow = await client.call_tool("run_python", arguments, raise_on_error=False)
         return {
             "protocol": client.protocol_version,
             "state": texts(state.content),
             "traceback": failure,
             "images": [getattr(block, "mime_type", None) for block in image.content if block.type == "image"],
+            "timeout": texts(slow.content),
+            "timeout_structured": slow.structured_content,
         }
 
 

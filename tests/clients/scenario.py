@@ -23,6 +23,10 @@ STATE_GET = '"state kept: %d" % (x + 1)'  # a string no failure can contain
 # fix the code, and what a client that shows only the error's type loses.
 TRACEBACK = "def divide(a, b):\n    return a / b\n\ndivide(1, 0)\n"
 
+# A cell still awaiting when its timeout comes: what the client shows must be the user's await, no frame of ours.
+TIMEOUT_CELL = "import asyncio\n\nawait asyncio.sleep(60)\n"
+TIMEOUT_SECONDS = 2
+
 # A 4x4 red PNG made with the standard library (the sandbox has no Pillow to rely on), shown to the client.
 IMAGE = """\
 import struct

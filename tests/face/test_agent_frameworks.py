@@ -43,6 +43,7 @@ DRIVER_DEADLINE = patient(240)  # seconds for one driver's whole run (the openai
 STATE = "state kept: 42"
 ERROR_LINE = "ZeroDivisionError: division by zero"
 FRAME_LINE = re.compile(r"File .{0,20}<cell \d+>.{0,4}, line 2, in divide")
+USERS_AWAIT = re.compile(r'File "<cell \d+>", line 3, in <module>\n +await asyncio.sleep\(60\)\nKeyboardInterrupt')
 
 
 def require_clients(python: Path) -> Path:
@@ -101,12 +102,23 @@ def assert_traceback(shown: str) -> None:
     assert FRAME_LINE.search(shown), f"no traceback frame line in what the client shows: {shown}"
 
 
+def assert_only_the_users_await(shown: str) -> None:
+    """A timeout while the cell awaited: the traceback is the user's ``await`` line, and not one frame of ours
+    (the worker's, asyncio's event loop, the signal handler that turns an interrupt into KeyboardInterrupt)."""
+    assert USERS_AWAIT.search(shown), shown
+    for ours in ("worker_cells", "base_events", "selectors.py", "_on_sigint", "/opt/mcp-codemode"):
+        assert ours not in shown, shown
+
+
 def test_fastmcp_keeps_state_and_shows_the_traceback_and_the_image(where: dict[str, Any]) -> None:
     found = drive("drive_fastmcp", where)
     assert found["protocol"] == MODERN_VERSION  # fastmcp 4's default era: stateless
     assert STATE in found["state"], found["state"]
     assert_traceback(found["traceback"])
     assert found["images"] == ["image/png"]
+    assert_only_the_users_await(found["timeout"])
+    assert "Timed out after 2 s" in found["timeout"], found["timeout"]
+    assert_only_the_users_await(found["timeout_structured"]["error"]["traceback"])
 
 
 def test_a_pydantic_ai_agent_sees_its_state_the_traceback_and_the_image(where: dict[str, Any]) -> None:

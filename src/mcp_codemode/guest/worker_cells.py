@@ -126,13 +126,35 @@ class Executor:
     def _run(self, code: types.CodeType) -> Any:
         result = eval(code, self.namespace)  # noqa: S307 - running the user's code is the point
         if code.co_flags & 0x80:  # CO_COROUTINE: the cell used top-level await
-            if self.loop is None:
-                import asyncio
-
-                self.loop = asyncio.new_event_loop()
-                asyncio.set_event_loop(self.loop)
-            result = self.loop.run_until_complete(result)
+            result = self._await(result)
         return result
+
+    def _await(self, coroutine: Any) -> Any:
+        """Run a cell that awaits to its end; an interrupt that lands in the event loop ends it where it waits.
+
+        While the cell waits (``await asyncio.sleep``, a tool call, an approval), the main thread sits in the
+        loop's selector, so the SIGINT of an interrupt is raised there: its traceback held the loop's and the
+        worker's frames and none of the user's. Then the cell's task is cancelled, which ends the cell at its
+        ``await`` (its ``finally`` blocks run), and the interrupt is raised again with that traceback, which
+        shows the user's line. The same dance as ``asyncio.run`` on Ctrl-C.
+        """
+        import asyncio
+
+        if self.loop is None:
+            self.loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self.loop)
+        task = self.loop.create_task(coroutine)
+        try:
+            return self.loop.run_until_complete(task)
+        except KeyboardInterrupt:
+            if task.done():  # raised in the user's own frames (blocking code inside the cell): already right
+                raise
+        task.cancel()
+        try:
+            self.loop.run_until_complete(task)
+        except asyncio.CancelledError as cancelled:  # ended at its await: where the code was waiting
+            raise KeyboardInterrupt().with_traceback(cancelled.__traceback__) from None
+        raise KeyboardInterrupt  # the code swallowed its cancellation and finished: it was interrupted all the same
 
     def execute(self, request_id: int, source: str) -> dict[str, Any]:
         """Run one cell and describe its outcome, with the images it showed."""
