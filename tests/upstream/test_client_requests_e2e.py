@@ -270,6 +270,11 @@ for label, call in (("sampling", lambda: mcp_everything.trigger_sampling_request
             rows["url"] = ["ok", await mcp_everything.trigger_url_elicitation(url="https://example.com/sign-in")]
         except runtime.MCPError as exc:
             rows["url"] = [type(exc).__name__, exc.message]
+        try:  # the error path: -32042, whose data holds the URL the person must open
+            await mcp_everything.trigger_url_elicitation(url="https://example.com/error-path", errorPath=True)
+            rows["url_error"] = ["no error"]
+        except runtime.MCPError as exc:
+            rows["url_error"] = [type(exc).__name__, exc.message, exc.details]
     try:
         rows[label] = ["ok", await call()]
     except runtime.MCPError as exc:
@@ -312,6 +317,10 @@ async def test_an_upstream_servers_sampling_and_elicitation_reach_the_client_and
     assert len(sampled) == 1 and "name a colour" in str(sampled[0].messages[0].content), sampled
     assert sampled[0].max_tokens == 5
     assert rows["url"][0] == "ok", rows  # URL mode: the client declared it, so the server offered the tool
+    kind, text, details = rows["url_error"]  # a URL-elicitation-required error keeps what the person must open
+    assert kind == "MCPError" and "must first open https://modelcontextprotocol.io (Open this link" in text, rows
+    assert details["code"] == -32042, details
+    assert details["data"]["elicitations"][0]["url"] == "https://modelcontextprotocol.io", details
     assert len(elicited) == 2, elicited
     url, form = elicited
     assert isinstance(url, types.ElicitRequestURLParams) and url.url == "https://example.com/sign-in", url

@@ -160,10 +160,12 @@ class Relay:
             return Refusal(
                 ERROR_KIND_TOOL_TIMEOUT, str(exc), clipped_text(message, "server"), clipped_text(message, "tool")
             ).reply()
-        except UpstreamCallError as exc:
-            return Refusal(
-                ERROR_KIND_MCP, str(exc), clipped_text(message, "server"), clipped_text(message, "tool")
-            ).reply()
+        except UpstreamCallError as exc:  # the server's code and data too: a -32042's URL is in its data
+            details = {"code": exc.code} if exc.code is not None else {}
+            if exc.sandbox_data is not None:
+                details["data"] = exc.sandbox_data
+            server, tool = clipped_text(message, "server"), clipped_text(message, "tool")
+            return Refusal(ERROR_KIND_MCP, str(exc), server, tool, **details).reply()
         except SavedToolProblem as exc:
             return Refusal(ERROR_KIND_ARGUMENT, str(exc)).reply()
 

@@ -12,6 +12,7 @@ safe one, so an error passed on by ``str()`` anywhere leaks nothing. A tool call
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -178,10 +179,43 @@ class UpstreamCallError(UpstreamError):
         redaction: Redaction = NO_REDACTION,
     ) -> None:
         where = f" (JSON-RPC error {code})" if code is not None else ""
-        text = f"upstream MCP server {server!r} refused {what}{where}: {message}"
+        text = f"upstream MCP server {server!r} refused {what}{where}: {message}" + _browser_steps(code, data)
         super().__init__(redaction.for_sandbox(text), server=server)
         self.host_message = redaction.for_host(text)
         self.what = what
         self.code = code
         self.message = message
         self.data = data
+        self.sandbox_data = _sandbox_data(data, redaction)
+
+
+URL_ELICITATION_REQUIRED = -32042  # the server needs the user to open a URL first (mcp_types' constant)
+MAX_ERROR_DATA = 16_384  # characters of an error's JSON data passed on to sandboxed code; larger data is dropped
+
+
+def _browser_steps(code: int | None, data: Any) -> str:
+    """What the user must open before the call can succeed, for a URL-elicitation-required error: the URLs are
+    the whole point of that error (the person completes a browser step, then the call is made again), and the
+    message alone ("requires browser-based authorization") gives them no way to."""
+    if code != URL_ELICITATION_REQUIRED or not isinstance(data, dict) or not isinstance(data.get("elicitations"), list):
+        return ""
+    steps = []
+    for item in data["elicitations"][:4]:
+        if isinstance(item, dict) and isinstance(item.get("url"), str):
+            note = item.get("message")
+            steps.append(item["url"][:2000] + (f" ({note[:300]})" if isinstance(note, str) and note else ""))
+    if not steps:
+        return ""
+    return f"; the user must first open {' and '.join(steps)} in a browser, then the call can be made again"
+
+
+def _sandbox_data(data: Any, redaction: Redaction) -> Any:
+    """A server's JSON-RPC error data as sandboxed code may see it (``MCPError.details["data"]``): JSON only,
+    redacted like the message, bounded; None when it is none of these."""
+    if data is None:
+        return None
+    try:
+        text = redaction.for_sandbox(json.dumps(data, ensure_ascii=False, allow_nan=False))
+        return json.loads(text) if len(text) <= MAX_ERROR_DATA else None
+    except (TypeError, ValueError, RecursionError):  # not JSON, or a stand-in landed inside a JSON token
+        return None
