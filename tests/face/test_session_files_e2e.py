@@ -127,6 +127,34 @@ async def test_files_go_in_with_the_call_and_come_out_as_links_and_resources(std
     assert [t.uri_template for t in templates.resource_templates] == ["codemode://sessions/{session}/files/{path}"]
 
 
+async def test_a_shared_file_reads_back_as_the_type_its_link_showed(stdio: Client) -> None:
+    """Bytes that happen to be UTF-8 stay what the link said: a ``.bin``, a ``.txt`` shared as text/csv, a file of
+    no known type (its link says application/octet-stream); only an unshared file of no known type is sniffed."""
+    code = (
+        "open('payload.bin', 'wb').write(b'plain ascii')\n"
+        "open('table.txt', 'w').write('a,b\\n1,2')\n"
+        "open('NOTES', 'w').write('hello')\n"
+        "runtime.share_file('payload.bin')\n"
+        "runtime.share_file('table.txt', mime_type='text/csv')\n"
+        "runtime.share_file('NOTES')\n"
+    )
+    result = await stdio.call_tool("run_python", {"code": code, "session": "types"})
+    assert not result.is_error, text_of(result)
+    links = {link.name: link for link in _links(result)}
+    for name, kind, mime in (("payload.bin", types.BlobResourceContents, "application/octet-stream"),
+                             ("table.txt", types.TextResourceContents, "text/csv"),
+                             ("NOTES", types.BlobResourceContents, "application/octet-stream")):  # fmt: skip
+        assert links[name].mime_type == mime, links[name]
+        read = await _read(stdio, str(links[name].uri))
+        assert isinstance(read, kind) and read.mime_type == mime, (name, read)
+    assert str(links["table.txt"].uri).endswith("/table.txt?type=text%2Fcsv")
+    unshared = await _read(stdio, "codemode://sessions/types/files/NOTES")  # from a listing: judged by its bytes
+    assert isinstance(unshared, types.TextResourceContents) and unshared.text == "hello", unshared
+    forged = "codemode://sessions/types/files/NOTES?type=text%2Fhtml%0D%0AX-Evil%3A%201"
+    with pytest.raises(MCPError, match="Resource not found"):  # a type that is no media type is refused
+        await stdio.read_resource(forged)
+
+
 async def test_a_named_session_has_its_own_files_and_a_file_is_read_while_a_cell_runs(stdio: Client) -> None:
     await stdio.call_tool(
         "run_python", {"code": "x = 1", "session": "other"}, meta=files_meta({"only-here.txt": "other"})

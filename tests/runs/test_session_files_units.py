@@ -8,9 +8,10 @@ import os
 import re
 from pathlib import Path
 
+import mcp_types as types
 import pytest
 
-from mcp_codemode.face.workspace_files import BadFiles, file_uri, parse_file_uri, parse_files
+from mcp_codemode.face.workspace_files import BadFiles, file_contents, file_uri, parse_file_uri, parse_files
 from mcp_codemode.guest import worker_files
 from mcp_codemode.guest.protocol import FILE_CHUNK, FILE_REPLY, workspace_path_problem
 from mcp_codemode.runs.session_files import MAX_FILE_BYTES, SessionFileError, checked_path
@@ -83,11 +84,36 @@ def test_bad_files_for_a_call_say_what_to_send(value: object, message: str) -> N
 def test_uris_round_trip_and_foreign_ones_are_not_taken() -> None:
     uri = file_uri("s-1", "out/a b%.csv")
     assert uri == "codemode://sessions/s-1/files/out/a%20b%25.csv"
-    assert parse_file_uri(uri) == ("s-1", "out/a b%.csv")
-    assert parse_file_uri("codemode://sessions/s-1/files/") == ("s-1", "")
+    assert parse_file_uri(uri) == ("s-1", "out/a b%.csv", None)
+    assert parse_file_uri("codemode://sessions/s-1/files/") == ("s-1", "", None)
+    assert file_uri("s-1", "a.csv", "text/csv") == "codemode://sessions/s-1/files/a.csv"  # the name says it already
+    typed = file_uri("s-1", "a?.txt", "text/csv")
+    assert typed == "codemode://sessions/s-1/files/a%3F.txt?type=text%2Fcsv"
+    assert parse_file_uri(typed) == ("s-1", "a?.txt", "text/csv")
+    assert file_uri("s-1", "x", "text/html\r\nX-Evil: 1") == "codemode://sessions/s-1/files/x"  # no media type
+    assert parse_file_uri("codemode://sessions/s-1/files/x?type=text%2Fhtml%0D%0A") is None
     assert parse_file_uri("codemode://capabilities") is None
     assert parse_file_uri("codemode://sessions/a:b/files/x") is None  # internal keys are never names
     assert parse_file_uri("codemode://sessions/../files/x") is None
+
+
+@pytest.mark.parametrize(
+    ("path", "declared", "data", "expect"),
+    [
+        ("a.bin", None, b"ascii", ("blob", "application/octet-stream")),
+        ("a.txt", "text/csv", b"a,b", ("text", "text/csv")),
+        ("a.txt", "text/csv", b"\xff\xfe", ("blob", "text/csv")),
+        ("NOTES", None, b"hello", ("text", "text/plain")),
+        ("NOTES", None, b"\xff", ("blob", "application/octet-stream")),
+        ("NOTES", "application/octet-stream", b"hello", ("blob", "application/octet-stream")),
+        ("d.json", None, b"{}", ("text", "application/json")),
+        ("p.png", None, b"ascii", ("blob", "image/png")),
+    ],
+)
+def test_a_file_reads_as_the_type_it_was_shared_as_else_the_type_its_name_says(path, declared, data, expect) -> None:
+    contents = file_contents("codemode://x", path, data, declared)
+    kind = "text" if isinstance(contents, types.TextResourceContents) else "blob"
+    assert (kind, contents.mime_type) == expect
 
 
 def test_links_from_the_guest_are_checked_one_by_one() -> None:

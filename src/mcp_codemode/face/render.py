@@ -146,7 +146,7 @@ def structured(result: ExecutionResult, fields: dict[str, str], session: str, cu
     if result.images:
         document["images"] = len(result.images)
     if result.links:
-        document["files"] = [file_uri(session, link.path) for link in result.links]
+        document["files"] = [file_uri(session, link.path, link.mime) for link in result.links]
     if cut:
         document["characters_cut"] = cut
     return document

@@ -480,9 +480,8 @@ def build_server(
                 return connection
         return place(ctx, transport, name)
 
-    async def read_session_file(ctx: ServerRequestContext[Any, Any], uri: str, name: str, path: str) -> (
-        types.ReadResourceResult
-    ):  # fmt: skip
+    async def read_session_file(ctx: ServerRequestContext[Any, Any], uri: str, name: str, path: str,
+                                declared: str | None) -> types.ReadResourceResult:  # fmt: skip
         if bridge.files is None or bridge.sessions is None:
             raise MCPError(types.INVALID_PARAMS, bridge.backend_error or "the bridge is not running", data={"uri": uri})
         where = _files_place(ctx, name)
@@ -500,7 +499,7 @@ def build_server(
             data = await bridge.files.read(where.key, name, path)
         except CodemodeError as exc:
             raise MCPError(types.INVALID_PARAMS, f"{exc}", data={"uri": uri}) from None
-        return types.ReadResourceResult(contents=[file_contents(uri, path, data)])
+        return types.ReadResourceResult(contents=[file_contents(uri, path, data, declared)])
 
     async def read_resource(
         ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams

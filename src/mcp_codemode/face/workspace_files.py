@@ -26,7 +26,10 @@ from ..sandbox.results import FileLink
 
 SCHEME_PREFIX = "codemode://sessions/"
 FILE_TEMPLATE = "codemode://sessions/{session}/files/{path}"
-_URI = re.compile(r"^codemode://sessions/(?P<session>[A-Za-z0-9][A-Za-z0-9_.@-]{0,63})/files/(?P<path>.*)$")
+_URI = re.compile(
+    r"^codemode://sessions/(?P<session>[A-Za-z0-9][A-Za-z0-9_.@-]{0,63})/files/(?P<path>[^?]*)(?:\?type=(?P<type>.*))?$"
+)
+_MEDIA_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}$")
 _DATA_URI = re.compile(r"^data:(?P<mime>[^,;]*)(?:;[^,;]+)*;base64,", re.IGNORECASE)
 _TEXT_TYPES = ("application/json", "application/xml", "application/x-yaml", "application/yaml", "application/toml")
 
@@ -80,36 +83,43 @@ def _decoded(where: str, path: str, content: str) -> bytes:
         raise BadFiles(f"{where}: the content of {path!r} is a data: URI whose base64 does not decode") from None
 
 
-def file_uri(session: str, path: str) -> str:
-    return f"{SCHEME_PREFIX}{session}/files/{urllib.parse.quote(path, safe='/')}"
+def file_uri(session: str, path: str, mime: str | None = None) -> str:
+    """A file's URI; ``mime``, the type a cell shared it as, goes in the URI when its name says otherwise, so that
+    reading the link gives the type the link showed (the bridge keeps no record of what was shared)."""
+    uri = f"{SCHEME_PREFIX}{session}/files/{urllib.parse.quote(path, safe='/')}"
+    if mime is not None and mime != mimetypes.guess_type(path)[0] and _MEDIA_TYPE.match(mime):
+        uri += "?type=" + urllib.parse.quote(mime, safe="")
+    return uri
 
 
-def parse_file_uri(uri: str) -> tuple[str, str] | None:
-    """(session, path) of a files URI ("" path: the listing); None when ``uri`` is not one."""
+def parse_file_uri(uri: str) -> tuple[str, str, str | None] | None:
+    """(session, path, the type it was shared as) of a files URI ("" path: the listing); None when ``uri`` is not
+    one (a ``type`` that is no media type included)."""
     match = _URI.fullmatch(uri)
     if match is None:
         return None
-    return match["session"], urllib.parse.unquote(match["path"], errors="strict")
+    declared = urllib.parse.unquote(match["type"], errors="strict") if match["type"] is not None else None
+    if declared is not None and not _MEDIA_TYPE.match(declared):
+        return None
+    return match["session"], urllib.parse.unquote(match["path"], errors="strict"), declared
 
 
-def guess_mime(path: str) -> str:
-    return mimetypes.guess_type(path)[0] or "application/octet-stream"
-
-
-def file_contents(uri: str, path: str, data: bytes) -> types.TextResourceContents | types.BlobResourceContents:
-    """Text when the file is text of a textual type (or of no known type), else base64."""
-    mime = guess_mime(path)
-    textual = mime.startswith("text/") or mime in _TEXT_TYPES or mime == "application/octet-stream"
-    if textual:
+def file_contents(uri: str, path: str, data: bytes, declared: str | None = None) -> (
+    types.TextResourceContents | types.BlobResourceContents
+):  # fmt: skip
+    """The file as the type it was shared as, else the type its name says: text when that type is textual and the
+    bytes are UTF-8, else base64 with that type. Only a name of no known type is judged by its bytes (text/plain
+    when they decode), so a ``.bin`` or a file shared as ``application/octet-stream`` stays bytes."""
+    mime = declared or mimetypes.guess_type(path)[0]
+    if mime is None or mime.startswith("text/") or mime in _TEXT_TYPES:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             pass
         else:
-            return types.TextResourceContents(
-                uri=uri, mime_type="text/plain" if mime.endswith("octet-stream") else mime, text=text
-            )
-    return types.BlobResourceContents(uri=uri, mime_type=mime, blob=base64.b64encode(data).decode("ascii"))
+            return types.TextResourceContents(uri=uri, mime_type=mime or "text/plain", text=text)
+    blob = base64.b64encode(data).decode("ascii")
+    return types.BlobResourceContents(uri=uri, mime_type=mime or "application/octet-stream", blob=blob)
 
 
 def listing_contents(uri: str, session: str, listing: Listing) -> types.TextResourceContents:
@@ -151,7 +161,7 @@ def link_blocks(session: str, links: tuple[FileLink, ...]) -> list[types.Content
     return [
         types.ResourceLink(
             type="resource_link",
-            uri=file_uri(session, link.path),
+            uri=file_uri(session, link.path, link.mime),
             name=link.path.rsplit("/", 1)[-1],
             title=f"/workspace/{link.path}",
             description=link.description or None,
