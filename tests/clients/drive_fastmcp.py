@@ -49,14 +49,19 @@ async def drive(where: Target) -> dict[str, Any]:
         image = await client.call_tool("run_python", {"code": IMAGE})
         arguments = {"code": TIMEOUT_CELL, "timeout": TIMEOUT_SECONDS}
         slow = await client.call_tool("run_python", arguments, raise_on_error=False)
-        return {
-            "protocol": client.protocol_version,
-            "state": texts(state.content),
-            "traceback": failure,
-            "images": [getattr(block, "mime_type", None) for block in image.content if block.type == "image"],
-            "timeout": texts(slow.content),
-            "timeout_structured": slow.structured_content,
-        }
+        protocol = client.protocol_version
+    async with Client(transport, timeout=150) as fresh:  # its first request: a call naming a session, no listing
+        first = await fresh.call_tool("run_python", {"code": "'first call'", "session": "fastmcp-first"},
+                                      raise_on_error=False)  # fmt: skip
+    return {
+        "first_call": texts(first.content),
+        "protocol": protocol,
+        "state": texts(state.content),
+        "traceback": failure,
+        "images": [getattr(block, "mime_type", None) for block in image.content if block.type == "image"],
+        "timeout": texts(slow.content),
+        "timeout_structured": slow.structured_content,
+    }
 
 
 if __name__ == "__main__":

@@ -113,6 +113,7 @@ def assert_only_the_users_await(shown: str) -> None:
 def test_fastmcp_keeps_state_and_shows_the_traceback_and_the_image(where: dict[str, Any]) -> None:
     found = drive("drive_fastmcp", where)
     assert found["protocol"] == MODERN_VERSION  # fastmcp 4's default era: stateless
+    assert found["first_call"] == "'first call'", found["first_call"]  # `session` on a first call, before any listing
     assert STATE in found["state"], found["state"]
     assert_traceback(found["traceback"])
     assert found["images"] == ["image/png"]

@@ -19,7 +19,10 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import HEADER_MISMATCH
 
 from mcp_codemode.face.replicas import INTERNAL_PATH
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
@@ -149,6 +152,27 @@ async def test_a_session_is_served_by_either_replica_and_survives_its_owner_only
             none = await http.post(internal, json=body)
         assert (wrong.status_code, none.status_code) == (401, 401)
         assert "42" not in wrong.text + none.text
+
+        # Replicas mark `session` for SEP-2243 routing: the real 2026-07-28 client mirrors it into Mcp-Param-Session
+        # (a balancer may hash on it), and the server refuses a request whose header says another session.
+        calls: list[httpx2.Request] = []
+
+        async def record(request: httpx2.Request) -> None:
+            if request.headers.get("mcp-method") == "tools/call":
+                calls.append(request)
+
+        recording = httpx2.AsyncClient(timeout=patient(60.0), event_hooks={"request": [record]})
+        async with recording, Client(streamable_http_client(b.url, http_client=recording), mode="auto") as routed:
+            listing = await routed.list_tools()
+            answer = await routed.call_tool("run_python", {"code": "x", "session": "shared-auto"})
+        assert listing.tools[0].input_schema["properties"]["session"]["x-mcp-header"] == "Session"
+        assert (answer.is_error, text_of(answer)) == (False, "42")
+        (call,) = calls
+        assert call.headers["mcp-param-session"] == "shared-auto"
+        async with httpx2.AsyncClient(timeout=patient(30.0)) as http:
+            other = {**call.headers, "mcp-param-session": "other"}
+            forged = await http.post(b.url, content=call.content, headers=other)
+        assert forged.status_code == 400 and forged.json()["error"]["code"] == HEADER_MISMATCH, forged.text
 
         # The owner dies: the next call through b takes the session over, fresh, and says the state was lost.
         a.stop(signal.SIGKILL)

@@ -111,18 +111,18 @@ def run_python_tool(settings: Settings) -> types.Tool:
                 "default": settings.timeout,
                 "description": "seconds",
             },
-            # SEP-2243: a 2026-07-28 client mirrors the argument into an Mcp-Param-Session header, so a load
-            # balancer in front of several replicas can route a session's calls without reading the body.
-            "session": {
-                "type": "string",
-                "description": "persistent REPL to use (default: your own)",
-                "x-mcp-header": "Session",
-            },
+            "session": {"type": "string", "description": "persistent REPL to use (default: your own)"},
             "reset": {"type": "boolean", "description": "start the session fresh"},
         },
         "required": ["code"],
         "additionalProperties": False,
     }
+    if settings.shares_sessions:
+        # SEP-2243, only where a load balancer in front of replicas may route on it: a 2026-07-28 client mirrors
+        # the argument into an Mcp-Param-Session header, and the SDK refuses a call that carries the argument
+        # without it, which every client that calls before it lists (fastmcp 4, openai-agents' cached listing)
+        # would meet on a bridge that has nothing to route.
+        schema["properties"]["session"]["x-mcp-header"] = "Session"
     return types.Tool(
         name=TOOL_NAME,
         title="Run Python",
