@@ -171,17 +171,22 @@ def test_the_capability_summary_names_each_place_and_mode_but_no_host_path(data:
 
 def test_a_read_only_mount_may_sit_in_a_writable_one_as_the_same_directory(data: Path) -> None:
     (data / "out" / ".git").mkdir()
+    (data / "out" / "linked").symlink_to(data / "out" / ".git")
     inner, outer = f"{data}/out/.git:/mnt/out/.git:ro", f"{data}/out:/mnt/out:rw"
     mounts = parse_mounts(f"{inner},{outer},{data}/data:/mnt/data")
     assert [m.target for m in mount_order(mounts)] == ["/mnt/out", "/mnt/data", "/mnt/out/.git"]
     refused = {
         "another directory": f"{data}/data:/mnt/out/.git:ro,{outer}",
+        "through a link": f"{data}/out/.git:/mnt/out/linked:ro,{outer}",
         "writable in writable": f"{data}/out/.git:/mnt/out/.git:rw,{outer}",
         "read-only in read-only": f"{inner},{data}/out:/mnt/out:ro",
         "writable in read-only": f"{data}/out/.git:/mnt/out/.git:rw,{data}/out:/mnt/out:ro",
     }
-    with pytest.raises(MountError, match=r"is not the same directory seen through it \(\S+/out/.git\); mount "):
-        parse_mounts(refused.pop("another directory"))
+    for case, seen in (("another directory", ".git"), ("through a link", "linked")):
+        with pytest.raises(
+            MountError, match=rf"is not the same directory seen through it \(\S+/out/{seen}, with no link"
+        ):
+            parse_mounts(refused.pop(case))
     for entries in refused.values():
         with pytest.raises(MountError, match="only a read-only mount may sit inside a writable one"):
             parse_mounts(entries)
@@ -261,6 +266,9 @@ def test_a_directory_listed_as_shared_is_kept_and_marked(repo: Path) -> None:
         }
     )
     assert settings.mounts_shared == (repo,)
+    file = repo.parent / "settings.toml"
+    file.write_text(f'mounts = ["{repo}:/mnt/repo:rw"]\nmounts_shared = ["{repo}"]\n')
+    assert Settings.load(env={}, settings_file=file).mounts_shared == (repo,)
     bad = {
         "relative": ("repo", "'repo' is not valid: expected absolute host directories of :rw mounts"),
         "read-only": (f"{repo}/src", "is not the host directory of a :rw mount in MCP_BRIDGE_MOUNTS"),

@@ -119,7 +119,9 @@ def refuse_overlaps(mounts: Iterable[Mount]) -> None:
 
     One nesting is allowed: a read-only mount inside a writable one that is the same host directory seen through
     it (``/repo:/mnt/repo:rw`` with ``/repo/.git:/mnt/repo/.git:ro``), so part of a writable tree stays read-only.
-    Its mount point then already exists on the host, and nothing has to be created in the writable directory."""
+    Its mount point then already exists on the host, and nothing has to be created in the writable directory. No
+    link may lead there: code could replace a link in the writable directory with a directory of its own, which
+    host-side tools would then read instead (a ``.git`` link to a repository kept elsewhere)."""
     seen: list[Mount] = []
     for mount in mounts:
         for other in seen:
@@ -127,12 +129,13 @@ def refuse_overlaps(mounts: Iterable[Mount]) -> None:
                 outer, inner = (other, mount) if _within(mount.target, other.target) else (mount, other)
                 if outer.target != inner.target and outer.writable and not inner.writable:
                     seen_through = outer.host / posixpath.relpath(inner.target, outer.target)
-                    if Path(os.path.realpath(seen_through)) == inner.host:
+                    if seen_through == inner.host:  # a real path: no link on the way that code could swap
                         continue
                     raise MountError(
                         f"the read-only {inner} is nested in the writable {outer} but is not the same directory seen "
-                        f"through it ({seen_through}); mount {seen_through}:{inner.target}:ro, or give it a place "
-                        "of its own"
+                        f"through it ({seen_through}, with no link on the way: code could replace a link in a "
+                        f"writable directory); mount {seen_through}:{inner.target}:ro if it is a directory, or give "
+                        "it a place of its own"
                     )
                 raise MountError(
                     f"the sandbox paths of {other} and {mount} are the same or nested; give each mount a place of "
