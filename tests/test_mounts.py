@@ -204,18 +204,24 @@ def repo(data: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("server", "path", "how"),
+    ("server", "path", "how", "bridge_cwd"),
     [
-        (_server("git", "--repository", "{repo}"), "{repo}", "its argument '{repo}'"),
-        (_server("git", "--repository={link}/src"), "{repo}/src", "its argument '--repository={link}/src'"),
-        (_server("files", "{data}"), "{data}", "its argument '{data}'"),
-        (_server("git", "--repository", ".", cwd="{repo}"), "{repo}", "its cwd {repo}"),  # the same path once
-        (_server("local", command="{repo}/.venv/bin/server"), "{repo}/.venv/bin/server", "its command"),
-        (_server("dot", "--repository", "."), "{repo}", "its argument '.'"),  # the bridge's cwd: the repository
+        (_server("git", "--repository", "{repo}"), "{repo}", "its argument '{repo}'", "{data}"),
+        (_server("git", "--repository={link}/src"), "{repo}/src", "its argument '--repository={link}/src'", "{data}"),
+        (_server("files", "{data}"), "{data}", "its argument '{data}'", "{data}"),
+        (_server("git", "--repository", ".", cwd="{repo}"), "{repo}", "its cwd {repo}", "{data}"),  # once
+        (_server("local", command="{repo}/.venv/bin/server"), "{repo}/.venv/bin/server", "its command", "{data}"),
+        (_server("dot", "--repository", "."), "{repo}", "its argument '.'", "{repo}"),  # the bridge's cwd
+        (
+            _server("npx", command="npx"),
+            "{repo}/src",
+            "its working directory: its entry sets no cwd, so it runs in the bridge's",
+            "{repo}/src",
+        ),
     ],
 )
 def test_a_writable_mount_overlapping_where_a_host_side_server_works_is_found(
-    repo: Path, server: ServerConfig, path: str, how: str
+    repo: Path, server: ServerConfig, path: str, how: str, bridge_cwd: str
 ) -> None:
     fill = {"repo": repo, "data": repo.parent, "link": repo.parent / "link"}
     config = dataclasses.replace(
@@ -225,7 +231,7 @@ def test_a_writable_mount_overlapping_where_a_host_side_server_works_is_found(
         cwd=server.cwd.format(**fill) if server.cwd else None,
     )
     mounts = parse_mounts(f"{fill['link']}:/mnt/repo:rw")
-    (found,) = shared_with_servers(mounts, [config], (), (), cwd=repo)
+    (found,) = shared_with_servers(mounts, [config], (), (), cwd=Path(bridge_cwd.format(**fill)))
     assert (found.mount, found.servers, found.path, found.accepted) == (
         mounts[0],
         (config.name,),
@@ -246,7 +252,7 @@ def test_roots_count_for_host_side_servers_and_remote_servers_ro_mounts_and_neig
     rw, ro = parse_mounts(f"{repo}:/mnt/repo:rw,{data}/data:/mnt/data")
     remote = ServerConfig("web", "web", "http", "test", url=f"https://example.com{repo}")
     beside = _server("beside", f"{repo}x", f"--out={data}/data", "src", "--repository")  # src: not in the bridge's cwd
-    assert shared_with_servers((rw, ro), [remote, beside], (), (), cwd=data) == []
+    assert shared_with_servers((rw, ro), [remote, beside], (), (), cwd=data) == []  # a bridge started above it
     assert shared_with_servers((rw,), [remote], (repo / "src",), (), cwd=data) == []  # no host-side server
     (found,) = shared_with_servers((rw,), [remote, beside, _server("b")], (repo / "src",), (), cwd=data)
     assert found.servers == ("beside", "b") and found.path == repo / "src"

@@ -203,22 +203,26 @@ def shared_with_servers(
     """Every writable mount whose host directory is, holds or lies in a path a host-side server works in.
 
     Where a server works: the paths in its stdio command line (absolute ones, ``--opt=/path``, and relative ones
-    that exist, resolved against its cwd, which is ``cwd``, the bridge's, when it has none), its cwd, and the
-    roots the bridge gives upstream servers. A remote (HTTP) server has no host paths. ``accepted``: the host
-    directories the user listed in MCP_BRIDGE_MOUNTS_SHARED (real paths); their overlaps are kept, marked."""
+    that exist, resolved against its cwd), its cwd, and the roots the bridge gives upstream servers. A server
+    whose entry sets no cwd runs in ``cwd``, the bridge's: that counts when a mount is or holds it (a launcher
+    such as npx or uvx reads its config from there: an ``.npmrc`` written by code would run on the host), but
+    not when it merely lies under it (a bridge started in ``/`` or in the home directory). A remote (HTTP) server
+    has no host paths. ``accepted``: the host directories listed in MCP_BRIDGE_MOUNTS_SHARED (real paths); their
+    overlaps are kept, marked."""
     writable = [mount for mount in mounts if mount.writable]
     host_side = [server for server in servers if server.transport == "stdio"]
-    places: list[tuple[tuple[str, ...], Path, str]]
-    places = [((server.name,), path, how) for server in host_side for path, how in _server_paths(server, cwd)]
+    places: list[tuple[tuple[str, ...], Path, str, bool]]
+    places = [((server.name,), *place) for server in host_side for place in _server_paths(server, cwd)]
     if host_side:
         names = tuple(server.name for server in host_side)
         how = "a root the bridge gives upstream servers (MCP_BRIDGE_ROOTS)"
-        places += [(names, _real(root), how) for root in roots]
+        places += [(names, _real(root), how, False) for root in roots]
     found: dict[tuple[Mount, tuple[str, ...], Path], SharedPlace] = {}
     kept = set(accepted)
     for mount in writable:
-        for names, path, how in places:
-            if path == mount.host or mount.host in path.parents or path in mount.host.parents:
+        for names, path, how, inside_only in places:
+            holds = path == mount.host or mount.host in path.parents
+            if holds or (path in mount.host.parents and not inside_only):
                 found.setdefault((mount, names, path), SharedPlace(mount, names, path, how, mount.host in kept))
     return list(found.values())
 
@@ -231,17 +235,20 @@ def refusal(places: Iterable[SharedPlace]) -> str:
     return "; and ".join(f"{place.problem}. To fix it: {place.fix}" for place in refused) + "."
 
 
-def _server_paths(server: ServerConfig, cwd: Path) -> Iterable[tuple[Path, str]]:
+def _server_paths(server: ServerConfig, cwd: Path) -> Iterable[tuple[Path, str, bool]]:
+    """Each path ``server`` works in, how its entry names it, and whether it counts only inside a mount."""
     base = Path(server.cwd) if server.cwd else cwd
     if server.cwd:
-        yield _real(base), f"its cwd {server.cwd}"
+        yield _real(base), f"its cwd {server.cwd}", False
     for index, word in enumerate((server.command, *server.args)):
         value = word.partition("=")[2] if word.startswith("-") and "=" in word else word
         what = "its command" if index == 0 else f"its argument {word!r}"
         if value.startswith("/"):
-            yield _real(Path(value)), what
+            yield _real(Path(value)), what, False
         elif value and not value.startswith("-") and _exists(base / value):
-            yield _real(base / value), what
+            yield _real(base / value), what, False
+    if not server.cwd:
+        yield _real(base), "its working directory: its entry sets no cwd, so it runs in the bridge's", True
 
 
 def _exists(path: Path) -> bool:
