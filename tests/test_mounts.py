@@ -4,17 +4,29 @@ real sandboxes are in tests/sandbox/test_mounts_in_sandboxes.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mcp_codemode.errors import SettingsError
-from mcp_codemode.mounts import Mount, MountError, access_problem, parse_mounts
+from mcp_codemode.mounts import (
+    Mount,
+    MountError,
+    access_problem,
+    mount_order,
+    parse_mounts,
+    refusal,
+    shared_with_servers,
+)
 from mcp_codemode.runs.summary import capability_summary
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from mcp_codemode.sandbox.container import ContainerBackend
 from mcp_codemode.settings import Settings
+from mcp_codemode.upstream.model import ServerConfig
 
 
 @pytest.fixture
@@ -155,3 +167,122 @@ def test_the_capability_summary_names_each_place_and_mode_but_no_host_path(data:
     assert "/mnt/data (read-only)" in text and "/workspace/out (writable" in text
     assert str(data) not in text
     assert "Host directories" not in capability_summary(Settings(state_dir=data / "state"), "bubblewrap")
+
+
+def test_a_read_only_mount_may_sit_in_a_writable_one_as_the_same_directory(data: Path) -> None:
+    (data / "out" / ".git").mkdir()
+    (data / "out" / "linked").symlink_to(data / "out" / ".git")
+    inner, outer = f"{data}/out/.git:/mnt/out/.git:ro", f"{data}/out:/mnt/out:rw"
+    mounts = parse_mounts(f"{inner},{outer},{data}/data:/mnt/data")
+    assert [m.target for m in mount_order(mounts)] == ["/mnt/out", "/mnt/data", "/mnt/out/.git"]
+    refused = {
+        "another directory": f"{data}/data:/mnt/out/.git:ro,{outer}",
+        "through a link": f"{data}/out/.git:/mnt/out/linked:ro,{outer}",
+        "writable in writable": f"{data}/out/.git:/mnt/out/.git:rw,{outer}",
+        "read-only in read-only": f"{inner},{data}/out:/mnt/out:ro",
+        "writable in read-only": f"{data}/out/.git:/mnt/out/.git:rw,{data}/out:/mnt/out:ro",
+    }
+    for case, seen in (("another directory", ".git"), ("through a link", "linked")):
+        with pytest.raises(
+            MountError, match=rf"is not the same directory seen through it \(\S+/out/{seen}, with no link"
+        ):
+            parse_mounts(refused.pop(case))
+    for entries in refused.values():
+        with pytest.raises(MountError, match="only a read-only mount may sit inside a writable one"):
+            parse_mounts(entries)
+
+
+def _server(name: str, *args: str, command: str = "mcp-server", **changes: Any) -> ServerConfig:
+    return ServerConfig(name, name, "stdio", "test", command=command, args=args, **changes)
+
+
+@pytest.fixture
+def repo(data: Path) -> Path:
+    (data / "repo" / "src").mkdir(parents=True)
+    (data / "link").symlink_to(data / "repo")
+    return data / "repo"
+
+
+@pytest.mark.parametrize(
+    ("server", "path", "how", "bridge_cwd"),
+    [
+        (_server("git", "--repository", "{repo}"), "{repo}", "its argument '{repo}'", "{data}"),
+        (_server("git", "--repository={link}/src"), "{repo}/src", "its argument '--repository={link}/src'", "{data}"),
+        (_server("files", "{data}"), "{data}", "its argument '{data}'", "{data}"),
+        (_server("git", "--repository", ".", cwd="{repo}"), "{repo}", "its cwd {repo}", "{data}"),  # once
+        (_server("local", command="{repo}/.venv/bin/server"), "{repo}/.venv/bin/server", "its command", "{data}"),
+        (_server("dot", "--repository", "."), "{repo}", "its argument '.'", "{repo}"),  # the bridge's cwd
+        (
+            _server("npx", command="npx"),
+            "{repo}/src",
+            "its working directory: its entry sets no cwd, so it runs in the bridge's",
+            "{repo}/src",
+        ),
+    ],
+)
+def test_a_writable_mount_overlapping_where_a_host_side_server_works_is_found(
+    repo: Path, server: ServerConfig, path: str, how: str, bridge_cwd: str
+) -> None:
+    fill = {"repo": repo, "data": repo.parent, "link": repo.parent / "link"}
+    config = dataclasses.replace(
+        server,
+        command=server.command.format(**fill),
+        args=tuple(arg.format(**fill) for arg in server.args),
+        cwd=server.cwd.format(**fill) if server.cwd else None,
+    )
+    mounts = parse_mounts(f"{fill['link']}:/mnt/repo:rw")
+    (found,) = shared_with_servers(mounts, [config], (), (), cwd=Path(bridge_cwd.format(**fill)))
+    assert (found.mount, found.servers, found.path, found.accepted) == (
+        mounts[0],
+        (config.name,),
+        Path(path.format(**fill)),
+        False,
+    )
+    assert found.how == how.format(**fill)
+    text = refusal([found])
+    relation = {repo: "is", repo.parent: "lies in"}.get(found.path, "holds")
+    assert text.startswith(f"MCP_BRIDGE_MOUNTS mounts {repo} writable at /mnt/repo, and it {relation} {found.path}, ")
+    assert f"where the upstream server {config.name!r} works on the host ({found.how}): " in text
+    assert "core.fsmonitor" in text and f"To fix it: mount it read-only ({repo}:/mnt/repo:ro)" in text
+    assert f"add {repo}/.git:/mnt/repo/.git:ro) and list {repo} in MCP_BRIDGE_MOUNTS_SHARED" in text
+
+
+def test_roots_count_for_host_side_servers_and_remote_servers_ro_mounts_and_neighbours_do_not(repo: Path) -> None:
+    data = repo.parent
+    rw, ro = parse_mounts(f"{repo}:/mnt/repo:rw,{data}/data:/mnt/data")
+    remote = ServerConfig("web", "web", "http", "test", url=f"https://example.com{repo}")
+    beside = _server("beside", f"{repo}x", f"--out={data}/data", "src", "--repository")  # src: not in the bridge's cwd
+    assert shared_with_servers((rw, ro), [remote, beside], (), (), cwd=data) == []  # a bridge started above it
+    assert shared_with_servers((rw,), [remote], (repo / "src",), (), cwd=data) == []  # no host-side server
+    (found,) = shared_with_servers((rw,), [remote, beside, _server("b")], (repo / "src",), (), cwd=data)
+    assert found.servers == ("beside", "b") and found.path == repo / "src"
+    assert found.how == "a root the bridge gives upstream servers (MCP_BRIDGE_ROOTS)"
+    assert "where the upstream server 'beside', 'b' works" in refusal([found])
+
+
+def test_a_directory_listed_as_shared_is_kept_and_marked(repo: Path) -> None:
+    mounts = parse_mounts(f"{repo}:/mnt/repo:rw")
+    (found,) = shared_with_servers(mounts, [_server("git", str(repo))], (), (repo,), cwd=repo)
+    assert found.accepted and refusal([found]) == ""
+    settings = Settings.load(
+        env={
+            "MCP_BRIDGE_MOUNTS": f"{repo.parent}/link:/mnt/repo:rw,{repo}/src:/mnt/repo/src:ro",
+            "MCP_BRIDGE_MOUNTS_SHARED": f" {repo.parent}/link/ ,",
+            "MCP_BRIDGE_STATE_DIR": str(repo.parent / "state"),
+        }
+    )
+    assert settings.mounts_shared == (repo,)
+    file = repo.parent / "settings.toml"
+    file.write_text(f'mounts = ["{repo}:/mnt/repo:rw"]\nmounts_shared = ["{repo}"]\n')
+    assert Settings.load(env={}, settings_file=file).mounts_shared == (repo,)
+    bad = {
+        "relative": ("repo", "'repo' is not valid: expected absolute host directories of :rw mounts"),
+        "read-only": (f"{repo}/src", "is not the host directory of a :rw mount in MCP_BRIDGE_MOUNTS"),
+    }
+    for value, complaint in bad.values():
+        env = {
+            "MCP_BRIDGE_MOUNTS": f"{repo}:/mnt/repo:rw,{repo}/src:/mnt/repo/src:ro",
+            "MCP_BRIDGE_MOUNTS_SHARED": value,
+        }
+        with pytest.raises(SettingsError, match=re.escape(complaint)):
+            Settings.load(env=env)

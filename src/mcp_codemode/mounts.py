@@ -5,6 +5,13 @@ in one place that every backend, ``doctor`` and the capability summary read, and
 parser refuses what would blur the sandbox's own layout (a mount over ``/usr``, ``/proc`` or ``/tmp`` would replace
 what the sandbox relies on, or hide its size caps) and anything a runtime's option syntax could misread (a ``,``
 or ``:`` in a path). Which uid may use a directory is checked here too, from the mode bits, for ``doctor``.
+
+A writable mount is also a way into whatever works on the same host directory outside the sandbox: an upstream
+server started on the host (``mcp-server-git --repository`` on a repository mounted ``rw``: code appends
+``core.fsmonitor`` to ``.git/config``, asks the server for ``git_status``, and git runs the command as the
+bridge's user). ``shared_with_servers`` finds those overlaps so the bridge can refuse them at start-up unless the
+user listed the directory in ``MCP_BRIDGE_MOUNTS_SHARED``; a read-only mount nested in the writable one (the
+repository's ``.git``) is how to keep such a pair safely.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NoReturn
+
+from .upstream.model import ServerConfig
 
 # The sandbox's own places: a mount on or under one would hide or replace what the sandbox needs to run (the
 # interpreter, the guest code at /opt/mcp-codemode, procfs) or a size-capped tmpfs; /lib32 and /libx32 are links
@@ -93,17 +102,52 @@ def _target(entry: str, target: str) -> str:
     return target
 
 
+def parse_shared(text: str) -> tuple[Path, ...]:
+    """``MCP_BRIDGE_MOUNTS_SHARED``: absolute host directories separated by ``,`` (as in MCP_BRIDGE_MOUNTS), each
+    stored as its real path so it compares with a mount's; raises ValueError naming the bad one."""
+    found: list[Path] = []
+    for item in (part.strip() for part in text.split(",")):
+        if item and not Path(item).expanduser().is_absolute():
+            raise ValueError(f"{item!r} is not an absolute path")
+        if item:
+            found.append(Path(os.path.realpath(Path(item).expanduser())))
+    return tuple(found)
+
+
 def refuse_overlaps(mounts: Iterable[Mount]) -> None:
-    """Two mounts at one target, or one inside another, would hide each other, depending on the order."""
+    """Two mounts at one target, or one inside another, would hide each other, depending on the order.
+
+    One nesting is allowed: a read-only mount inside a writable one that is the same host directory seen through
+    it (``/repo:/mnt/repo:rw`` with ``/repo/.git:/mnt/repo/.git:ro``), so part of a writable tree stays read-only.
+    Its mount point then already exists on the host, and nothing has to be created in the writable directory. No
+    link may lead there: code could replace a link in the writable directory with a directory of its own, which
+    host-side tools would then read instead (a ``.git`` link to a repository kept elsewhere)."""
     seen: list[Mount] = []
     for mount in mounts:
         for other in seen:
             if _within(mount.target, other.target) or _within(other.target, mount.target):
+                outer, inner = (other, mount) if _within(mount.target, other.target) else (mount, other)
+                if outer.target != inner.target and outer.writable and not inner.writable:
+                    seen_through = outer.host / posixpath.relpath(inner.target, outer.target)
+                    if seen_through == inner.host:  # a real path: no link on the way that code could swap
+                        continue
+                    raise MountError(
+                        f"the read-only {inner} is nested in the writable {outer} but is not the same directory seen "
+                        f"through it ({seen_through}, with no link on the way: code could replace a link in a "
+                        f"writable directory); mount {seen_through}:{inner.target}:ro if it is a directory, or give "
+                        "it a place of its own"
+                    )
                 raise MountError(
                     f"the sandbox paths of {other} and {mount} are the same or nested; give each mount a place of "
-                    "its own"
+                    "its own (only a read-only mount may sit inside a writable one, as the same directory)"
                 )
         seen.append(mount)
+
+
+def mount_order(mounts: Iterable[Mount]) -> tuple[Mount, ...]:
+    """The order a backend must mount in: a nested mount after the one it sits in (else the outer would hide it)."""
+    listed = tuple(mounts)
+    return tuple(sorted(listed, key=lambda m: any(o is not m and _within(m.target, o.target) for o in listed)))
 
 
 def state_dir_problem(mounts: Iterable[Mount], state_dir: Path) -> str:
@@ -119,6 +163,103 @@ def state_dir_problem(mounts: Iterable[Mount], state_dir: Path) -> str:
                 "it, or move MCP_BRIDGE_STATE_DIR elsewhere"
             )
     return ""
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedPlace:
+    """A writable mount whose host directory overlaps a path host-side upstream servers work in."""
+
+    mount: Mount
+    servers: tuple[str, ...]  # the servers working there (a root is given to every host-side server)
+    path: Path  # that path, real
+    how: str  # where the servers' configuration names it
+    accepted: bool  # the mount's host directory is listed in MCP_BRIDGE_MOUNTS_SHARED
+
+    @property
+    def problem(self) -> str:
+        mount, path = self.mount, self.path
+        relation = "is" if path == mount.host else "holds" if mount.host in path.parents else "lies in"
+        who = "the upstream server " + ", ".join(repr(name) for name in self.servers)
+        return (
+            f"MCP_BRIDGE_MOUNTS mounts {mount.host} writable at {mount.target}, and it {relation} {path}, where "
+            f"{who} works on the host ({self.how}): code in the sandbox can change files that the server then acts on "
+            "as the bridge's user, outside the sandbox (in a git repository, a line appended to .git/config such as "
+            "core.fsmonitor makes the server's next git_status run any command on the host)"
+        )
+
+    @property
+    def fix(self) -> str:
+        host, target = self.mount.host, self.mount.target
+        return (
+            f"mount it read-only ({host}:{target}:ro); or keep it writable with what the server trusts read-only "
+            f"inside it (for a git repository add {host}/.git:{target}/.git:ro) and list {host} in "
+            "MCP_BRIDGE_MOUNTS_SHARED to accept sharing it knowingly; or point the server at another directory"
+        )
+
+
+def shared_with_servers(
+    mounts: Iterable[Mount], servers: Iterable[ServerConfig], roots: Iterable[Path], accepted: Iterable[Path], cwd: Path
+) -> list[SharedPlace]:
+    """Every writable mount whose host directory is, holds or lies in a path a host-side server works in.
+
+    Where a server works: the paths in its stdio command line (absolute ones, ``--opt=/path``, and relative ones
+    that exist, resolved against its cwd), its cwd, and the roots the bridge gives upstream servers. A server
+    whose entry sets no cwd runs in ``cwd``, the bridge's: that counts when a mount is or holds it (a launcher
+    such as npx or uvx reads its config from there: an ``.npmrc`` written by code would run on the host), but
+    not when it merely lies under it (a bridge started in ``/`` or in the home directory). A remote (HTTP) server
+    has no host paths. ``accepted``: the host directories listed in MCP_BRIDGE_MOUNTS_SHARED (real paths); their
+    overlaps are kept, marked."""
+    writable = [mount for mount in mounts if mount.writable]
+    host_side = [server for server in servers if server.transport == "stdio"]
+    places: list[tuple[tuple[str, ...], Path, str, bool]]
+    places = [((server.name,), *place) for server in host_side for place in _server_paths(server, cwd)]
+    if host_side:
+        names = tuple(server.name for server in host_side)
+        how = "a root the bridge gives upstream servers (MCP_BRIDGE_ROOTS)"
+        places += [(names, _real(root), how, False) for root in roots]
+    found: dict[tuple[Mount, tuple[str, ...], Path], SharedPlace] = {}
+    kept = set(accepted)
+    for mount in writable:
+        for names, path, how, inside_only in places:
+            holds = path == mount.host or mount.host in path.parents
+            if holds or (path in mount.host.parents and not inside_only):
+                found.setdefault((mount, names, path), SharedPlace(mount, names, path, how, mount.host in kept))
+    return list(found.values())
+
+
+def refusal(places: Iterable[SharedPlace]) -> str:
+    """Why the bridge will not run code with these overlaps (each not accepted, with its fix), or ""."""
+    refused = [place for place in places if not place.accepted]
+    if not refused:
+        return ""
+    return "; and ".join(f"{place.problem}. To fix it: {place.fix}" for place in refused) + "."
+
+
+def _server_paths(server: ServerConfig, cwd: Path) -> Iterable[tuple[Path, str, bool]]:
+    """Each path ``server`` works in, how its entry names it, and whether it counts only inside a mount."""
+    base = Path(server.cwd) if server.cwd else cwd
+    if server.cwd:
+        yield _real(base), f"its cwd {server.cwd}", False
+    for index, word in enumerate((server.command, *server.args)):
+        value = word.partition("=")[2] if word.startswith("-") and "=" in word else word
+        what = "its command" if index == 0 else f"its argument {word!r}"
+        if value.startswith("/"):
+            yield _real(Path(value)), what, False
+        elif value and not value.startswith("-") and _exists(base / value):
+            yield _real(base / value), what, False
+    if not server.cwd:
+        yield _real(base), "its working directory: its entry sets no cwd, so it runs in the bridge's", True
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name too long, or holding a NUL: not a path the server could use
+        return False
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
 
 
 def access_problem(mount: Mount, uid: int, gid: int, through_parents: bool) -> tuple[str, str] | None:

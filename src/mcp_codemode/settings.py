@@ -90,6 +90,8 @@ class Settings:
     roots: tuple[Path, ...] = ()  # given to upstream servers that ask roots/list (else a stdio client's own)
     # Host directories seen inside every sandbox (mounts.py); off unless given.
     mounts: tuple[Mount, ...] = ()
+    # Host directories of rw mounts that host-side upstream servers may work in too, accepted knowingly (mounts.py).
+    mounts_shared: tuple[Path, ...] = ()
     discover_servers: bool = True
     allow_self_server: bool = False
     tool_timeout: float = 60.0
@@ -138,6 +140,13 @@ class Settings:
         problem = mounts_state_dir_problem(self.mounts, self.state_dir)
         if problem:
             raise SettingsError(problem)
+        writable = {mount.host for mount in self.mounts if mount.writable}
+        stray = [str(path) for path in self.mounts_shared if path not in writable]
+        if stray:
+            raise SettingsError(
+                f"MCP_BRIDGE_MOUNTS_SHARED lists {', '.join(stray)}, which is not the host directory of a :rw mount in "
+                "MCP_BRIDGE_MOUNTS; list the HOST_DIR of a writable mount exactly as mounted, or remove it"
+            )
         if self.mounts and self.runtime == "kubernetes":
             raise SettingsError(
                 "MCP_BRIDGE_MOUNTS is set, but the kubernetes backend cannot bind a host directory into a claimed "

@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar
 
 from .errors import SettingsError
 from .mounts import EXAMPLE as MOUNTS_EXAMPLE
-from .mounts import MountError, parse_mounts
+from .mounts import MountError, parse_mounts, parse_shared
 
 T = TypeVar("T", int, float)
 RuntimeChoice = Literal["auto", "bubblewrap", "podman", "docker", "kubernetes"]
@@ -277,6 +277,13 @@ FIELDS: tuple[Field, ...] = (
         "HOST_DIR:SANDBOX_PATH[:ro|:rw] entries separated by ',' (empty: none)",
         MOUNTS_EXAMPLE,
     ),
+    Field(
+        "mounts_shared",
+        "MCP_BRIDGE_MOUNTS_SHARED",
+        parse_shared,
+        "absolute host directories of :rw mounts, separated by ',', that upstream servers may also work in",
+        "/home/me/repo",
+    ),
     Field("discover_servers", "MCP_BRIDGE_DISCOVER", _bool, "true or false", "false"),
     Field("allow_self_server", "MCP_BRIDGE_ALLOW_SELF_SERVER", _bool, "true or false (or 1 / 0)", "1"),
     Field("tool_timeout", "MCP_BRIDGE_TOOL_TIMEOUT", _float_in(0.1, 86400), "seconds per proxied tool call", "60"),
@@ -367,7 +374,8 @@ def parse_value(field: Field, raw: object, where: str) -> Any:
         text = "true" if raw else "false"
     if isinstance(raw, list) and field.name in ("servers_config", "roots"):
         text = os.pathsep.join(str(item) for item in raw)
-    if isinstance(raw, list) and field.name in ("container_args", "http_tokens", "allowed_origins", "mounts"):
+    listed = ("container_args", "http_tokens", "allowed_origins", "mounts", "mounts_shared")
+    if isinstance(raw, list) and field.name in listed:
         if field.name == "container_args":
             return tuple(str(item) for item in raw)
         text = ",".join(str(item) for item in raw)

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from mcp_codemode.cli.weak_setups import SetupFacts, findings, for_user, render
-from mcp_codemode.mounts import Mount
+from mcp_codemode.mounts import Mount, SharedPlace
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from tests.support.backends import fail_unless, require_usable, sandbox_settings
 
@@ -57,6 +57,9 @@ def topics(facts: SetupFacts) -> dict[str, str]:
     return {finding.topic: finding.level for finding in findings(facts)}
 
 
+SHARED = SharedPlace(Mount(Path("/srv/repo"), "/mnt/repo", True), ("git",), Path("/srv/repo"), "its cwd", False)
+
+
 def test_a_strong_setup_has_nothing_to_say():
     assert findings(STRONG) == []
     assert render([]) == ["no weak spots found in this setup"]
@@ -83,6 +86,7 @@ def test_a_strong_setup_has_nothing_to_say():
         ({"allow_self_server": True}, "self-server", "info"),
         ({"mounts": (Mount(Path("/srv/out"), "/mnt/out", True),)}, "mount-rw", "warn"),
         ({"mount_problems": (("uid 65534 cannot read /srv", "chmod o+rx /srv"),)}, "mount-access", "warn"),
+        ({"shared_mounts": (SHARED, dataclasses.replace(SHARED, accepted=True))}, "mount-shared", "warn"),
     ],
 )
 def test_each_weak_spot_is_named_with_its_level(change: dict[str, Any], topic: str, level: str):
@@ -235,6 +239,33 @@ def test_doctor_lists_the_mounts_and_warns_about_a_writable_one_and_one_the_sand
         limits = report["backends"][report["selected"]["backend"]]["limits"]
         assert {"/mnt/data": "ro", "/workspace/out": "rw"}.items() <= {x["name"]: x["value"] for x in limits}.items()
     assert not [item for item in doctor(scratch)["warnings"] if item["topic"].startswith("mount-")]
+
+
+@pytest.mark.backend
+def test_doctor_names_each_writable_mount_a_server_works_in_refused_or_accepted(scratch: Path):
+    refused, accepted = scratch / "refused", scratch / "accepted"
+    refused.mkdir()
+    accepted.mkdir()
+    servers = {
+        "git": {"command": "mcp-server-git", "args": ["--repository", str(accepted)]},
+        "files": {"command": "x", "cwd": str(refused)},
+    }
+    (scratch / "servers.json").write_text(json.dumps({"mcpServers": servers}))
+    report = doctor(
+        scratch,
+        MCP_SERVERS_CONFIG=str(scratch / "servers.json"),
+        MCP_BRIDGE_MOUNTS=f"{refused}:/mnt/refused:rw,{accepted}:/mnt/accepted:rw",
+        MCP_BRIDGE_MOUNTS_SHARED=str(accepted),
+    )
+    shared = [item for item in report["warnings"] if item["topic"] == "mount-shared"]
+    assert [item["message"].split(" writable at ")[0] for item in shared] == [
+        f"MCP_BRIDGE_MOUNTS mounts {refused}",
+        f"MCP_BRIDGE_MOUNTS mounts {accepted}",
+    ], report["warnings"]
+    assert f"where the upstream server 'files' works on the host (its cwd {refused})" in shared[0]["message"]
+    assert shared[0]["message"].endswith("the bridge runs no code until this is fixed")
+    assert shared[1]["message"].endswith("accepted in MCP_BRIDGE_MOUNTS_SHARED, so the bridge runs code with it")
+    assert all("MCP_BRIDGE_MOUNTS_SHARED" in item["fix"] and "/.git:/mnt/" in item["fix"] for item in shared)
 
 
 @pytest.mark.backend

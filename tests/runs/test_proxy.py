@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import signal
-import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -56,24 +55,6 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # --------------------------------------------------------------------------------------------------- helpers
 
 
-def make_repo(path: Path) -> None:
-    """A git repository with one commit, a modified tracked file and an untracked one."""
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-
-    def git(*args: str) -> None:
-        subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True, env=env)
-
-    path.mkdir()
-    git("init", "-q", "-b", "main")
-    git("config", "user.email", "tests@example.invalid")
-    git("config", "user.name", "Proxy Tests")
-    (path / "tracked.txt").write_text("one\n")
-    git("add", "tracked.txt")
-    git("commit", "-q", "-m", "the first commit")
-    (path / "tracked.txt").write_text("two\n")
-    (path / "untracked.txt").write_text("new\n")
-
-
 @dataclasses.dataclass
 class Shared:
     """The module's bridge and the files its servers work on."""
@@ -102,7 +83,7 @@ async def shared(workdir: Path) -> AsyncIterator[Shared]:
     (files / "notes" / "b.txt").write_text("beta\n")
     memory_file = workdir / "memory.jsonl"
     repo = workdir / "repo"
-    make_repo(repo)
+    upstreams.make_repo(repo)
     with private_state_dir() as state, upstreams.everything_http() as http, upstreams.everything_sse() as sse:
         servers = (
             upstreams.time(),

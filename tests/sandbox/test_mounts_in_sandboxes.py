@@ -171,3 +171,52 @@ def test_without_mounts_the_target_does_not_exist(kind: str, host: HostDirs) -> 
     """
     (seen,) = run_cells(kind, "", code)
     assert seen == {"exists": False, "host path": False}, seen
+
+
+@pytest.mark.parametrize("kind", SECURITY_BACKENDS)
+def test_a_read_only_mount_nested_in_a_writable_one_refuses_changes_under_it(kind: str, host: HostDirs) -> None:
+    """A repository mounted rw with its .git read-only: listed inner first, so the backend must reorder them (the
+    outer bind, mounted second, would cover the inner one), and the sandbox uid owns everything, so only the nested
+    mount's flag can refuse."""
+    git = host.rw / ".git"
+    git.mkdir(mode=0o777)
+    (git / "config").write_text("[core]\n")
+    for path in (git, git / "config"):
+        os.chown(path, SANDBOX_UID, SANDBOX_UID)
+    code = """
+    seen = {'write beside': write('/mnt/repo/notes.txt', 'kept')}
+    seen['append config'] = attempt(lambda: open('/mnt/repo/.git/config', 'a').write('[core]fsmonitor = x'))
+    seen['create in .git'] = write('/mnt/repo/.git/hooks')
+    seen['move .git away'] = attempt(lambda: os.rename('/mnt/repo/.git', '/mnt/repo/old'))
+    report(seen)
+    """
+    (seen,) = run_cells(kind, f"{git}:/mnt/repo/.git:ro,{host.rw}:/mnt/repo:rw", code)
+    assert seen == {
+        "write beside": "SUCCEEDED",
+        "append config": "EROFS",
+        "create in .git": "EROFS",
+        "move .git away": "EBUSY",  # a mount point cannot be renamed
+    }, seen
+    assert (host.rw / "notes.txt").read_text() == "kept"
+    assert (git / "config").read_text() == "[core]\n" and sorted(os.listdir(git)) == ["config"]
+
+
+# What the sandbox's mount table shows of a mount's host directory, per backend (docs/security.md, "Writable mounts
+# shared with host-side servers"). bubblewrap and runc bind the host directory, and the kernel writes the mount's
+# root, its path inside the host file system, into /proc/self/mountinfo for every process; nothing in the
+# sandbox's set-up changes that (a fresh procfs reads the same table, a bind from a staging path keeps the source's
+# root). gVisor's sentry keeps a mount table of its own, where a gofer mount's root is "/". /proc/mounts names only
+# the device and the target everywhere.
+SHOWS_HOST_PATH = {"bubblewrap": True, "podman": True, "gvisor": False}
+
+
+@pytest.mark.parametrize("kind", SECURITY_BACKENDS)
+def test_what_the_mount_table_shows_of_the_host_directory(kind: str, host: HostDirs) -> None:
+    code = """
+    report({name: [line for line in open(path).read().splitlines() if ' /mnt/out ' in line]
+            for name, path in (('mountinfo', '/proc/self/mountinfo'), ('mounts', '/proc/mounts'))})
+    """
+    (seen,) = run_cells(kind, f"{host.rw}:/mnt/out:rw", code)
+    assert len(seen["mountinfo"]) == len(seen["mounts"]) == 1, seen
+    assert str(host.base) not in seen["mounts"][0], seen
+    assert (str(host.rw) in seen["mountinfo"][0]) is SHOWS_HOST_PATH[kind], seen

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -106,6 +107,24 @@ def sequential_thinking(name: str = "sequential-thinking", **changes: Any) -> Se
 def time(name: str = "time", **changes: Any) -> ServerConfig:
     """mcp-server-time, with a fixed local timezone so its answers do not depend on the machine."""
     return _config(name, _python_entry("mcp-server-time"), "--local-timezone", "UTC", **changes)
+
+
+def make_repo(path: Path) -> None:
+    """A git repository with one commit, a modified tracked file and an untracked one."""
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True, env=env)
+
+    path.mkdir()
+    git("init", "-q", "-b", "main")
+    git("config", "user.email", "tests@example.invalid")
+    git("config", "user.name", "Proxy Tests")
+    (path / "tracked.txt").write_text("one\n")
+    git("add", "tracked.txt")
+    git("commit", "-q", "-m", "the first commit")
+    (path / "tracked.txt").write_text("two\n")
+    (path / "untracked.txt").write_text("new\n")
 
 
 def git(repo: Path, name: str = "git", **changes: Any) -> ServerConfig:

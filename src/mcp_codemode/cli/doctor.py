@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SandboxUnavailable
-from ..mounts import access_problem
+from ..mounts import access_problem, shared_with_servers
 from ..provision import sandbox_env
 from ..sandbox.bubblewrap import BubblewrapBackend
 from ..sandbox.cgroups import CGROUP_ROOT, CgroupSupport
@@ -88,6 +88,7 @@ def setup_facts(
     podman = ContainerBackend(settings, "podman")
     backend = chosen.get("backend")
     servers = discovery.servers if discovery is not None else ()
+    allowed = [server for server in servers if settings.policy.server_refusal(server.name, server.alias) is None]
     return SetupFacts(
         backend=backend,
         running_as_root=os.geteuid() == 0,
@@ -113,6 +114,9 @@ def setup_facts(
         allow_self_server=settings.allow_self_server,
         mounts=settings.mounts,
         mount_problems=mount_problems(settings, backend),
+        shared_mounts=tuple(
+            shared_with_servers(settings.mounts, allowed, settings.roots, settings.mounts_shared, Path.cwd())
+        ),
     )
 
 

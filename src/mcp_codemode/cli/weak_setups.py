@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from ..face.addresses import is_loopback
-from ..mounts import Mount
+from ..mounts import Mount, SharedPlace
 
 Level = Literal["warn", "info"]
 
@@ -55,6 +55,7 @@ class SetupFacts:
     allow_self_server: bool
     mounts: tuple[Mount, ...] = ()  # MCP_BRIDGE_MOUNTS
     mount_problems: tuple[tuple[str, str], ...] = ()  # (why the sandbox uid cannot use a mount, the fix)
+    shared_mounts: tuple[SharedPlace, ...] = ()  # rw mounts that host-side upstream servers work in too
 
 
 def findings(facts: SetupFacts) -> list[Finding]:
@@ -165,7 +166,8 @@ def _is_gvisor(runtime: str) -> bool:
 
 def _mounts(facts: SetupFacts) -> list[Finding]:
     """A writable mount is a promise of docs/security.md given up on purpose (host files within reach): say so
-    every time, and say when a mount cannot work as meant because the sandbox's uid lacks the permission."""
+    every time, and say when a mount cannot work as meant because the sandbox's uid lacks the permission. One that
+    a host-side server works in too is named whether refused or accepted: accepted, it is still a way to the host."""
     found = [
         Finding(
             "warn",
@@ -179,6 +181,20 @@ def _mounts(facts: SetupFacts) -> list[Finding]:
         if mount.writable
     ]
     found += [Finding("warn", "mount-access", problem, fix) for problem, fix in facts.mount_problems]
+    found += [
+        Finding(
+            "warn",
+            "mount-shared",
+            place.problem
+            + (
+                "; accepted in MCP_BRIDGE_MOUNTS_SHARED, so the bridge runs code with it"
+                if place.accepted
+                else "; the bridge runs no code until this is fixed"
+            ),
+            place.fix,
+        )
+        for place in facts.shared_mounts
+    ]
     return found
 
 

@@ -3,18 +3,22 @@
 The bridge owns the session manager, the tool directory (the upstream hub and the catalog cache of the servers'
 tool listings) and the relay between them; it knows nothing of the MCP face. When no sandbox backend can run
 here it still starts, and every call gets the reason and the fix: an agent can relay that to its user, whereas
-a server that refuses to start shows up in most clients as an unexplained red dot.
+a server that refuses to start shows up in most clients as an unexplained red dot. The same holds for a writable
+mount that host-side upstream servers work in (``mounts.shared_with_servers``): decided once, here, where both the
+mounts and the servers are known, and no sandbox is started with it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from pathlib import Path
 from types import TracebackType
 
 import anyio
 
 from ..errors import CodemodeError, SandboxStartError, SandboxUnavailable
+from ..mounts import refusal, shared_with_servers
 from ..sandbox.results import ExecutionResult
 from ..sandbox.select import Choice, announce, choose_backend, passed_over_note
 from ..sandbox.worker import OutputCallback, Worker
@@ -65,6 +69,8 @@ class Bridge:
         self.servers: tuple[str, ...] = tuple(server.name for server in allowed)
         self._by_name_or_alias = {server.alias: server.name for server in allowed}
         self._by_name_or_alias.update((name, name) for name in self.servers)
+        shared = shared_with_servers(settings.mounts, allowed, settings.roots, settings.mounts_shared, Path.cwd())
+        self.mount_refusal = refusal(shared)
         self.audit = AuditLog(settings.audit_path, settings.audit_max_bytes, settings.audit_backups)
         store = SavedToolStore(settings.state_dir / "saved-tools")
         self.relay = Relay(self.directory, store, settings, self.audit)
@@ -72,10 +78,16 @@ class Bridge:
     async def __aenter__(self) -> Bridge:
         await self.directory.__aenter__()
         note = ""
-        try:
-            choice = self._choice or choose_backend(self.settings)
-        except CodemodeError as exc:
-            self.backend_error = f"No sandbox can run code on this machine: {exc}"
+        choice: Choice | None = None
+        if self.mount_refusal:
+            self._choice = None  # no sandbox starts with a mount the servers work in
+            self.backend_error = f"The bridge runs no code: {self.mount_refusal}"
+        else:
+            try:
+                choice = self._choice or choose_backend(self.settings)
+            except CodemodeError as exc:
+                self.backend_error = f"No sandbox can run code on this machine: {exc}"
+        if choice is None:
             log.error("%s", self.backend_error)
         else:
             announce(choice)

@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..mounts import mount_order
 from ..settings import Settings
 from ..settings_fields import format_size
 from ..state_files import passage_problem
@@ -205,8 +206,9 @@ class BubblewrapBackend(Backend):
         argv += ["--size", str(s.tmp_size), "--tmpfs", "/dev/shm"]
         argv += ["--size", str(s.workspace_size), "--tmpfs", WORKSPACE]
         # The configured host directories, after the workspace's tmpfs so that a target under it lands on top. The
-        # host side is a real path checked by the settings; links inside it resolve in the sandbox's own tree.
-        for mount in s.mounts:
+        # host side is a real path checked by the settings; links inside it resolve in the sandbox's own tree. A
+        # read-only mount nested in a writable one comes after it (mount_order), or the outer bind would cover it.
+        for mount in mount_order(s.mounts):
             argv += ["--bind" if mount.writable else "--ro-bind", str(mount.host), mount.target]
         # --dev makes /dev a tmpfs of the sandbox uid's own, with no size cap: read-only once /dev/shm is mounted
         # in it (--remount-ro is not recursive, so /dev/shm and /dev/pts keep their own flags).

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import SandboxUnavailable
-from ..mounts import Mount
+from ..mounts import Mount, mount_order
 from ..settings import Settings
 from ..settings_fields import format_size
 from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
@@ -260,7 +260,7 @@ class ContainerBackend(Backend):
         argv += ["--tmpfs", f"/dev/shm:{tmpfs_opts},size={s.tmp_size}"]
         argv += ["--tmpfs", f"{WORKSPACE}:{tmpfs_opts},size={s.workspace_size}"]
         argv += ["--volume", f"{self._guest_dir}:{GUEST_MOUNT}:ro", "--workdir", WORKSPACE]
-        argv += [part for mount in s.mounts for part in ("--mount", self.mount_option(mount))]
+        argv += [part for mount in mount_order(s.mounts) for part in ("--mount", self.mount_option(mount))]
         argv += [part for name, value in SANDBOX_ENV.items() for part in ("--env", f"{name}={value}")]
         argv += list(s.container_args)
         argv += [s.image, *guest_argv("python3", dict(guest_config, workdir=WORKSPACE))]
