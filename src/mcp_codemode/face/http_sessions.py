@@ -31,7 +31,7 @@ from mcp.server.auth.provider import AccessToken
 from .principals import session_tag
 
 # The SDK modules whose log lines name MCP sessions (a filter on a logger sees only that logger's own records).
-SDK_SESSION_LOGGERS = ("mcp.server.streamable_http_manager", "mcp.server.streamable_http", "mcp.server.sse")
+SDK_SESSION_LOGGERS = ("mcp.server.streamable_http_manager", "mcp.server.streamable_http")
 _SESSION_ID = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{32}(?![0-9a-fA-F])")
 
 
