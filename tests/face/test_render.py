@@ -13,7 +13,7 @@ import toon_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_codemode.face.principals import PRINCIPAL_STATE_KEY
+from mcp_codemode.face.principals import PRINCIPAL_STATE_KEY, connection_key
 from mcp_codemode.face.render import NO_OUTPUT, cut_middle, error_result, fit_fields, render_result
 from mcp_codemode.face.server import (
     MAX_CODE_CHARS,
@@ -183,8 +183,8 @@ def named_by_header(name: str) -> list[tuple[bytes, bytes]]:
     [
         ("stdio", None, None, None, None, "stdio:default", "default"),
         ("stdio", None, None, "work", None, "stdio:work", "work"),
-        ("http", None, "abc123", None, None, "h:abc123", "default"),
-        ("http", "token1", "abc123", None, None, "h:abc123", "default"),
+        ("http", None, "abc123", None, None, connection_key("abc123"), "default"),
+        ("http", "token1", "abc123", None, None, connection_key("abc123"), "default"),
         ("http", "token2", None, None, None, "p:token2:default", "default"),
         ("http", None, None, None, None, "p:local:default", "default"),
         ("http", None, "abc123", "work", None, "p:local:work", "work"),

@@ -8,11 +8,19 @@ import json
 import pytest
 
 from mcp_codemode.errors import SettingsError
-from mcp_codemode.face.replicas import _parse
-from mcp_codemode.sandbox.kube.leases import PEER_URL_ANNOTATION, holder_of, micro_time
+from mcp_codemode.face.forwarded_calls import BadForwardedCall, parse_forwarded
+from mcp_codemode.sandbox.kube.leases import (
+    PEER_URL_ANNOTATION,
+    PEER_URL_SIGNATURE_ANNOTATION,
+    holder_of,
+    lease_signing_key,
+    micro_time,
+    peer_url_annotations,
+)
 from mcp_codemode.settings import Settings
 
 TOKEN = "t" * 40
+KEY = lease_signing_key(TOKEN)
 
 
 def test_sharing_is_off_by_default_and_on_with_a_token_and_an_address() -> None:
@@ -55,23 +63,46 @@ def forwarded(**changes: object) -> bytes:
 
 
 def test_a_forwarded_call_is_read_into_its_place_and_request() -> None:
-    place, request = _parse(forwarded(servers=["time"], reset=True))
+    place, request = parse_forwarded(forwarded(servers=["time"], reset=True), 120)
     assert (place.key, place.label, place.owner) == ("p:local:analysis", "analysis", "local")
     assert (request.code, request.timeout, request.reset, request.servers) == ("x", 30.0, True, ("time",))
+    assert parse_forwarded(forwarded(timeout=None, extra="ignored"), 120)[1].timeout is None
+
+
+def nested(depth: int) -> bytes:
+    """A forwarded call whose ``key`` is a list nested ``depth`` deep."""
+    return forwarded().replace(b'"p:local:analysis"', b"[" * depth + b"]" * depth)
 
 
 @pytest.mark.parametrize(
-    "raw",
+    ("raw", "named"),
     [
-        b"not json",
-        forwarded(key="p:someone-else:analysis"),  # a key that does not match its principal and name
-        json.dumps({"key": "p:local:a", "label": "a", "owner": "local"}).encode(),  # no code
-        forwarded(timeout="soon"),
+        (b"not json", "not JSON"),
+        (b"[1]", "JSON object"),
+        (forwarded(key="p:someone-else:analysis"), "session key"),  # a key that does not match principal and name
+        (json.dumps({"key": "p:local:a", "label": "a", "owner": "local"}).encode(), "`code`"),  # no code
+        (forwarded(timeout="soon"), "`timeout`"),
+        (forwarded(timeout=float("nan")), "`timeout`"),  # NaN is above nothing: it slipped past the ceiling
+        (forwarded(timeout=float("inf")), "`timeout`"),
+        (forwarded(timeout=-5), "`timeout`"),
+        (forwarded(timeout=0), "`timeout`"),
+        (forwarded(timeout=121), "`timeout`"),
+        (forwarded(timeout=True), "`timeout`"),
+        (forwarded(reset="yes"), "`reset`"),
+        (forwarded(label=7), "`label`"),
+        (forwarded(owner="a:b", key="p:a:b:analysis"), "`owner`"),
+        (forwarded(session=["a"]), "`session`"),
+        (forwarded(servers="time"), "`servers`"),
+        (forwarded(files={"a.txt": "%%%"}), "base64"),
+        (forwarded(files=[["a.txt", "eA=="]]), "`files`"),
+        (nested(100), "`key`"),  # within the parser's reach: the type check refuses it
+        (nested(200_000), "nested too deeply"),  # beyond it: RecursionError, once a 500
     ],
 )
-def test_a_malformed_forwarded_call_is_refused(raw: bytes) -> None:
-    with pytest.raises(ValueError, match=r"forwarded call|session key"):
-        _parse(raw)
+def test_a_malformed_forwarded_call_is_refused_naming_what_is_wrong(raw: bytes, named: str) -> None:
+    with pytest.raises(BadForwardedCall) as refused:
+        parse_forwarded(raw, 120)
+    assert named in str(refused.value)
 
 
 NOW = datetime.datetime(2026, 11, 27, 12, 0, 0, tzinfo=datetime.UTC)
@@ -80,18 +111,41 @@ NOW = datetime.datetime(2026, 11, 27, 12, 0, 0, tzinfo=datetime.UTC)
 def lease(renewed: datetime.datetime | str, holder: str = "a", duration: int = 30) -> dict[str, object]:
     when = micro_time(renewed) if isinstance(renewed, datetime.datetime) else renewed
     return {
-        "metadata": {"resourceVersion": "7", "annotations": {PEER_URL_ANNOTATION: "http://a:8765"}},
+        "metadata": {"resourceVersion": "7", "annotations": peer_url_annotations(KEY, holder, "http://a:8765")},
         "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration, "renewTime": when},
     }
 
 
 def test_a_lease_lapses_after_its_duration_without_renewal() -> None:
-    fresh = holder_of(lease(NOW - datetime.timedelta(seconds=29)), NOW)
-    lapsed = holder_of(lease(NOW - datetime.timedelta(seconds=31)), NOW)
+    fresh = holder_of(lease(NOW - datetime.timedelta(seconds=29)), NOW, KEY)
+    lapsed = holder_of(lease(NOW - datetime.timedelta(seconds=31)), NOW, KEY)
     assert (fresh.replica, fresh.url, fresh.resource_version, fresh.expired) == ("a", "http://a:8765", "7", False)
     assert lapsed.expired
 
 
 @pytest.mark.parametrize("broken", [lease("yesterday"), lease(NOW, holder=""), {"metadata": {}, "spec": {}}])
 def test_a_lease_that_cannot_be_read_counts_as_lapsed(broken: dict[str, object]) -> None:
-    assert holder_of(broken, NOW).expired
+    assert holder_of(broken, NOW, KEY).expired
+
+
+def rewritten(**annotations: str) -> dict[str, object]:
+    """A fresh Lease of replica a whose annotations someone changed."""
+    changed = lease(NOW)
+    changed["metadata"]["annotations"].update(annotations)  # type: ignore[index]
+    return changed
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        rewritten(**{PEER_URL_ANNOTATION: "http://attacker:80"}),  # the address changed, the signature kept
+        rewritten(**peer_url_annotations(lease_signing_key("x" * 40), "a", "http://attacker:80")),  # another key
+        rewritten(**peer_url_annotations(KEY, "b", "http://a:8765")),  # signed for another holder
+        rewritten(**{PEER_URL_SIGNATURE_ANNOTATION: ""}),  # unsigned, as a release before signing wrote it
+        rewritten(**{PEER_URL_SIGNATURE_ANNOTATION: "v1:" + "0" * 64}),
+    ],
+)
+def test_a_lease_address_not_signed_with_the_peer_token_is_no_address(forged: dict[str, object]) -> None:
+    found = holder_of(forged, NOW, KEY)
+    assert (found.replica, found.url, found.expired) == ("a", "", False)
+    assert found.unverified, "the warning names what the Lease said"

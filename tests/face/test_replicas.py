@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -34,33 +33,18 @@ from tests.support.clients import HttpServer, http_client_for, require_bubblewra
 from tests.support.exec_endpoint import ExecEndpoint
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 from tests.support.patience import patient
+from tests.support.replicas import replica_server
 
 if not KUBE_TEST_DEPS_PROBLEM:
     from tests.support.kube_emulator import agent_sandbox_controller, emulated_cluster, write_kubeconfig
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backend]
-PEER_TOKEN = uuid.uuid4().hex + uuid.uuid4().hex
 
 
 @contextlib.asynccontextmanager
 async def replicas(tmp_path: Path, kubeconfig: Path, **settings: str) -> AsyncIterator[tuple[HttpServer, HttpServer]]:
     """Replicas a and b of one deployment, sharing sessions through Leases on the API ``kubeconfig`` names."""
-    servers = [
-        HttpServer(
-            tmp_path / f"{name}.log",
-            MCP_BRIDGE_REPLICA=name,
-            MCP_BRIDGE_PEER_TOKEN=PEER_TOKEN,
-            MCP_BRIDGE_PEER_URL="http://127.0.0.1:{port}",
-            MCP_BRIDGE_KUBECONFIG=str(kubeconfig),
-            MCP_BRIDGE_WARM_POOL="0",
-            MCP_BRIDGE_PROGRESS_INTERVAL="0.2",
-            # The cancel test needs the interrupt to win, not the hard kill that follows a missed grace: a starved
-            # machine can stall the guest for seconds (seen here: the default 2 s lost to a stall, state gone).
-            MCP_BRIDGE_INTERRUPT_GRACE="30",
-            **settings,
-        )
-        for name in ("replica-a", "replica-b")
-    ]
+    servers = [replica_server(tmp_path, kubeconfig, name, **settings) for name in ("replica-a", "replica-b")]
     try:
         for server in servers:  # in a thread: the emulator answers on this event loop meanwhile
             await anyio.to_thread.run_sync(server.start)

@@ -16,7 +16,15 @@ import anyio
 import pytest
 
 from mcp_codemode.sandbox.kube.api import connect
-from mcp_codemode.sandbox.kube.leases import LEASE_GROUP, LEASE_VERSION, LEASES, PEER_URL_ANNOTATION, SessionLeases
+from mcp_codemode.sandbox.kube.leases import (
+    LEASE_GROUP,
+    LEASE_VERSION,
+    LEASES,
+    PEER_URL_ANNOTATION,
+    SessionLeases,
+    lease_signing_key,
+    peer_url_annotations,
+)
 from mcp_codemode.sandbox.kube.naming import ClaimKey
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 
@@ -26,6 +34,7 @@ if not KUBE_TEST_DEPS_PROBLEM:
 pytestmark = [pytest.mark.anyio, pytest.mark.backend]  # a real loopback server and client
 NAMESPACE = "mcp-codemode"
 KEY = ClaimKey("principal-1", "analysis")
+SIGNING_KEY = lease_signing_key("p" * 40)
 
 
 class Clock:
@@ -47,7 +56,13 @@ async def cluster(tmp_path: Path) -> AsyncIterator[tuple[Any, Path]]:
 async def replica(kubeconfig: Path, name: str, clock: Clock) -> SessionLeases:
     api = await connect(kubeconfig, "")
     return SessionLeases(
-        api, namespace=NAMESPACE, replica=name, url=f"http://{name}:8765", duration=30, now=lambda: clock.now
+        api,
+        namespace=NAMESPACE,
+        replica=name,
+        url=f"http://{name}:8765",
+        key=SIGNING_KEY,
+        duration=30,
+        now=lambda: clock.now,
     )
 
 
@@ -68,7 +83,7 @@ async def test_the_first_replica_holds_a_session_and_the_others_are_told_where(c
     (lease,) = stored_leases(emulator)
     assert lease["metadata"]["name"] == KEY.name
     assert "principal-1" not in str(lease) and "analysis" not in str(lease), "only hashes reach the cluster"
-    assert lease["metadata"]["annotations"][PEER_URL_ANNOTATION] == "http://a:8765"
+    assert lease["metadata"]["annotations"] == peer_url_annotations(SIGNING_KEY, "a", "http://a:8765")
     assert lease["spec"]["holderIdentity"] == "a" and lease["spec"]["leaseDurationSeconds"] == 30
 
 
@@ -82,6 +97,8 @@ async def test_a_lapsed_lease_is_taken_over_and_the_old_holder_learns_it_on_rene
     clock.advance(20)  # 40 s since a's last renewal: lapsed
     taken = await b.holder(KEY)
     assert (taken.replica, taken.taken_from) == ("b", "a")
+    third = await replica(kubeconfig, "c", clock)
+    assert (await third.holder(KEY)).url == "http://b:8765", "the takeover signs the new holder's address"
     assert await a.renew() == [KEY]
     assert KEY.name not in a.owned
     assert await b.renew() == []
@@ -132,3 +149,18 @@ async def test_a_released_session_is_held_by_the_next_replica_at_once(cluster: t
     assert stored_leases(emulator) == []
     taken = await b.holder(KEY)
     assert (taken.replica, taken.taken_from) == ("b", "")
+
+
+async def test_an_address_someone_rewrote_is_not_given_out_and_renewal_restores_it(cluster: tuple[Any, Path]) -> None:
+    """Someone who can write Leases points one at their own listener: no replica takes that for the holder's address
+    (it would send the peer token there); the holder's next renewal writes its signed address back."""
+    emulator, kubeconfig = cluster
+    clock = Clock()
+    a, b = await replica(kubeconfig, "a", clock), await replica(kubeconfig, "b", clock)
+    await a.holder(KEY)
+    emulator.annotate(emulator.declare(LEASE_GROUP, LEASE_VERSION, LEASES), NAMESPACE, KEY.name,
+                      {PEER_URL_ANNOTATION: "http://attacker.example:80"})  # fmt: skip
+    seen = await b.holder(KEY)
+    assert (seen.replica, seen.url, seen.unverified) == ("a", "", "http://attacker.example:80")
+    assert await a.renew() == []
+    assert (await b.holder(KEY)).url == "http://a:8765"

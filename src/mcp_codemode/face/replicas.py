@@ -18,9 +18,7 @@ balancer must keep such a connection on one replica anyway (by ``Mcp-Session-Id`
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import dataclasses
 import hmac
 import json
 import logging
@@ -35,9 +33,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..runs.bridge import Bridge, RunRequest
 from ..runs.relay_run import Caller, News
 from ..sandbox.kube.api import connect
-from ..sandbox.kube.leases import Holder, SessionLeases
+from ..sandbox.kube.leases import Holder, SessionLeases, lease_signing_key
 from ..sandbox.kube.naming import ClaimKey
 from ..settings import Settings
+from .forwarded_calls import MAX_FORWARDED_BYTES, BadForwardedCall, Forwarded, forwarded_body, parse_forwarded
 from .heartbeat import ProgressLine, Report, heartbeat
 from .peer_channel import PeerBroke, PeerChannel, PeerUnreachable
 from .render import error_result
@@ -45,7 +44,6 @@ from .web import reply_json
 
 log = logging.getLogger("mcp_codemode.replicas")
 INTERNAL_PATH = "/internal/v1/run"
-MAX_FORWARDED_BYTES = 8 << 20  # a call's code is at most 1,000,000 characters (server.MAX_CODE_CHARS)
 _HOPS = 3  # a Lease that changes hands while a call is on its way is followed this many times
 
 
@@ -70,15 +68,6 @@ class RunHere(Protocol):
     ) -> (
         Awaitable[types.CallToolResult]
     ): ...  # fmt: skip
-
-
-@dataclasses.dataclass(frozen=True)
-class _Forwarded:
-    """A call that arrived from another replica."""
-
-    key: str
-    label: str
-    owner: str
 
 
 class _PeerGone(Exception):
@@ -117,6 +106,7 @@ class SessionRouter:
             namespace=settings.kube_namespace,
             replica=settings.replica,
             url=settings.peer_url,
+            key=lease_signing_key(settings.peer_token),
             duration=settings.session_lease,
         )
         router = cls(bridge, settings, leases)
@@ -148,6 +138,8 @@ class SessionRouter:
             if holder.replica == self.settings.replica:
                 self._elsewhere.pop(key.name, None)
                 return await self.run_owned(request, place, holder, run_here)
+            if not holder.url:
+                return self._unverified(key, holder)
             try:
                 answer = await self._forward(holder, request, place, report)
             except _PeerGone:
@@ -164,6 +156,25 @@ class SessionRouter:
         return error_result(
             f"this session's owner changed {_HOPS} times while the call was on its way; call again",
             "SessionMoved",
+        )
+
+    def _unverified(self, key: ClaimKey, holder: Holder) -> types.CallToolResult:
+        """A Lease whose address is not signed with the peer token: the call is refused, the token is never sent.
+
+        Who wrote it cannot be known here: someone who can write Leases in the namespace and wants the token, a
+        replica configured with another MCP_BRIDGE_PEER_TOKEN, or a release that did not sign (renewal signs it).
+        """
+        log.warning(
+            "not forwarding a call to replica %s: the address in Lease %s/%s (%.200r) is not signed with this "
+            "replica's MCP_BRIDGE_PEER_TOKEN; someone who can write Leases there changed it, or the replicas' "
+            "tokens differ",
+            holder.replica, self.settings.kube_namespace, key.name, holder.unverified,
+        )  # fmt: skip
+        return error_result(
+            f"this session is held by replica {holder.replica}, but its Lease ({key.name}) names an address that "
+            "is not signed with the replicas' shared token, so the call was not forwarded there; the operator must "
+            "check who can write Leases in the namespace and that every replica has the same MCP_BRIDGE_PEER_TOKEN",
+            "ForwardingRefused",
         )
 
     async def run_owned(
@@ -184,23 +195,18 @@ class SessionRouter:
                     log.info("deleted %d sandbox(es) of replica %s, which is gone", reaped, holder.taken_from)
         return await run_here(request, place, news)
 
-    async def accept(self, forwarded: _Forwarded) -> Holder:
+    async def accept(self, forwarded: Forwarded) -> Holder:
         """A call another replica forwarded: who holds its session now (this replica, unless it moved on)."""
         return await self.leases.holder(_claim_key(forwarded))
 
     async def _forward(self, holder: Holder, request: RunRequest, place: Place, report: Report | None) -> (
         types.CallToolResult
     ):  # fmt: skip
-        body = {
-            "key": place.key, "label": place.label, "owner": place.owner, "code": request.code,
-            "timeout": request.timeout, "session": request.session, "reset": request.reset,
-            "servers": list(request.servers),
-            "files": {path: base64.b64encode(content).decode("ascii") for path, content in request.files},
-        }  # fmt: skip
+        body = forwarded_body(Forwarded(place.key, place.label, place.owner), request)
         headers = {"Authorization": f"Bearer {self.settings.peer_token}"}
         url = holder.url + INTERNAL_PATH
         try:
-            async with self._peers.post(url, json.dumps(body).encode(), headers) as answer:
+            async with self._peers.post(url, body, headers) as answer:
                 if answer.status == 409:
                     moved = json.loads(await answer.body())
                     raise _Moved(Holder(str(moved["replica"]), str(moved["url"]), ""))
@@ -274,8 +280,8 @@ class PeerEndpoint:
             await reply_json(send, 405, {"error": "POST only"})
             return
         try:
-            forwarded, request = _parse(await _read_body(receive))
-        except ValueError as exc:
+            forwarded, request = parse_forwarded(await _read_body(receive), self.router.settings.max_timeout)
+        except BadForwardedCall as exc:
             await reply_json(send, 400, {"error": str(exc)})
             return
         holder = await self.router.accept(forwarded)
@@ -332,34 +338,11 @@ async def _read_body(receive: Receive) -> bytes:
     while True:
         message: Message = await receive()
         if message["type"] == "http.disconnect":
-            raise ValueError("the forwarding replica hung up")
+            raise BadForwardedCall("the forwarding replica hung up")
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_FORWARDED_BYTES:
-            raise ValueError(f"a forwarded call is at most {MAX_FORWARDED_BYTES} bytes")
+            raise BadForwardedCall(f"a forwarded call is at most {MAX_FORWARDED_BYTES} bytes")
         chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks)
-
-
-def _parse(raw: bytes) -> tuple[_Forwarded, RunRequest]:
-    """A forwarded call, checked as strictly as a client's: the sender is trusted, its bytes are not."""
-    try:
-        body = json.loads(raw)
-        key, label, owner = str(body["key"]), str(body["label"]), str(body["owner"])
-        servers = tuple(str(name) for name in body.get("servers") or ())
-        timeout = body.get("timeout")
-        request = RunRequest(
-            code=str(body["code"]),
-            timeout=float(timeout) if timeout is not None else None,
-            session=str(body["session"]) if body.get("session") is not None else None,
-            reset=bool(body.get("reset")),
-            servers=servers,
-            files=tuple((str(path), base64.b64decode(str(data), validate=True))
-                        for path, data in (body.get("files") or {}).items()),
-        )  # fmt: skip
-    except (ValueError, TypeError, KeyError) as exc:
-        raise ValueError(f"not a forwarded call: {exc}") from None
-    if key != f"p:{owner}:{label}":
-        raise ValueError("the session key does not match its principal and name")
-    return _Forwarded(key, label, owner), request

@@ -47,7 +47,7 @@ from ..settings import Settings
 from .client_requests import learn_roots, reaching
 from .heartbeat import ProgressLine, Report, heartbeat
 from .input_rounds import KEEP, InputRounds
-from .principals import PRINCIPAL_STATE_KEY
+from .principals import PRINCIPAL_STATE_KEY, connection_key
 from .render import cut_middle, error_result, render_result
 from .workspace_files import (
     FILE_RESOURCE_TEMPLATE,
@@ -252,7 +252,7 @@ def place(ctx: ServerRequestContext[Any, Any], transport: Transport, named: str 
         return Placement(f"p:{owner}:{name}", name, owner)
     session_id = getattr(_connection(ctx), "session_id", None)
     if isinstance(session_id, str) and session_id:
-        return Placement(f"h:{session_id[:80]}", DEFAULT_NAME, owner, per_connection=True)
+        return Placement(connection_key(session_id), DEFAULT_NAME, owner, per_connection=True)
     return Placement(f"p:{owner}:{DEFAULT_NAME}", DEFAULT_NAME, owner)
 
 
@@ -467,7 +467,7 @@ def build_server(
             return session_labels(keys, "stdio:")
         labels = session_labels(keys, f"p:{_principal(ctx) or 'local'}:")
         session_id = getattr(_connection(ctx), "session_id", None)
-        if isinstance(session_id, str) and f"h:{session_id[:80]}" in keys:
+        if isinstance(session_id, str) and connection_key(session_id) in keys:
             labels.add(DEFAULT_NAME)
         return labels
 

@@ -2,7 +2,8 @@
 
 Guards, outermost first: an Origin check (a web page must not drive the bridge through a victim's browser,
 the DNS-rebinding attack), then bearer-token authentication (required whenever the bridge listens beyond
-loopback), then the SDK's transport. The token a request used becomes its principal, which scopes sessions.
+loopback), then the SDK's transport. The token a request used becomes its principal, which scopes sessions:
+the bridge's own (``server.place``) and the SDK's handshake-era MCP sessions (``http_sessions.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..errors import SettingsError
 from ..settings import Settings
 from .addresses import is_loopback
+from .http_sessions import principal_user, tag_sdk_session_logs
 from .principals import PRINCIPAL_STATE_KEY, principal_of
 
 log = logging.getLogger("mcp_codemode.web")  # the name log lines have always shown
@@ -70,6 +72,7 @@ class Guard:
                 await _reply(send, 401, "missing or wrong bearer token: send Authorization: Bearer <token>", challenge)
                 return
             scope.setdefault("state", {})[PRINCIPAL_STATE_KEY] = principal
+            scope["user"] = principal_user(principal)  # the SDK binds an MCP session to the user that opened it
         await self.app(scope, receive, send)
 
     def _principal(self, authorization: str) -> str | None:
@@ -122,6 +125,7 @@ def http_app(server: Server[Any], settings: Settings, wrap: Callable[[ASGIApp], 
         host=settings.http_host,
         session_idle_timeout=settings.session_idle_timeout,
     )
+    tag_sdk_session_logs()
     guarded = Guard(app, settings)
     return wrap(guarded) if wrap is not None else guarded
 

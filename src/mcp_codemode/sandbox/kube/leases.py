@@ -6,6 +6,15 @@ Lease since, so taking one over is atomic: two replicas never both come away hol
 like the session's claim (``naming.ClaimKey``: hashes of principal and session), so any replica finds it with no
 database of its own; the holder's address for forwarded calls rides in an annotation.
 
+That address is where a forwarding replica sends the shared peer token and the caller's code, and Leases can be
+written by whoever the namespace's RBAC lets, not only by replicas. So the address is signed: a second annotation
+holds an HMAC-SHA256 of (holder, address) under a key derived from the peer token (``lease_signing_key``), which
+only replicas know. ``holder_of`` gives a holder's address only when its signature verifies; a Lease whose
+address does not verify (rewritten by someone without the token, written by a replica with another token, or
+by a release that did not sign) has no address, and the caller refuses to forward there (``Holder.unverified``).
+Binding the holder's name stops a signature from being moved to another holder; a signature does not expire, so a
+replica's old address stays valid for that replica's name (pods get new names when they are replaced).
+
 The owner renews its Leases every third of their duration (``renew``). One not renewed for its whole duration is
 expired and any replica may take it over; so may a replica that finds the holder's address refusing connections
 (the caller decides that, ``take_over``). Expiry compares ``renewTime`` with this replica's clock, so the replicas'
@@ -19,6 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
+import hmac
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +44,8 @@ LEASE_GROUP = "coordination.k8s.io"
 LEASE_VERSION = "v1"
 LEASES = "leases"
 PEER_URL_ANNOTATION = "mcp-codemode.dev/peer-url"
+PEER_URL_SIGNATURE_ANNOTATION = "mcp-codemode.dev/peer-url-signature"
+_SIGNATURE_VERSION = "v1:"
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -40,10 +54,27 @@ class Holder:
     """Who holds a session's Lease, as last read."""
 
     replica: str
-    url: str  # where that replica takes forwarded calls
+    url: str  # where that replica takes forwarded calls: only ever an address whose signature verified
     resource_version: str
     expired: bool = False
     taken_from: str = ""  # the replica this one just took the Lease from (its state is lost)
+    unverified: str = ""  # the address the Lease named when its signature did not verify (for the warning)
+
+
+def lease_signing_key(peer_token: str) -> bytes:
+    """The key that signs Lease addresses: derived, so the peer token itself never keys anything but its own use."""
+    return hmac.new(peer_token.encode(), b"mcp-codemode/lease-peer-url/v1", hashlib.sha256).digest()
+
+
+def sign_peer_url(key: bytes, holder: str, url: str) -> str:
+    """The signature of ``url`` as ``holder``'s address (JSON of the pair: no two pairs encode alike)."""
+    message = json.dumps([holder, url], separators=(",", ":")).encode()
+    return _SIGNATURE_VERSION + hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def peer_url_annotations(key: bytes, holder: str, url: str) -> dict[str, str]:
+    """The two annotations a Lease carries for its holder: the address and its signature."""
+    return {PEER_URL_ANNOTATION: url, PEER_URL_SIGNATURE_ANNOTATION: sign_peer_url(key, holder, url)}
 
 
 def micro_time(when: datetime.datetime) -> str:
@@ -51,11 +82,14 @@ def micro_time(when: datetime.datetime) -> str:
     return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def holder_of(lease: dict[str, Any], now: datetime.datetime) -> Holder:
-    """Read a Lease: its holder, address, version, and whether it lapsed (unparseable times count as lapsed)."""
+def holder_of(lease: dict[str, Any], now: datetime.datetime, key: bytes) -> Holder:
+    """Read a Lease: its holder, address (if signed with ``key``), version, and whether it lapsed (unparseable times
+    count as lapsed)."""
     meta = lease.get("metadata") or {}
     spec = lease.get("spec") or {}
-    url = str((meta.get("annotations") or {}).get(PEER_URL_ANNOTATION) or "")
+    annotations = meta.get("annotations") or {}
+    url = str(annotations.get(PEER_URL_ANNOTATION) or "")
+    signature = str(annotations.get(PEER_URL_SIGNATURE_ANNOTATION) or "")
     try:
         renewed = datetime.datetime.fromisoformat(str(spec.get("renewTime")).replace("Z", "+00:00"))
         duration = float(spec.get("leaseDurationSeconds") or 0)
@@ -63,7 +97,11 @@ def holder_of(lease: dict[str, Any], now: datetime.datetime) -> Holder:
     except (TypeError, ValueError):
         expired = True
     holder = str(spec.get("holderIdentity") or "")
-    return Holder(holder, url, str(meta.get("resourceVersion") or ""), expired or not holder)
+    signed = hmac.compare_digest(signature.encode(), sign_peer_url(key, holder, url).encode())
+    version = str(meta.get("resourceVersion") or "")
+    if signed and url:
+        return Holder(holder, url, version, expired or not holder)
+    return Holder(holder, "", version, expired or not holder, unverified=url or "(none)")
 
 
 class SessionLeases:
@@ -76,6 +114,7 @@ class SessionLeases:
         namespace: str,
         replica: str,
         url: str,
+        key: bytes,
         duration: float,
         now: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
@@ -86,6 +125,7 @@ class SessionLeases:
         self.namespace = namespace
         self.replica = replica
         self.url = url
+        self._key = key  # signs this replica's address and checks the others' (lease_signing_key)
         self.duration = duration
         self._now = now
         self.owned: dict[str, ClaimKey] = {}
@@ -108,7 +148,7 @@ class SessionLeases:
             current = await self._get(key.name)
             if current is None:
                 continue
-            found = holder_of(current, self._now())
+            found = self._read(current)
             if found.replica == self.replica:
                 self.owned[key.name] = key
                 return found
@@ -125,7 +165,7 @@ class SessionLeases:
         """
         now = micro_time(self._now())
         patch = {
-            "metadata": {"resourceVersion": previous.resource_version, "annotations": {PEER_URL_ANNOTATION: self.url}},
+            "metadata": {"resourceVersion": previous.resource_version, "annotations": self._annotations()},
             "spec": {"holderIdentity": self.replica, "acquireTime": now, "renewTime": now,
                      "leaseDurationSeconds": round(self.duration)},
         }  # fmt: skip
@@ -137,22 +177,26 @@ class SessionLeases:
             if api_status(exc) != 409:
                 raise explain(exc, verb="patch", what=LEASES, namespace=self.namespace) from None
             current = await self._get(key.name)
-            return holder_of(current, self._now()) if current is not None else await self.holder(key)
+            return self._read(current) if current is not None else await self.holder(key)
         self.owned[key.name] = key
         version = str((updated.get("metadata") or {}).get("resourceVersion") or "")
         return Holder(self.replica, self.url, version, taken_from=previous.replica)
 
     async def renew(self) -> list[ClaimKey]:
-        """Renew every Lease this replica holds; returns the sessions another replica has taken meanwhile."""
+        """Renew every Lease this replica holds; returns the sessions another replica has taken meanwhile.
+
+        Each renewal writes the signed address again: a Lease written by a release that did not sign gets its
+        signature, and one whose address someone rewrote points back here within a third of the lease.
+        """
         lost = []
         for name, key in list(self.owned.items()):
             current = await self._get(name)
-            found = holder_of(current, self._now()) if current is not None else None
+            found = self._read(current) if current is not None else None
             if found is None or found.replica != self.replica:
                 self.owned.pop(name, None)
                 lost.append(key)
                 continue
-            patch = {"metadata": {"resourceVersion": found.resource_version},
+            patch = {"metadata": {"resourceVersion": found.resource_version, "annotations": self._annotations()},
                      "spec": {"renewTime": micro_time(self._now())}}  # fmt: skip
             try:
                 await self._patch(name, patch)
@@ -166,7 +210,7 @@ class SessionLeases:
         if self.owned.pop(key.name, None) is None:
             return
         current = await self._get(key.name)
-        if current is None or holder_of(current, self._now()).replica != self.replica:
+        if current is None or self._read(current).replica != self.replica:
             return
         try:
             await self._objects.delete_namespaced_custom_object(
@@ -186,7 +230,7 @@ class SessionLeases:
             "apiVersion": f"{LEASE_GROUP}/{LEASE_VERSION}",
             "kind": "Lease",
             "metadata": {"name": key.name, "namespace": self.namespace, "labels": key.labels(),
-                         "annotations": {PEER_URL_ANNOTATION: self.url}},
+                         "annotations": self._annotations()},
             "spec": {"holderIdentity": self.replica, "leaseDurationSeconds": round(self.duration),
                      "acquireTime": now, "renewTime": now},
         }  # fmt: skip
@@ -200,6 +244,12 @@ class SessionLeases:
             raise explain(exc, verb="create", what=LEASES, namespace=self.namespace) from None
         self.owned[key.name] = key
         return self._mine(str((dict(created).get("metadata") or {}).get("resourceVersion") or ""))
+
+    def _annotations(self) -> dict[str, str]:
+        return peer_url_annotations(self._key, self.replica, self.url)
+
+    def _read(self, lease: dict[str, Any]) -> Holder:
+        return holder_of(lease, self._now(), self._key)
 
     async def _get(self, name: str) -> dict[str, Any] | None:
         try:

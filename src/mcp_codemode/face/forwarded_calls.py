@@ -1,0 +1,132 @@
+"""A call one replica forwards to another (``POST /internal/v1/run``): its body, written once and read strictly.
+
+Why a module of its own: the forwarding side (``replicas.SessionRouter``) and the owner's endpoint
+(``replicas.PeerEndpoint``) must agree on the body, and the owner must read it as warily as a client's arguments.
+The sender holds the shared token, but the bytes may still come from a confused or compromised peer, or from
+whoever learned the token: a timeout of NaN slipped past the time ceiling (``NaN`` is not above anything), a
+string ``reset`` was true, a body nested thousands deep raised ``RecursionError`` out of the JSON parser and the
+endpoint answered 500. Every field is therefore checked for its type and range here, unknown fields are ignored
+(a newer replica may send more), and whatever is wrong raises ``BadForwardedCall`` naming the field, which the
+endpoint answers with 400.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import json
+import math
+import re
+from typing import Any
+
+from ..guest.protocol import USER_SESSION_NAME_PATTERN
+from ..runs.bridge import RunRequest
+
+MAX_FORWARDED_BYTES = 8 << 20  # a call's code is at most 1,000,000 characters (server.MAX_CODE_CHARS)
+_NAME = re.compile(USER_SESSION_NAME_PATTERN)  # a session's label, and (in its own alphabet) a principal
+_MAX_SERVER_NAME = 128  # as server._servers allows
+
+
+class BadForwardedCall(ValueError):
+    """A forwarded call's body that is not one this replica's peers send; the message names what is wrong."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Forwarded:
+    """Where a forwarded call runs: the session key, its label and its principal (``server.Placement``'s fields)."""
+
+    key: str
+    label: str
+    owner: str
+
+
+def forwarded_body(place: Forwarded, request: RunRequest) -> bytes:
+    """The body the forwarding replica sends: ``place`` and every field of ``request``."""
+    body = {
+        "key": place.key, "label": place.label, "owner": place.owner, "code": request.code,
+        "timeout": request.timeout, "session": request.session, "reset": request.reset,
+        "servers": list(request.servers),
+        "files": {path: base64.b64encode(content).decode("ascii") for path, content in request.files},
+    }  # fmt: skip
+    return json.dumps(body).encode()
+
+
+def parse_forwarded(raw: bytes, max_timeout: int) -> tuple[Forwarded, RunRequest]:
+    """Read a forwarded call, checked as strictly as a client's: the sender is trusted, its bytes are not."""
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        raise BadForwardedCall("not a forwarded call: the JSON is nested too deeply") from None
+    except ValueError as exc:  # UnicodeDecodeError is one
+        raise BadForwardedCall(f"not a forwarded call: the body is not JSON ({exc})") from None
+    if not isinstance(body, dict):
+        raise BadForwardedCall("not a forwarded call: the body must be a JSON object")
+    owner, label = _text(body, "owner", _NAME), _text(body, "label", _NAME)
+    key = _text(body, "key")
+    if key != f"p:{owner}:{label}":
+        raise BadForwardedCall("the session key does not match its principal and name")
+    session = body.get("session")
+    request = RunRequest(
+        code=_text(body, "code"),
+        timeout=_timeout(body.get("timeout"), max_timeout),
+        session=None if session is None else _text(body, "session", _NAME),
+        reset=_flag(body.get("reset", False)),
+        servers=_servers(body.get("servers", [])),
+        files=_files(body.get("files", {})),
+    )
+    return Forwarded(key, label, owner), request
+
+
+def _text(body: dict[str, Any], field: str, pattern: re.Pattern[str] | None = None) -> str:
+    value = body.get(field)
+    if not isinstance(value, str) or not value:
+        raise BadForwardedCall(f"`{field}` must be a non-empty string, not {_shown(value)}")
+    if pattern is not None and not pattern.fullmatch(value):
+        raise BadForwardedCall(f"`{field}` must match {pattern.pattern}, not {_shown(value)}")
+    return value
+
+
+def _timeout(value: object, max_timeout: int) -> float | None:
+    """None (the default timeout) or a finite number of seconds from 1 to the ceiling: never NaN, never a bool."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise BadForwardedCall(f"`timeout` must be a finite number of seconds or null, not {_shown(value)}")
+    if not 1 <= value <= max_timeout:
+        raise BadForwardedCall(f"`timeout` must be from 1 to {max_timeout} seconds, not {value!r}")
+    return float(value)
+
+
+def _flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise BadForwardedCall(f"`reset` must be true or false, not {_shown(value)}")
+    return value
+
+
+def _servers(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(name, str) and 0 < len(name) <= _MAX_SERVER_NAME for name in value
+    ):
+        raise BadForwardedCall(f"`servers` must be a list of server names, not {_shown(value)}")
+    return tuple(value)
+
+
+def _files(value: object) -> tuple[tuple[str, bytes], ...]:
+    if not isinstance(value, dict) or not all(isinstance(path, str) and isinstance(data, str)
+                                              for path, data in value.items()):  # fmt: skip
+        raise BadForwardedCall(f"`files` must map paths to base64 strings, not {_shown(value)}")
+    try:
+        return tuple((path, base64.b64decode(data, validate=True)) for path, data in value.items())
+    except binascii.Error as exc:
+        raise BadForwardedCall(f"`files` holds a value that is not base64 ({exc})") from None
+
+
+def _shown(value: object) -> str:
+    """A value for an error message: its JSON type and at most 40 characters of it."""
+    if value is None:
+        return "null"
+    kinds = {bool: "boolean", int: "number", float: "number", str: "string", list: "list"}
+    text = json.dumps(value) if isinstance(value, bool | int | float | str) else ""
+    shown = text if len(text) <= 40 else text[:37] + "..."
+    return f"{kinds.get(type(value), 'object')} {shown}".rstrip()
