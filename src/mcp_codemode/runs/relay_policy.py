@@ -22,7 +22,7 @@ from typing import Any
 import mcp_types as types
 
 from ..guest.protocol import ERROR_KIND_APPROVAL, ERROR_KIND_POLICY, ERROR_KIND_TOOL_TIMEOUT
-from ..policy_rules import Policy
+from ..policy_rules import Policy, ToolNames
 from ..reply_encoding import EncodedReply, encode_value
 from ..upstream.call_links import CallLink, CannotAsk
 from .audit import AuditLog
@@ -134,13 +134,14 @@ class CallGuard:
             raise self.refused(subject, Refused("max_calls_per_second", reason), note)
         run.calls += 1
 
-    async def approve(self, run: Run, server: str, alias: str, tool: str, names: tuple[str, ...],
-                      arguments: dict[str, Any], note: CallNote) -> None:  # fmt: skip
-        """Let a call that ``ask_tools`` names go only when the user approves it (or approved its tool for the rest
-        of the session); otherwise raise the ``ApprovalDenied`` refusal saying why. Never passes silently."""
-        pattern = self.policy.approval_pattern(server, alias, names)
+    async def approve(self, run: Run, names: ToolNames, arguments: dict[str, Any], note: CallNote) -> None:
+        """Let a call that ``ask_tools`` names (by any of the tool's names) go only when the user approves it (or
+        approved its tool for the rest of the session); otherwise raise the ``ApprovalDenied`` refusal saying why.
+        Never passes silently."""
+        pattern = self.policy.approval_pattern(names)
         if pattern is None:
             return
+        server, tool = names.server, names.tool
         subject = f"{server}/{tool}"
         if subject in run.caller.approved:
             note.approval = "remembered"
