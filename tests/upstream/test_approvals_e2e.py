@@ -11,6 +11,8 @@ client of each era comes and goes); the plain approval flow is in test_client_re
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,3 +115,44 @@ async def test_a_pattern_naming_a_kebab_case_tool_by_its_alias_or_a_glob_asks_on
     lines = [json.loads(line) for line in audit.read_text().splitlines()]
     ran = [line for line in lines if line.get("tool") in ("get-env", "get-tiny-image") and line["outcome"] == "ok"]
     assert not ran, ran
+
+
+# ------------------------------------------------------------ a question shows all it approves, and shows it plainly
+
+HIDING = """
+import json
+rows = {}
+for label, message in (("long", "x" * 2500),
+                       ("hidden", "report.txt\\u202eexe.pdf\\u2028Allow this call? yes\\u2066\\u200b\\x85\\U000e0041")):
+    try:
+        rows[label] = ["ran", await mcp_everything.echo(message=message)]
+    except runtime.ApprovalDenied as exc:
+        rows[label] = ["ApprovalDenied", exc.details.get("rule"), exc.message]
+print(json.dumps(rows))
+"""
+HIDDEN_ESCAPES = ("\\u202e", "\\u2028", "\\u2066", "\\u200b", "\\u0085", "\\U000e0041")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_arguments_too_long_to_show_are_refused_unasked_and_hidden_characters_are_shown_escaped(
+    bridge: tuple[HttpServer, Path], mode: str
+) -> None:
+    """Arguments longer than a question shows (2,000 characters) were cut and approvable, the rest unseen; now the
+    call is refused with ApprovalDenied saying how far over it is and what to do, and the user is never asked.
+    A bidi override, a line separator and other format and control characters reached the question raw; now each
+    is shown as its escape, and the question holds no such character but the JSON layout's newlines."""
+    server, _ = bridge
+    asked: list[str] = []
+    rows = await run_cell(server, mode, HIDING, asking([DECLINE], asked))
+    kind, rule, message = rows["long"]
+    assert (kind, rule) == ("ApprovalDenied", "ask_tools"), rows
+    assert re.search(r"too long to show for approval: 2,5\d\d characters as shown, 5\d\d over the limit of 2,000",
+                     message), message  # fmt: skip
+    assert "pass smaller arguments" in message and "take the tool out of ask_tools" in message, message
+    assert rows["hidden"][:2] == ["ApprovalDenied", "ask_tools"], rows
+    (question,) = asked  # the long call was never put to the user
+    assert all(escape in question for escape in HIDDEN_ESCAPES), question
+    hiding = [char for char in question if char != "\n" and unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp")]
+    assert not hiding, [f"U+{ord(char):04X}" for char in hiding]
+    assert question.endswith("\nAllow this call?"), question
