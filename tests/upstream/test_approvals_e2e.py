@@ -19,6 +19,7 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from tests.support import upstreams
 from tests.support.cells import private_state_dir
@@ -31,6 +32,7 @@ pytestmark = pytest.mark.backend  # a bridge, a sandbox and server-everything
 # as the server lists it, and every proxy sends that name.
 ASK_TOOLS = ["everything/get_env", "*/get_tiny_*", "everything/echo"]
 DECLINE = types.ElicitResult(action="decline")
+ACCEPT = types.ElicitResult(action="accept", content={"remember": False})
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +158,44 @@ async def test_arguments_too_long_to_show_are_refused_unasked_and_hidden_charact
     hiding = [char for char in question if char != "\n" and unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp")]
     assert not hiding, [f"U+{ord(char):04X}" for char in hiding]
     assert question.endswith("\nAllow this call?"), question
+
+
+# ------------------------------------------------------- a round's requestState answers that round only (2026-07-28)
+
+TWO_QUESTIONS = """
+rows = []
+for label in ("first", "second"):
+    try:
+        rows.append(await mcp_everything.echo(message=label))
+    except runtime.ApprovalDenied:
+        rows.append("denied " + label)
+print(rows)
+"""
+
+
+@pytest.mark.anyio
+async def test_the_state_of_an_earlier_round_cannot_answer_a_later_round_of_the_same_run(
+    bridge: tuple[HttpServer, Path],
+) -> None:
+    """The SDK client driven by hand: round 1 asks about the first echo and is answered; round 2 asks about the
+    second. Round 1's requestState, sent again with an accept for round 2's question (the same principal, the same
+    arguments: all the seal checks), answered round 2 before issue 30's fix. Now it is refused as a replay, and the
+    run, undisturbed, takes round 2's own state and its decline."""
+    server, _ = bridge
+    arguments = {"code": TWO_QUESTIONS, "timeout": 120}
+    async with http_client_for(server.url, "auto", deadline=None, callbacks=asking([ACCEPT], [])) as client:
+        session = client.session
+        first = await session.call_tool("run_python", arguments, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult) and first.request_state, first
+        (one,) = first.input_requests or {}
+        second = await session.call_tool("run_python", arguments, input_responses={one: ACCEPT},
+                                         request_state=first.request_state, allow_input_required=True)  # fmt: skip
+        assert isinstance(second, types.InputRequiredResult) and second.request_state, second
+        (two,) = second.input_requests or {}
+        with pytest.raises(MCPError, match="replay refused: this requestState is of an earlier round"):
+            await session.call_tool("run_python", arguments, input_responses={two: ACCEPT},
+                                    request_state=first.request_state, allow_input_required=True)  # fmt: skip
+        last = await session.call_tool("run_python", arguments, input_responses={two: DECLINE},
+                                       request_state=second.request_state, allow_input_required=True)  # fmt: skip
+    assert isinstance(last, types.CallToolResult), last
+    assert "['Echo: first', 'denied second']" in text_of(last), text_of(last)
