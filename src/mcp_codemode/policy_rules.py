@@ -13,7 +13,8 @@ everything it judges comes from code we do not trust. It is applied in two ways:
 Matching is ``fnmatchcase`` (case-sensitive shell globs: ``*``, ``?``, ``[abc]``). Deny wins over allow,
 and an empty allow list allows nothing. Servers match by name or alias; tool patterns are
 ``SERVER/TOOL`` (split on the first ``/``; a pattern without one means ``*/TOOL``) and their tool part
-matches the tool's name or its Python alias, so ``delete_*`` also catches a tool named ``delete-file``.
+matches the tool's name, its Python alias or the name the code typed (``ToolNames``), so ``delete_*`` also catches a
+tool named ``delete-file``; ``deny_tools``, ``allow_tools`` and ``ask_tools`` all match through ``tool_pattern``.
 Prompt patterns are ``SERVER/PROMPT`` the same way. Resource patterns are ``SERVER/URI``, except that a pattern
 whose text before the first ``/`` holds a ``:`` (a URI's scheme, as in ``file:///etc/*``) or that has no ``/`` at
 all is a URI pattern for every server: a URI has a scheme, a server name has none. The URI part matches a
@@ -102,31 +103,34 @@ class Policy:
         self, server: str, server_alias: str, tool: str, tool_alias: str, annotations: types.ToolAnnotations | None
     ) -> Refused | None:
         """Whether a listed tool is refused: by the patterns, or by ``read_only`` from its annotations."""
-        refused = self.name_refusal(server, server_alias, (tool, tool_alias), deny_only=False)
+        refused = self.name_refusal(ToolNames(server, server_alias, tool, tool_alias), deny_only=False)
         if refused is not None:
             return refused
         if self.read_only and not (annotations is not None and annotations.read_only_hint is True):
             return Refused("read_only", "read_only is on and the tool is not annotated readOnlyHint: true")
         return None
 
-    def name_refusal(
-        self, server: str, server_alias: str, tools: Iterable[str], *, deny_only: bool = True
-    ) -> Refused | None:
-        """The patterns' verdict on a tool known only by name(s); ``deny_only`` for a name the caller typed,
-        which may be an alias whose tool an allow pattern names otherwise (the listing decides those)."""
-        servers = (server, server_alias)
-        names = tuple(tools)
-        for pattern in self.deny_tools:
-            if _tool_match(pattern, servers, names):
-                return Refused("deny_tools", f'denied by deny_tools pattern "{pattern}"')
-        if not deny_only and not any(_tool_match(pattern, servers, names) for pattern in self.allow_tools):
+    def name_refusal(self, names: ToolNames, *, deny_only: bool = True) -> Refused | None:
+        """The patterns' verdict on a tool by its names; ``deny_only`` for a name the caller typed, which may be an
+        alias whose tool an allow pattern names otherwise (the listing decides those)."""
+        pattern = self.tool_pattern(self.deny_tools, names)
+        if pattern is not None:
+            return Refused("deny_tools", f'denied by deny_tools pattern "{pattern}"')
+        if not deny_only and self.tool_pattern(self.allow_tools, names) is None:
             return Refused("allow_tools", f"matched by no allow_tools pattern ({_listed(self.allow_tools)})")
         return None
 
-    def approval_pattern(self, server: str, server_alias: str, tools: Iterable[str]) -> str | None:
+    def approval_pattern(self, names: ToolNames) -> str | None:
         """The first ``ask_tools`` pattern that names this tool (its calls wait for the user's approval), if any."""
-        servers, names = (server, server_alias), tuple(tools)
-        return next((pattern for pattern in self.ask_tools if _tool_match(pattern, servers, names)), None)
+        return self.tool_pattern(self.ask_tools, names)
+
+    @staticmethod
+    def tool_pattern(patterns: Iterable[str], names: ToolNames) -> str | None:
+        """The first of ``patterns`` that names the tool by any of its names: the one matching every tool list
+        shares, so a pattern that denies a tool by its alias also asks before it (issue 30 found ``ask_tools``
+        comparing real names only, and kebab-case tools called without a question)."""
+        servers, tools = names.servers, names.tools
+        return next((pattern for pattern in patterns if _tool_match(pattern, servers, tools)), None)
 
     def sampling_refusal(self, server: str, server_alias: str) -> Refused | None:
         """Whether ``deny_sampling`` keeps this server's sampling requests from the client (a model call each)."""
@@ -151,11 +155,11 @@ class Policy:
 
     def prompt_refusal(self, server: str, server_alias: str, prompt: str) -> Refused | None:
         """The patterns' verdict on one prompt of one server, by its name."""
-        servers, names = (server, server_alias), (prompt,)
-        for pattern in self.deny_prompts:
-            if _tool_match(pattern, servers, names):
-                return Refused("deny_prompts", f'denied by deny_prompts pattern "{pattern}"')
-        if not any(_tool_match(pattern, servers, names) for pattern in self.allow_prompts):
+        names = ToolNames.typed_only(server, server_alias, prompt)  # prompt patterns read like tool patterns
+        pattern = self.tool_pattern(self.deny_prompts, names)
+        if pattern is not None:
+            return Refused("deny_prompts", f'denied by deny_prompts pattern "{pattern}"')
+        if self.tool_pattern(self.allow_prompts, names) is None:
             return Refused("allow_prompts", f"matched by no allow_prompts pattern ({_listed(self.allow_prompts)})")
         return None
 
@@ -180,6 +184,31 @@ class Policy:
     def message(self, subject: str, refused: Refused) -> str:
         """The sentence sandboxed code sees: what was refused, the rule, and where the rule was set."""
         return f"policy refused {subject}: {refused.reason} ({self.where})"
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolNames:
+    """Every name one tool goes by, for the tool patterns: the code may call it by any of them (a proxy sends the
+    real name, ``runtime.call_tool`` what was typed), so a pattern that names it by any one must catch it."""
+
+    server: str
+    server_alias: str  # the Python identifier of ``mcp_<alias>``
+    tool: str  # as the server lists it, e.g. ``get-env``
+    tool_alias: str  # its Python identifier, e.g. ``get_env``
+    typed: str = ""  # the name the code sent (once the listing found the tool, one of the two above)
+
+    @classmethod
+    def typed_only(cls, server: str, server_alias: str, typed: str) -> ToolNames:
+        """A tool known only by the name the code typed (before its server's listing is read)."""
+        return cls(server, server_alias, typed, typed, typed)
+
+    @property
+    def servers(self) -> tuple[str, str]:
+        return self.server, self.server_alias
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(name for name in (self.tool, self.tool_alias, self.typed) if name))
 
 
 def _listed(patterns: tuple[str, ...]) -> str:

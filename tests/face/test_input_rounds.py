@@ -50,12 +50,13 @@ def test_a_run_that_asks_parks_and_each_round_hands_over_answers_until_the_resul
         second = await rounds.resume(
             first.request_state, "me", ARGUMENTS, {name: types.ElicitResult(action="accept")}, None
         )
-        assert isinstance(second, types.InputRequiredResult)
+        assert isinstance(second, types.InputRequiredResult) and second.request_state
         (other,) = second.input_requests or {}
-        assert other != name and second.request_state == first.request_state
-        unanswered = await rounds.resume(first.request_state, "me", ARGUMENTS, {}, None)  # asked again
+        assert other != name and second.request_state != first.request_state  # each round its own state
+        unanswered = await rounds.resume(second.request_state, "me", ARGUMENTS, {}, None)  # asked again
         assert isinstance(unanswered, types.InputRequiredResult) and list(unanswered.input_requests or {}) == [other]
-        last = await rounds.resume(first.request_state, "me", ARGUMENTS, {other: {"action": "decline"}}, None)
+        assert unanswered.request_state
+        last = await rounds.resume(unanswered.request_state, "me", ARGUMENTS, {other: {"action": "decline"}}, None)
         return [text(last)]
 
     assert asyncio.run(main()) == ["accept,decline"]
@@ -77,6 +78,38 @@ def test_a_state_resumes_only_its_own_run_with_the_same_arguments() -> None:
     asyncio.run(main())
 
 
+def test_a_rounds_state_answers_that_round_once_and_a_replay_in_a_later_round_leaves_the_run_alone() -> None:
+    """Issue 30: the state of round 1, sent again once the run asks in round 2, answered round 2's question (the
+    seal binds the principal, not the round). Now it is refused, before it touches anything, and the run goes on
+    with the latest state; a state is also spent as soon as its round starts, so a copy sent beside it is refused."""
+
+    async def main() -> str:
+        rounds = InputRounds()
+        first = await rounds.start("me", ARGUMENTS, ELICITING, asks_twice, None)
+        assert isinstance(first, types.InputRequiredResult) and first.request_state
+        (name,) = first.input_requests or {}
+        second = await rounds.resume(first.request_state, "me", ARGUMENTS, {name: {"action": "accept"}}, None)
+        assert isinstance(second, types.InputRequiredResult) and second.request_state
+        (other,) = second.input_requests or {}
+        for stale in ({other: {"action": "accept"}}, {name: {"action": "accept"}}, {}):
+            with pytest.raises(MCPError, match="replay refused: this requestState is of an earlier round"):
+                await rounds.resume(first.request_state, "me", ARGUMENTS, stale, None)
+        key = first.request_state.partition(".")[0]
+        for forged in (key, f"{key}.", f"{key}.{'A' * 16}", f"{key}.é"):
+            with pytest.raises(MCPError, match="replay refused"):
+                await rounds.resume(forged, "me", ARGUMENTS, {other: {"action": "accept"}}, None)
+        waiting = asyncio.ensure_future(rounds.resume(second.request_state, "me", ARGUMENTS, {}, None))
+        await asyncio.sleep(0)  # that round has started, and waits (nothing was answered)
+        with pytest.raises(MCPError, match="replay refused"):
+            await rounds.resume(second.request_state, "me", ARGUMENTS, {other: {"action": "accept"}}, None)
+        third = await waiting
+        assert isinstance(third, types.InputRequiredResult) and third.request_state
+        last = await rounds.resume(third.request_state, "me", ARGUMENTS, {other: {"action": "decline"}}, None)
+        return text(last)
+
+    assert asyncio.run(main()) == "accept,decline"  # the replays answered nothing
+
+
 def test_an_answer_of_the_wrong_shape_reaches_the_code_as_cannot_ask() -> None:
     async def main() -> str:
         rounds = InputRounds()
@@ -85,9 +118,9 @@ def test_an_answer_of_the_wrong_shape_reaches_the_code_as_cannot_ask() -> None:
         (name,) = first.input_requests or {}
         wrong = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}  # a sampling result
         second = await rounds.resume(first.request_state, "me", ARGUMENTS, {name: wrong}, None)
-        assert isinstance(second, types.InputRequiredResult)
+        assert isinstance(second, types.InputRequiredResult) and second.request_state
         (other,) = second.input_requests or {}
-        last = await rounds.resume(first.request_state, "me", ARGUMENTS, {other: {"action": "cancel"}}, None)
+        last = await rounds.resume(second.request_state, "me", ARGUMENTS, {other: {"action": "cancel"}}, None)
         return text(last)
 
     assert asyncio.run(main()) == "cannot: the client's answer was not an elicitation answer,cancel"

@@ -22,7 +22,7 @@ from mcp import types
 
 from mcp_codemode.cli.servers_report import servers_report
 from mcp_codemode.errors import SettingsError
-from mcp_codemode.policy_rules import Policy, canonical_json, nesting_depth
+from mcp_codemode.policy_rules import Policy, ToolNames, canonical_json, nesting_depth
 from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.runs.policy import RateLimiter, Refused
 from mcp_codemode.runs.summary import capability_summary
@@ -97,12 +97,12 @@ def test_a_bad_policy_table_is_a_settings_error_naming_the_key_and_the_file(
 def test_ask_tools_patterns_read_like_tool_patterns_and_name_the_first_that_matches(tmp_path: Path) -> None:
     policy = load_policy(tmp_path, '[policy]\nask_tools = ["github/create_*", "*/delete_*"]\n')
     assert policy.ask_tools == ("github/create_*", "*/delete_*") and policy.restricts
-    assert policy.approval_pattern("github", "github", ("create_issue",)) == "github/create_*"
-    assert policy.approval_pattern("fs", "fs", ("delete-file", "delete_file")) == "*/delete_*"  # by alias
-    assert policy.approval_pattern("github", "github", ("list_issues",)) is None
-    assert policy.approval_pattern("my-github", "my_github", ("create_issue",)) is None
+    assert policy.approval_pattern(ToolNames("github", "github", "create_issue", "create_issue")) == "github/create_*"
+    assert policy.approval_pattern(ToolNames("fs", "fs", "delete-file", "delete_file")) == "*/delete_*"  # by alias
+    assert policy.approval_pattern(ToolNames("github", "github", "list_issues", "list_issues")) is None
+    assert policy.approval_pattern(ToolNames("my-github", "my_github", "create_issue", "create_issue")) is None
     assert not policy.narrows  # asking hides nothing
-    assert Policy().approval_pattern("github", "github", ("create_issue",)) is None
+    assert Policy().approval_pattern(ToolNames("github", "github", "create_issue", "create_issue")) is None
 
 
 def test_servers_match_by_name_or_alias_and_deny_wins_over_allow() -> None:
@@ -141,8 +141,8 @@ def test_tool_patterns_name_server_and_tool_and_a_bare_pattern_means_every_serve
     assert refused is not None and refused.rule == "allow_tools"
     assert Policy(allow_tools=()).tool_refusal("time", "time", "x", "x", None) is not None
     # A typed name is judged by the deny patterns only: it may be an alias that an allow pattern names otherwise.
-    assert allow.name_refusal("everything", "everything", ("get_env",)) is None
-    assert Policy(deny_tools=("*/get_*",)).name_refusal("time", "time", ("get_current_time",)) is not None
+    assert allow.name_refusal(ToolNames.typed_only("everything", "everything", "get_env")) is None
+    assert Policy(deny_tools=("*/get_*",)).name_refusal(ToolNames.typed_only("time", "time", "get_current_time"))
 
 
 def test_resource_patterns_name_a_server_and_a_uri_or_a_uri_alone_and_prompt_patterns_read_like_tools() -> None:

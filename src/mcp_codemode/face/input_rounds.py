@@ -9,10 +9,13 @@ finds it waiting answers ``input_required``; the next round hands the answers to
 again, for the next questions or for the result.
 
 Questions are the ones the handshake era sends as requests: an approval (``ask_tools``), an upstream server's
-elicitation, an upstream server's sampling request. The state is this module's key of the parked run, sealed by
-the SDK's ``RequestStateBoundary`` (AES-GCM, bound to the caller's principal and the method, with an expiry)
-before it leaves; a round is also checked against the run's owner and its arguments, so a state can only resume
-its own call. A run nobody comes back for ends at its timeout like any other, and is forgotten after ``KEEP``.
+elicitation, an upstream server's sampling request. The state is this module's key of the parked run and of the
+round that issued it, sealed by the SDK's ``RequestStateBoundary`` (AES-GCM, bound to the caller's principal and
+the method, with an expiry) before it leaves; a round is also checked against the run's owner and its arguments,
+so a state can only resume its own call, and against the run's latest round, so it answers that round once: the
+seal alone would let a state answer every later round of its run until it expired (issue 30), a replay that the
+docs promise is refused. A run nobody comes back for ends at its timeout like any other, and is forgotten after
+``KEEP``.
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ GONE = (
     "this run_python call is no longer waiting for answers (it ended and its result was taken, or it was "
     "forgotten {keep:g} s after its last round); call run_python again"
 )
+REPLAYED = (
+    "replay refused: this requestState is of an earlier round of its run_python call, whose answers were already "
+    "given, and the run is no longer waiting for that round; a requestState answers only the round that issued it "
+    "(the run goes on): send the answers with the requestState of the latest input_required result"
+)
 
 
 @dataclasses.dataclass
@@ -58,6 +66,7 @@ class _Parked:
     asked: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     task: asyncio.Task[types.CallToolResult] | None = None
     report: News | None = None  # the progress line of the round now waiting, if it asked for progress
+    round: str = ""  # the token of the one round whose state may come back now; "" while none may
     touched: float = dataclasses.field(default_factory=time.monotonic)
 
 
@@ -95,22 +104,27 @@ class InputRounds:
 
     async def resume(
         self,
-        key: str,
+        state: str,
         owner: str,
         arguments: Mapping[str, Any] | None,
         responses: Mapping[str, Any] | None,
         report: News | None,
     ) -> types.CallToolResult | types.InputRequiredResult:
-        """A round that brings answers: hand them to the questions that wait, then wait for the next or the end."""
+        """A round that brings answers (``state``: the ``requestState`` of the latest round, unsealed): hand them to
+        the questions that wait, then wait for the next or the end."""
+        key, _, round_token = state.partition(".")  # as _round issued it: the run's key, then its round's
         parked = self._parked.get(key)
         if parked is None or parked.owner != owner:
             raise MCPError(types.INVALID_PARAMS, GONE.format(keep=KEEP))
+        if not (parked.round and secrets.compare_digest(round_token.encode(), parked.round.encode())):
+            raise MCPError(types.INVALID_PARAMS, REPLAYED)
         if parked.arguments != arguments_digest(arguments):
             raise MCPError(
                 types.INVALID_PARAMS,
                 "the arguments differ from those of the run_python call that asked: send the same arguments with "
                 "the answers (its code is already running)",
             )
+        parked.round = ""  # taken: this state never answers again, not even while this round waits
         for name, response in (responses or {}).items():
             question = parked.questions.get(name)
             if question is not None and not question.answer.done():
@@ -131,7 +145,8 @@ class InputRounds:
                     name: q.request for name, q in parked.questions.items() if not q.answer.done()
                 }
                 if waiting:
-                    return types.InputRequiredResult(input_requests=waiting, request_state=key)
+                    parked.round = secrets.token_urlsafe(12)
+                    return types.InputRequiredResult(input_requests=waiting, request_state=f"{key}.{parked.round}")
                 parked.asked.clear()
                 asked = asyncio.ensure_future(parked.asked.wait())
                 try:

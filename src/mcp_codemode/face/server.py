@@ -565,7 +565,7 @@ def build_server(
             await learn_roots(ctx, bridge.hub.roots, again=True)
 
         server.add_notification_handler("notifications/roots/list_changed", types.NotificationParams, roots_changed)
-    # input_required rounds carry the key of a parked run as requestState: sealed (AES-GCM, a key of this process),
+    # input_required rounds carry the key of a parked run and round as requestState: sealed (AES-GCM, a process key),
     # bound to the caller's principal and expiring with the parked run's entry.
     security = RequestStateSecurity(keys=[os.urandom(32)], ttl=KEEP, bind_principal=_principal)
     server.middleware.append(RequestStateBoundary(security, default_audience="mcp-codemode"))

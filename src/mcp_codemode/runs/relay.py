@@ -33,6 +33,7 @@ from ..guest.protocol import (
     ERROR_KIND_TOOL_NOT_FOUND,
     ERROR_KIND_TOOL_TIMEOUT,
 )
+from ..policy_rules import ToolNames
 from ..settings import Settings
 from ..upstream import catalog
 from ..upstream.directory import ToolDirectory
@@ -272,7 +273,7 @@ class Relay:
                           "pass text as str without surrogates, or bytes as base64", name, wanted)  # fmt: skip
         config = self._call_target(name, wanted, note)
         server = note.server = config.name
-        typed = self.policy.name_refusal(server, config.alias, (wanted,))
+        typed = self.policy.name_refusal(ToolNames.typed_only(server, config.alias, wanted))
         if typed is not None:
             raise self.guard.refused(f"{server}/{wanted}", typed, note, server, wanted)
         if too_large is not None:
@@ -290,7 +291,8 @@ class Relay:
             check_arguments(tool.name, tool.input_schema or {}, arguments)
         except ArgumentProblem as exc:
             raise Refusal(ERROR_KIND_ARGUMENT, str(exc), server, tool.name) from None
-        await self.guard.approve(run, server, config.alias, tool.name, (tool.name, wanted), arguments, note)
+        names = ToolNames(server, config.alias, tool.name, listing.aliases.get(tool.name, tool.name), wanted)
+        await self.guard.approve(run, names, arguments, note)
         self.guard.spend(run, f"{server}/{tool.name}", note)
         news = run.caller.news  # the client asked for progress: what the server reports goes there
         progress = upstream_progress(news, server, tool.name) if news is not None else None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -22,9 +21,10 @@ from typing import Any
 import mcp_types as types
 
 from ..guest.protocol import ERROR_KIND_APPROVAL, ERROR_KIND_POLICY, ERROR_KIND_TOOL_TIMEOUT
-from ..policy_rules import Policy
+from ..policy_rules import Policy, ToolNames
 from ..reply_encoding import EncodedReply, encode_value
 from ..upstream.call_links import CallLink, CannotAsk
+from .approval_question import TooLongToShow, approval_question
 from .audit import AuditLog
 from .policy import RateLimiter, Refused
 from .relay_params import Refusal, Reply
@@ -46,7 +46,7 @@ class CallNote:
 log = logging.getLogger(__name__)
 
 # What the user is asked for a call that ask_tools names: allow it, and whether to allow the same tool again for
-# the rest of the session without asking. The arguments come from untrusted code: shown as JSON, cut short.
+# the rest of the session without asking. The question's text is approval_question.py's.
 APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -58,7 +58,6 @@ APPROVAL_SCHEMA: dict[str, Any] = {
         }
     },
 }
-MAX_SHOWN_ARGUMENTS = 2000
 Forward = Callable[[Any], Awaitable[Any]]  # a Caller's elicit or sample
 
 
@@ -134,13 +133,14 @@ class CallGuard:
             raise self.refused(subject, Refused("max_calls_per_second", reason), note)
         run.calls += 1
 
-    async def approve(self, run: Run, server: str, alias: str, tool: str, names: tuple[str, ...],
-                      arguments: dict[str, Any], note: CallNote) -> None:  # fmt: skip
-        """Let a call that ``ask_tools`` names go only when the user approves it (or approved its tool for the rest
-        of the session); otherwise raise the ``ApprovalDenied`` refusal saying why. Never passes silently."""
-        pattern = self.policy.approval_pattern(server, alias, names)
+    async def approve(self, run: Run, names: ToolNames, arguments: dict[str, Any], note: CallNote) -> None:
+        """Let a call that ``ask_tools`` names (by any of the tool's names) go only when the user approves it (or
+        approved its tool for the rest of the session); otherwise raise the ``ApprovalDenied`` refusal saying why.
+        Never passes silently, and never asks a question that does not show the whole call."""
+        pattern = self.policy.approval_pattern(names)
         if pattern is None:
             return
+        server, tool = names.server, names.tool
         subject = f"{server}/{tool}"
         if subject in run.caller.approved:
             note.approval = "remembered"
@@ -153,11 +153,12 @@ class CallGuard:
                                      "ask you: it did not declare the MCP elicitation capability, or the call came "
                                      "through another replica; use a client that supports elicitation, or take "
                                      "the tool out of ask_tools", note, server, tool)  # fmt: skip
-        shown = json.dumps(arguments, ensure_ascii=False, indent=1, sort_keys=True, default=str)
-        if len(shown) > MAX_SHOWN_ARGUMENTS:
-            shown = shown[:MAX_SHOWN_ARGUMENTS] + f"\n… ({len(shown) - MAX_SHOWN_ARGUMENTS:,} more characters)"
-        message = (f"Sandboxed code wants to call {subject}, which needs your approval ({why}), with these "
-                   f"arguments:\n{shown}\nAllow this call?")  # fmt: skip
+        try:
+            message = approval_question(server, tool, why, arguments)
+        except TooLongToShow as exc:
+            note.approval = "too long to show"
+            raise self._not_approved(subject, f"it needs your approval ({why}), and {exc}", note, server,
+                                     tool) from None  # fmt: skip
         try:
             answer = await elicit(types.ElicitRequestFormParams(message=message, requested_schema=APPROVAL_SCHEMA))
         except asyncio.CancelledError:
