@@ -322,8 +322,10 @@ async def test_a_refused_server_is_nowhere_the_sandbox_looks_and_is_never_starte
         bridge,
         with_attempt("""
         listed = list(runtime.list_servers_sync())
-        found = await runtime.search_tool_docs("current time timezone", limit=20)
+        # The stubs first: they load every listing, so the search below waits for none (on a loaded machine a
+        # listing could take longer than the search waits, and show up as pending).
         stubs = {name: runtime.query_tool_docs_sync(name, detail="stub") for name in runtime.discovered_servers()}
+        found = await runtime.search_tool_docs("current time timezone", limit=20)
         rows = [
             ["listed", listed, list(runtime.discovered_servers()), list(mcp_servers),
              "mcp_time_hidden" in globals(), "time-hidden" in mcp_servers],
