@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from mcp_codemode.face.server import SESSION_HEADER
+from mcp_codemode.face.web import UNAUTHORIZED
 from mcp_codemode.sandbox import cgroups
 from tests.support.backends import fail_unless
 from tests.support.clients import (
@@ -371,8 +372,19 @@ async def test_requests_without_the_right_bearer_token_get_401(guarded: HttpServ
     for refused in (missing, wrong, basic):
         assert refused.status_code == 401, refused.text
         assert refused.headers["www-authenticate"].startswith("Bearer")
-        assert "bearer token" in refused.json()["error"]
+        assert refused.json()["error"]["code"] == UNAUTHORIZED  # a JSON-RPC error, whose message clients show
+        assert "bearer token" in refused.json()["error"]["message"]
     assert right.status_code == 200, right.text
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_sdk_client_with_a_wrong_token_shows_why_it_was_refused(guarded: HttpServer, mode: str) -> None:
+    """A 401 whose body was not a JSON-RPC error reached the SDK's user as "Server returned an error response"."""
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - what the SDK raises differs by era; the words matter
+        async with http_client_for(guarded.url, mode, bearer("w" * 32)) as client:
+            await client.call_tool("run_python", {"code": "1"})
+    shown = repr(caught.value)
+    assert "missing or wrong bearer token" in shown, shown
 
 
 async def test_a_request_from_a_foreign_origin_gets_403(plain: HttpServer, guarded: HttpServer) -> None:
@@ -382,7 +394,7 @@ async def test_a_request_from_a_foreign_origin_gets_403(plain: HttpServer, guard
     local = await post_initialize(plain.url, {"Origin": f"http://127.0.0.1:{plain.port}"})
     assert unguarded.status_code == 403, unguarded.text
     assert with_token.status_code == 403, with_token.text
-    assert "http://evil.example" in unguarded.json()["error"]
+    assert "http://evil.example" in unguarded.json()["error"]["message"]
     assert local.status_code == 200, local.text
 
 

@@ -63,13 +63,15 @@ class Guard:
         origin = headers.get("origin")
         if origin is not None and not self._origin_allowed(origin, headers.get("host", "")):
             log.warning("refused a request from origin %s", origin)
-            await _reply(send, 403, f"origin {origin} is not allowed; add it to MCP_BRIDGE_ALLOWED_ORIGINS", {})
+            refusal = f"origin {origin} is not allowed; add it to MCP_BRIDGE_ALLOWED_ORIGINS"
+            await _reply(send, 403, FORBIDDEN_ORIGIN, refusal, {})
             return
         if self.tokens:
             principal = self._principal(headers.get("authorization", ""))
             if principal is None:
                 challenge = {"www-authenticate": 'Bearer realm="mcp-codemode"'}
-                await _reply(send, 401, "missing or wrong bearer token: send Authorization: Bearer <token>", challenge)
+                hint = "missing or wrong bearer token: send Authorization: Bearer <token>"
+                await _reply(send, 401, UNAUTHORIZED, hint, challenge)
                 return
             scope.setdefault("state", {})[PRINCIPAL_STATE_KEY] = principal
             scope["user"] = principal_user(principal)  # the SDK binds an MCP session to the user that opened it
@@ -95,8 +97,17 @@ class Guard:
         return False
 
 
-async def _reply(send: Send, status: int, message: str, extra: dict[str, str]) -> None:
-    await reply_json(send, status, {"error": message}, extra)
+# Codes of the guards' refusals, in JSON-RPC's implementation-defined band (-32000..-32019; the SDK uses -32000 and
+# -32001 for its own, never on the wire).
+UNAUTHORIZED = -32010  # no bearer token, or a wrong one (HTTP 401)
+FORBIDDEN_ORIGIN = -32011  # a web page of another origin (HTTP 403)
+
+
+async def _reply(send: Send, status: int, code: int, message: str, extra: dict[str, str]) -> None:
+    """A refusal as a JSON-RPC error (``id`` null: the request was not read): MCP clients show a JSON-RPC error's
+    message from a non-2xx answer, and fall back to "Server returned an error response" for anything else."""
+    error = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    await reply_json(send, status, error, extra)
 
 
 async def reply_json(send: Send, status: int, answer: dict[str, Any], extra: dict[str, str] | None = None) -> None:
