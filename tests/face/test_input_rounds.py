@@ -17,6 +17,7 @@ from mcp_codemode.upstream.call_links import CannotAsk
 ELICITING = types.ClientCapabilities(elicitation=types.ElicitationCapability())
 FORM = types.ElicitRequestFormParams(message="allow?", requested_schema={"type": "object", "properties": {}})
 ARGUMENTS = {"code": "x"}
+SESSION = "p:me:default"
 
 
 def text(result: Any) -> str:
@@ -30,7 +31,7 @@ def done(value: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=value)])
 
 
-async def asks_twice(caller: Caller, news: News) -> types.CallToolResult:
+async def asks_twice(caller: Caller, news: News, roots: Any = None) -> types.CallToolResult:
     assert caller.elicit is not None
     answers: list[str] = []
     for _ in range(2):
@@ -44,7 +45,7 @@ async def asks_twice(caller: Caller, news: News) -> types.CallToolResult:
 def test_a_run_that_asks_parks_and_each_round_hands_over_answers_until_the_result() -> None:
     async def main() -> list[Any]:
         rounds = InputRounds()
-        first = await rounds.start("me", ARGUMENTS, ELICITING, asks_twice, None)
+        first = await rounds.start("me", SESSION, ARGUMENTS, ELICITING, asks_twice, None)
         assert isinstance(first, types.InputRequiredResult) and first.request_state
         (name,) = first.input_requests or {}
         second = await rounds.resume(
@@ -65,7 +66,7 @@ def test_a_run_that_asks_parks_and_each_round_hands_over_answers_until_the_resul
 def test_a_state_resumes_only_its_own_run_with_the_same_arguments() -> None:
     async def main() -> None:
         rounds = InputRounds()
-        first = await rounds.start("me", ARGUMENTS, ELICITING, asks_twice, None)
+        first = await rounds.start("me", SESSION, ARGUMENTS, ELICITING, asks_twice, None)
         assert isinstance(first, types.InputRequiredResult) and first.request_state
         for key, owner, arguments, message in [
             ("unknown", "me", ARGUMENTS, "no longer waiting"),
@@ -85,7 +86,7 @@ def test_a_rounds_state_answers_that_round_once_and_a_replay_in_a_later_round_le
 
     async def main() -> str:
         rounds = InputRounds()
-        first = await rounds.start("me", ARGUMENTS, ELICITING, asks_twice, None)
+        first = await rounds.start("me", SESSION, ARGUMENTS, ELICITING, asks_twice, None)
         assert isinstance(first, types.InputRequiredResult) and first.request_state
         (name,) = first.input_requests or {}
         second = await rounds.resume(first.request_state, "me", ARGUMENTS, {name: {"action": "accept"}}, None)
@@ -113,7 +114,7 @@ def test_a_rounds_state_answers_that_round_once_and_a_replay_in_a_later_round_le
 def test_an_answer_of_the_wrong_shape_reaches_the_code_as_cannot_ask() -> None:
     async def main() -> str:
         rounds = InputRounds()
-        first = await rounds.start("me", ARGUMENTS, ELICITING, asks_twice, None)
+        first = await rounds.start("me", SESSION, ARGUMENTS, ELICITING, asks_twice, None)
         assert isinstance(first, types.InputRequiredResult) and first.request_state
         (name,) = first.input_requests or {}
         wrong = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}  # a sampling result
@@ -129,10 +130,10 @@ def test_an_answer_of_the_wrong_shape_reaches_the_code_as_cannot_ask() -> None:
 def test_a_run_that_never_asks_answers_at_once_and_a_cancelled_round_stops_the_run() -> None:
     stopped = asyncio.Event()
 
-    async def quiet(caller: Caller, news: News) -> types.CallToolResult:
+    async def quiet(caller: Caller, news: News, roots: Any = None) -> types.CallToolResult:
         return done("quiet")
 
-    async def asks_then_waits(caller: Caller, news: News) -> types.CallToolResult:
+    async def asks_then_waits(caller: Caller, news: News, roots: Any = None) -> types.CallToolResult:
         try:
             assert caller.elicit is not None
             await caller.elicit(FORM)
@@ -144,8 +145,8 @@ def test_a_run_that_never_asks_answers_at_once_and_a_cancelled_round_stops_the_r
 
     async def main() -> str:
         rounds = InputRounds()
-        result = text(await rounds.start("me", ARGUMENTS, ELICITING, quiet, None))
-        first = await rounds.start("me", ARGUMENTS, ELICITING, asks_then_waits, None)
+        result = text(await rounds.start("me", SESSION, ARGUMENTS, ELICITING, quiet, None))
+        first = await rounds.start("me", SESSION, ARGUMENTS, ELICITING, asks_then_waits, None)
         assert isinstance(first, types.InputRequiredResult) and first.request_state
         (name,) = first.input_requests or {}
         waiting = asyncio.ensure_future(
@@ -164,7 +165,7 @@ def test_a_run_that_never_asks_answers_at_once_and_a_cancelled_round_stops_the_r
 def test_what_the_client_declared_is_what_the_run_can_ask() -> None:
     seen: dict[str, Any] = {}
 
-    async def probe(caller: Caller, news: News) -> types.CallToolResult:
+    async def probe(caller: Caller, news: News, roots: Any = None) -> types.CallToolResult:
         seen["elicit"], seen["sample"] = caller.elicit, caller.sample
         if caller.elicit is not None:
             url = types.ElicitRequestURLParams(message="sign in", url="https://example.com", elicitation_id="e1")
@@ -175,9 +176,61 @@ def test_what_the_client_declared_is_what_the_run_can_ask() -> None:
     async def main() -> None:
         rounds = InputRounds()
         sampling = types.ClientCapabilities(sampling=types.SamplingCapability())
-        assert text(await rounds.start("me", ARGUMENTS, sampling, probe, None)) == "probed"
+        assert text(await rounds.start("me", SESSION, ARGUMENTS, sampling, probe, None)) == "probed"
         assert seen["elicit"] is None and seen["sample"] is not None
-        assert text(await rounds.start("me", ARGUMENTS, ELICITING, probe, None)) == "probed"
+        assert text(await rounds.start("me", SESSION, ARGUMENTS, ELICITING, probe, None)) == "probed"
         assert seen["elicit"] is not None and seen["sample"] is None
 
     asyncio.run(main())
+
+
+def test_a_new_call_ends_a_run_whose_question_was_never_answered_but_not_one_whose_round_runs() -> None:
+    """The user stopped the agent while a dialog was open: the parked run holds the session, and a new call would
+    wait for it silently until its timeout. The new call ends it (cancelled where it waits) and learns what it
+    asked; a run whose round is in progress, or another session's, is left alone."""
+
+    async def main() -> tuple[Any, ...]:
+        rounds = InputRounds()
+        first = await rounds.start("me", SESSION, ARGUMENTS, ELICITING, asks_twice, None)
+        assert isinstance(first, types.InputRequiredResult)
+        other = await rounds.start("me", "p:me:other", ARGUMENTS, ELICITING, asks_twice, None)
+        assert isinstance(other, types.InputRequiredResult)
+        ended = rounds.abandon_waiting(SESSION)
+        again = rounds.abandon_waiting(SESSION)
+        with pytest.raises(MCPError, match="no longer waiting for answers"):
+            await rounds.resume(first.request_state or "", "me", ARGUMENTS, {}, None)
+
+        async def slow(caller: Caller, news: News, roots: Any = None) -> types.CallToolResult:
+            await asyncio.sleep(0.05)
+            return done("finished")
+
+        running = asyncio.ensure_future(rounds.start("me", "p:me:busy", ARGUMENTS, ELICITING, slow, None))
+        await asyncio.sleep(0)
+        busy = rounds.abandon_waiting("p:me:busy")
+        return ended, again, busy, text(await running), rounds.abandon_waiting("p:me:other")
+
+    ended, again, busy, finished, other = asyncio.run(main())
+    assert (ended, again, busy, finished) == ("elicitation/create", None, None, "finished")
+    assert other == "elicitation/create"
+
+
+def test_a_stdio_clients_roots_are_asked_in_a_round_when_it_declared_them() -> None:
+    """The 2026-07-28 era carries a roots request in input_required, as it does elicitation and sampling."""
+
+    async def wants_roots(caller: Caller, news: News, roots: Any = None) -> types.CallToolResult:
+        assert roots is not None
+        given = await roots()
+        return done(",".join(str(root.uri) for root in given.roots))
+
+    async def main() -> tuple[Any, Any]:
+        rounds = InputRounds()
+        declared = types.ClientCapabilities(roots=types.RootsCapability())
+        first = await rounds.start("me", SESSION, ARGUMENTS, declared, wants_roots, None)
+        assert isinstance(first, types.InputRequiredResult) and first.input_requests is not None
+        (name, request), *_ = first.input_requests.items()
+        answer = {"roots": [{"uri": "file:///srv/project", "name": "project"}]}
+        return request, await rounds.resume(first.request_state or "", "me", ARGUMENTS, {name: answer}, None)
+
+    request, result = asyncio.run(main())
+    assert isinstance(request, types.ListRootsRequest), request
+    assert text(result) == "file:///srv/project"

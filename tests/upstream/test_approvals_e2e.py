@@ -199,3 +199,69 @@ async def test_the_state_of_an_earlier_round_cannot_answer_a_later_round_of_the_
                                        request_state=second.request_state, allow_input_required=True)  # fmt: skip
     assert isinstance(last, types.CallToolResult), last
     assert "['Echo: first', 'denied second']" in text_of(last), text_of(last)
+
+
+# ------------------------------------------------- a question nobody answers does not hold the session (issue 31)
+
+
+@pytest.mark.anyio
+async def test_a_new_call_ends_a_run_whose_question_was_never_answered_and_says_so(
+    bridge: tuple[HttpServer, Path],
+) -> None:
+    """2026-07-28: the run asks (an approval), the client never comes back (its user stopped the agent, its
+    callback failed). The next call in the session used to wait silently until that run's timeout; now it ends the
+    parked run (its cell interrupted where it waited, the session's state kept) and says so."""
+    server, _ = bridge
+    session = {"session": "abandoned"}
+    async with http_client_for(server.url, "auto", deadline=None, callbacks=asking([ACCEPT], [])) as client:
+        await client.call_tool("run_python", {"code": "kept = 7", **session})
+        waiting = await client.session.call_tool(
+            "run_python", {"code": "await mcp_everything.echo(message='never answered')", "timeout": 120, **session},
+            allow_input_required=True,
+        )  # fmt: skip
+        assert isinstance(waiting, types.InputRequiredResult), waiting
+        after = await client.call_tool("run_python", {"code": "kept", **session})
+        with pytest.raises(MCPError, match="no longer waiting for answers"):  # the abandoned run is gone
+            await client.session.call_tool(
+                "run_python", {"code": "await mcp_everything.echo(message='never answered')", "timeout": 120,
+                               **session}, request_state=waiting.request_state, allow_input_required=True,
+            )  # fmt: skip
+    shown = text_of(after)
+    assert shown.endswith("7"), shown
+    assert "was waiting for an answer to its question (elicitation/create) that never came" in shown, shown
+
+
+# ------------------------------------------------- what "remember" allowed is the asked client's alone (issue 31)
+
+REMEMBERED = """
+try:
+    print(await mcp_everything.echo(message="again"))
+except runtime.ApprovalDenied as exc:
+    print("ApprovalDenied:", exc.message)
+"""
+
+
+@pytest.mark.anyio
+async def test_an_approval_remembered_by_one_client_does_not_let_another_in_the_session_run_the_tool(
+    bridge: tuple[HttpServer, Path],
+) -> None:
+    """Two programs share a named session (one principal: the local setup without a token). The first is asked and
+    answers "allow, and remember"; its later calls run unasked. The second, which cannot be asked (no
+    elicitation), is refused; a third that can be asked is asked, not let through on the first one's answer."""
+    server, _ = bridge
+    remember = types.ElicitResult(action="accept", content={"remember": True})
+    session = {"code": REMEMBERED, "session": "remembered", "timeout": 120}
+    first_asked: list[str] = []
+    third_asked: list[str] = []
+    async with http_client_for(server.url, "legacy", deadline=None, callbacks=asking([remember], first_asked)) as one:
+        approved = await one.call_tool("run_python", session)
+        unasked = await one.call_tool("run_python", session)
+        async with http_client_for(server.url, "legacy", deadline=None) as mute:
+            refused = await mute.call_tool("run_python", session)
+        async with http_client_for(server.url, "legacy", deadline=None,
+                                   callbacks=asking([DECLINE], third_asked)) as other:  # fmt: skip
+            declined = await other.call_tool("run_python", session)
+    assert "Echo: again" in text_of(approved) and "Echo: again" in text_of(unasked), text_of(unasked)
+    assert len(first_asked) == 1, first_asked
+    assert "the client of this call cannot ask you" in text_of(refused), text_of(refused)
+    assert len(third_asked) == 1 and "the user declined it" in text_of(declined), text_of(declined)

@@ -395,6 +395,33 @@ async def test_a_stdio_clients_roots_are_the_upstream_servers_roots_and_a_change
 
 
 @pytest.mark.anyio
+@pytest.mark.filterwarnings("ignore:The roots capability is deprecated")
+async def test_a_2026_stdio_clients_roots_reach_the_upstream_servers_through_input_required_rounds(
+    tmp_path: Path, state: Path
+) -> None:
+    """The 2026-07-28 era has no channel to ask the client while a call runs: the bridge asks for its roots as an
+    input_required round before its first call's code runs (the SDK client answers it from its roots callback).
+    Before, a 2026-era stdio client's roots never reached a server."""
+    config = write_config(tmp_path / "servers.json", upstreams.everything())
+    given = [types.Root.model_validate({"uri": "file:///srv/modern-project", "name": "modern"})]
+    asked: list[int] = []
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        asked.append(1)
+        return types.ListRootsResult(roots=list(given))
+
+    async with stdio_client_for(
+        tmp_path / "serve.log", "auto", "--config", str(config), "--no-discover", sent=None, deadline=None,
+        callbacks=ClientCallbacks(roots=roots), MCP_BRIDGE_STATE_DIR=str(state),
+    ) as client:  # fmt: skip
+        assert client.protocol_version == MODES["auto"]
+        first = text_of(await client.call_tool("run_python", {"code": ROOTS_CODE, "timeout": 120}))
+        again = text_of(await client.call_tool("run_python", {"code": ROOTS_CODE, "timeout": 120}))
+    assert "file:///srv/modern-project" in first and "file:///srv/modern-project" in again, (first, again)
+    assert len(asked) == 1, asked  # once, before the first call's code: not on every call
+
+
+@pytest.mark.anyio
 async def test_configured_roots_are_given_whatever_the_client_has(tmp_path: Path, state: Path) -> None:
     """MCP_BRIDGE_ROOTS wins over the client's roots (and serves a client that has none, and HTTP bridges)."""
     config = write_config(tmp_path / "servers.json", upstreams.everything())

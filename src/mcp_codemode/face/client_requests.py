@@ -10,6 +10,8 @@ sessions run, where the request fails with ``CannotAsk`` saying so and what to d
 from __future__ import annotations
 
 import logging
+import secrets
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp_types as types
@@ -55,13 +57,29 @@ def reaching(ctx: ServerRequestContext[Any, Any]) -> Caller:
     return Caller(
         elicit=elicit if capabilities.elicitation is not None else None,
         sample=sample if capabilities.sampling is not None else None,
+        asker=_connection_name(ctx.session) if ctx.session.can_send_request else "",
     )
+
+
+_ASKER_KEY = "mcp_codemode_asker"  # in the SDK connection's state: the name approvals are remembered for
+
+
+def _connection_name(session: Any) -> str:
+    """A name for the client's MCP connection (kept in the SDK's per-connection state, so it lives exactly as long
+    and is never another connection's): the client an approval was remembered for; "" when there is none."""
+    state = getattr(getattr(session, "_connection", None), "state", None)
+    if not isinstance(state, dict):
+        return ""
+    name = state.get(_ASKER_KEY)
+    if not isinstance(name, str):
+        name = state[_ASKER_KEY] = "connection-" + secrets.token_hex(8)
+    return name
 
 
 async def learn_roots(ctx: ServerRequestContext[Any, Any], roots: Roots, *, again: bool = False) -> None:
     """Ask a stdio bridge's one client for its roots, for the upstream servers that ask for them: once, on its
     first call, and ``again`` when it says they changed. Nothing when roots are configured, when the client
-    declared no roots, or over the 2026-07-28 protocol (no channel to ask on)."""
+    declared no roots, or over the 2026-07-28 protocol (no channel to ask on: ``learn_roots_in_round``)."""
     if not roots.follows_client or (roots.known and not again):
         return
     capabilities = ctx.session.client_capabilities
@@ -71,5 +89,20 @@ async def learn_roots(ctx: ServerRequestContext[Any, Any], roots: Roots, *, agai
         given = await ctx.session.list_roots()  # deprecated in 2026-07-28, and only used before it
     except Exception:  # a client that cannot list its roots gives none; the call goes on
         log.info("asking the client for its roots failed", exc_info=True)
+        return
+    await roots.client_gave(given.roots)
+
+
+async def learn_roots_in_round(list_roots: Callable[[], Awaitable[types.ListRootsResult]], roots: Roots) -> None:
+    """The 2026-07-28 way for a stdio bridge's one client: its roots asked as an ``input_required`` round before
+    the code of its first call runs, when none are configured. Once: that era has no notification that roots
+    changed (the SDK drops ``notifications/roots/list_changed`` as undefined there), and asking on every call
+    would cost every call a round."""
+    if not roots.follows_client or roots.known:
+        return
+    try:
+        given = await list_roots()
+    except CannotAsk as exc:  # a client that cannot list its roots gives none; the call goes on
+        log.info("asking the client for its roots failed: %s", exc)
         return
     await roots.client_gave(given.roots)

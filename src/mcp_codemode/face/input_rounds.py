@@ -27,7 +27,7 @@ import hashlib
 import json
 import secrets
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 import mcp_types as types
@@ -39,7 +39,8 @@ from ..upstream.call_links import CannotAsk
 
 KEEP = 600.0  # seconds a parked run's entry outlives its last round (the sealed state expires then too)
 MAX_PARKED = 256  # parked runs at once; each holds its session, so the session cap bounds them first
-Answer = types.ElicitResult | types.CreateMessageResult
+Answer = types.ElicitResult | types.CreateMessageResult | types.ListRootsResult
+ListRoots = Callable[[], Awaitable[types.ListRootsResult]]  # asks the client its roots, in a round
 GONE = (
     "this run_python call is no longer waiting for answers (it ended and its result was taken, or it was "
     "forgotten {keep:g} s after its last round); call run_python again"
@@ -51,16 +52,24 @@ REPLAYED = (
 )
 
 
+ABANDONED = (
+    "note: a run_python call in this session was waiting for an answer to its question ({what}) that never came "
+    "(the user stopped, or the client gave up); it was stopped so that this call could run, and the session's state "
+    "was kept"
+)
+
+
 @dataclasses.dataclass
 class _Question:
-    request: types.ElicitRequest | types.CreateMessageRequest
-    kind: type[types.ElicitResult] | type[types.CreateMessageResult]
+    request: types.InputRequest
+    kind: type[types.ElicitResult] | type[types.CreateMessageResult] | type[types.ListRootsResult]
     answer: asyncio.Future[Answer]
 
 
 @dataclasses.dataclass
 class _Parked:
     owner: str
+    session: str  # the bridge's key of the session the run holds
     arguments: str  # a digest of the call's arguments: a round must resend the same ones
     questions: dict[str, _Question] = dataclasses.field(default_factory=dict)
     asked: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
@@ -85,22 +94,46 @@ class InputRounds:
     async def start(
         self,
         owner: str,
+        session: str,
         arguments: Mapping[str, Any] | None,
         capabilities: types.ClientCapabilities,
-        run: Callable[[Caller, News], Coroutine[Any, Any, types.CallToolResult]],
+        run: Callable[[Caller, News, ListRoots | None], Coroutine[Any, Any, types.CallToolResult]],
         report: News | None,
     ) -> types.CallToolResult | types.InputRequiredResult:
-        """Start ``run`` (given the caller that asks through rounds, and a news line to the current round's
-        progress) in the background; answer its result, or ``input_required`` as soon as it asks something."""
+        """Start ``run`` (given the caller that asks through rounds, a news line to the current round's progress,
+        and a way to ask the client's roots when it declared them) in the background; answer its result, or
+        ``input_required`` as soon as it asks something."""
         self._forget_stale()
         if len(self._parked) >= MAX_PARKED:
             raise MCPError(types.INVALID_REQUEST, f"{MAX_PARKED} run_python calls wait for answers; answer those first")
         key = secrets.token_urlsafe(18)
-        parked = _Parked(owner, arguments_digest(arguments), report=report)
+        parked = _Parked(owner, session, arguments_digest(arguments), report=report)
         caller = self._caller(parked, capabilities)
-        parked.task = asyncio.get_running_loop().create_task(run(caller, self._news(parked)))
+        list_roots = self._roots_asker(parked) if capabilities.roots is not None else None
+        parked.task = asyncio.get_running_loop().create_task(run(caller, self._news(parked), list_roots))
         self._parked[key] = parked
         return await self._round(key, parked, report)
+
+    def abandon_waiting(self, session: str) -> str | None:
+        """Stop the run of ``session`` that waits for answers nobody is bringing, and say what it asked.
+
+        A new call (not a round) for a session whose parked run has asked and whose client has not come back: the
+        user stopped the agent while a dialog was open, or the client's callback failed. The parked run holds the
+        session, so the new call would wait, silently, until that run's timeout; the handshake era frees it at
+        once, as the cancelled request ends the run. So does this: the run is cancelled (its cell interrupted,
+        its state kept) and its entry forgotten, and the new call is told. A run whose round is in progress (a
+        client is waiting for it) is left alone: the new call queues behind it like any other.
+        """
+        for key, parked in list(self._parked.items()):
+            if parked.session != session or not parked.round:  # no state out: not waiting on a client
+                continue
+            if parked.task is None or parked.task.done():
+                continue
+            what = ", ".join(sorted({q.request.method for q in parked.questions.values()})) or "a question"
+            self._parked.pop(key, None)
+            parked.task.cancel()
+            return what
+        return None
 
     async def resume(
         self,
@@ -160,17 +193,28 @@ class InputRounds:
         finally:
             parked.report, parked.touched = None, time.monotonic()
 
+    async def _ask(self, parked: _Parked, request: types.InputRequest, kind: Any) -> Any:
+        """Put one question to the client in the next round, and wait for its answer."""
+        self._numbers += 1
+        name = f"{request.method.split('/')[0]}-{self._numbers}"
+        question = _Question(request, kind, asyncio.get_running_loop().create_future())
+        parked.questions[name] = question
+        parked.asked.set()
+        try:
+            return await question.answer
+        finally:
+            parked.questions.pop(name, None)
+
+    def _roots_asker(self, parked: _Parked) -> ListRoots:
+        async def list_roots() -> types.ListRootsResult:
+            answer: types.ListRootsResult = await self._ask(parked, types.ListRootsRequest(), types.ListRootsResult)
+            return answer
+
+        return list_roots
+
     def _caller(self, parked: _Parked, capabilities: types.ClientCapabilities) -> Caller:
         async def ask(request: types.ElicitRequest | types.CreateMessageRequest, kind: Any) -> Any:
-            self._numbers += 1
-            name = f"{request.method.split('/')[0]}-{self._numbers}"
-            question = _Question(request, kind, asyncio.get_running_loop().create_future())
-            parked.questions[name] = question
-            parked.asked.set()
-            try:
-                return await question.answer
-            finally:
-                parked.questions.pop(name, None)
+            return await self._ask(parked, request, kind)
 
         async def elicit(params: types.ElicitRequestParams) -> types.ElicitResult:
             elicitation = capabilities.elicitation
@@ -188,6 +232,7 @@ class InputRounds:
         return Caller(
             elicit=elicit if capabilities.elicitation is not None else None,
             sample=sample if capabilities.sampling is not None else None,
+            asker=f"stateless:{parked.owner}",  # stateless calls of one principal cannot be told apart
         )
 
     @staticmethod
@@ -214,5 +259,7 @@ def _answer(question: _Question, response: Any) -> None:
         raw = response.model_dump(by_alias=True, mode="json") if isinstance(response, pydantic.BaseModel) else response
         question.answer.set_result(question.kind.model_validate(raw))
     except pydantic.ValidationError:
-        what = "an elicitation answer" if question.kind is types.ElicitResult else "a sampling result"
+        what = {types.ElicitResult: "an elicitation answer", types.ListRootsResult: "a list of roots"}.get(
+            question.kind, "a sampling result"
+        )
         question.answer.set_exception(CannotAsk(f"the client's answer was not {what}"))

@@ -44,9 +44,9 @@ from ..runs.bridge import Bridge, RunRequest
 from ..runs.relay_run import Caller, News
 from ..runs.summary import reference_capabilities
 from ..settings import Settings
-from .client_requests import learn_roots, reaching
+from .client_requests import learn_roots, learn_roots_in_round, reaching
 from .heartbeat import ProgressLine, Report, heartbeat
-from .input_rounds import KEEP, InputRounds
+from .input_rounds import ABANDONED, KEEP, InputRounds, ListRoots
 from .principals import PRINCIPAL_STATE_KEY, connection_key
 from .render import cut_middle, error_result, render_result
 from .workspace_files import (
@@ -351,13 +351,20 @@ async def _beating(line: ProgressLine, interval: float, work: Awaitable[T]) -> T
     return result
 
 
-def _asks_in_rounds(ctx: ServerRequestContext[Any, Any]) -> bool:
+def _asks_in_rounds(ctx: ServerRequestContext[Any, Any], wants_roots: bool) -> bool:
     """Whether a call asks its client through input_required rounds: it has no channel to send requests on (the
-    2026-07-28 era) and its client declared something it can be asked (elicitation or sampling)."""
+    2026-07-28 era) and its client declared something it can be asked (elicitation or sampling, or its roots when
+    a stdio bridge ``wants_roots``)."""
     if ctx.session.can_send_request:
         return False
     capabilities = ctx.session.client_capabilities
-    return capabilities is not None and (capabilities.elicitation is not None or capabilities.sampling is not None)
+    if capabilities is None:
+        return False
+    return (
+        capabilities.elicitation is not None
+        or capabilities.sampling is not None
+        or (wants_roots and capabilities.roots is not None)
+    )
 
 
 def _progress_reporter(ctx: ServerRequestContext[Any, Any]) -> Report:
@@ -419,9 +426,16 @@ def build_server(
 
         if router is not None and router.shares(where):
             return await router.run(request, where, run, _progress_reporter(ctx) if wants_progress else None)
-        if params.request_state is not None or _asks_in_rounds(ctx):
-            return await in_rounds(ctx, params, request, where, timeout, wants_progress)
-        return await run(request, where)
+        abandoned = rounds.abandon_waiting(where.key) if params.request_state is None else None
+        roots = bridge.hub.roots
+        wants_roots = transport == "stdio" and roots.follows_client and not roots.known
+        if params.request_state is not None or _asks_in_rounds(ctx, wants_roots):
+            result = await in_rounds(ctx, params, request, where, timeout, wants_progress)
+        else:
+            result = await run(request, where)
+        if abandoned is not None and isinstance(result, types.CallToolResult):
+            result.content.insert(0, types.TextContent(type="text", text=ABANDONED.format(what=abandoned)))
+        return result
 
     async def in_rounds(
         ctx: ServerRequestContext[Any, Any],
@@ -436,13 +450,15 @@ def build_server(
         news = line.news if line is not None else None
         capabilities = ctx.session.client_capabilities or types.ClientCapabilities()
 
-        async def go(caller: Caller, round_news: News) -> types.CallToolResult:
+        async def go(caller: Caller, round_news: News, list_roots: ListRoots | None) -> types.CallToolResult:
+            if transport == "stdio" and list_roots is not None:  # the one client's roots, asked in a round
+                await learn_roots_in_round(list_roots, bridge.hub.roots)
             return await run_here(request, where, round_news if wants_progress else None, caller)
 
         if params.request_state is not None:
             work = rounds.resume(params.request_state, where.owner, params.arguments, params.input_responses, news)
         else:
-            work = rounds.start(where.owner, params.arguments, capabilities, go, news)
+            work = rounds.start(where.owner, where.key, params.arguments, capabilities, go, news)
         return await (work if line is None else _beating(line, settings.progress_interval, work))
 
     async def list_resources(

@@ -52,8 +52,10 @@ APPROVAL_SCHEMA: dict[str, Any] = {
     "properties": {
         "remember": {
             "type": "boolean",
-            "title": "Allow this tool for the rest of the session",
-            "description": "Later calls of the same tool in this session run without asking again.",
+            "title": "Allow this tool for the rest of the session, from this client",
+            "description": "Later calls of the same tool in this session, made through this same client, run "
+            "without asking again; calls from any other client sharing the session are still asked (or refused "
+            "when they cannot be).",
             "default": False,
         }
     },
@@ -142,7 +144,8 @@ class CallGuard:
             return
         server, tool = names.server, names.tool
         subject = f"{server}/{tool}"
-        if subject in run.caller.approved:
+        remembered = f"{run.caller.asker}|{subject}"  # what "remember" allowed is the asked client's alone
+        if run.caller.asker and run.caller.elicit is not None and remembered in run.caller.approved:
             note.approval = "remembered"
             return
         why = f'ask_tools pattern "{pattern}" ({self.policy.where})'
@@ -177,8 +180,8 @@ class CallGuard:
             note.approval = "declined" if answer.action == "decline" else "cancelled"
             raise self._not_approved(subject, f"the user {note.approval} it when asked ({why})", note, server, tool)
         note.approval = "approved"
-        if answer.content is not None and answer.content.get("remember") is True:
-            run.caller.approved.add(subject)
+        if answer.content is not None and answer.content.get("remember") is True and run.caller.asker:
+            run.caller.approved.add(remembered)
             note.approval = "approved for the session"
 
     def link(self, run: Run, server: str, alias: str, tool: str) -> CallLink:

@@ -32,14 +32,17 @@ class Caller:
     ``elicit`` asks its user (an upstream server's elicitation passed on, or the bridge's own approval question
     for ``ask_tools``) and ``sample`` passes an upstream server's sampling request on: None when the client
     declared no such capability or the call was forwarded from another replica, and either may raise
-    ``CannotAsk``; ``approved`` holds the tools its user allowed for the rest of the session (``ask_tools``),
-    kept by the session it runs in.
+    ``CannotAsk``; ``approved`` holds the tools a user allowed for the rest of the session (``ask_tools``),
+    kept by the session it runs in, each for the client it was asked through: ``asker`` names that client (a
+    connection, or the principal whose stateless calls share the session; "" when it has none), so one program's
+    "remember" never lets another program in a shared session run the tool unasked.
     """
 
     news: News | None = None
     elicit: Elicit | None = None
     sample: Sample | None = None
     approved: set[str] = dataclasses.field(default_factory=set)
+    asker: str = ""
 
 
 @dataclasses.dataclass

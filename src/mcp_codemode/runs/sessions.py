@@ -69,7 +69,7 @@ class Session:
     last_used: float = dataclasses.field(default_factory=time.monotonic)
     generation: int = 0  # how many workers this session has had
     pending_notice: str = ""  # said once, on the next call (e.g. "expired while idle")
-    approved: set[str] = dataclasses.field(default_factory=set)  # "server/tool"s its user allowed (ask_tools)
+    approved: set[str] = dataclasses.field(default_factory=set)  # "asker|server/tool"s a user allowed (ask_tools)
     unconfigured: bool = False  # its worker has not been sent its context yet (a call ended before its code ran)
 
     @property
