@@ -27,6 +27,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
+from ..state_files import make_private_dir
 from .model import ServerConfig
 
 CLIENT_NAME = "mcp-codemode"
@@ -67,7 +68,7 @@ class TokenFile:
 
     def _replace(self, values: dict[str, Any]) -> None:
         data = {key: value for key, value in (self._read() | values).items() if value is not None}
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dir(self.path.parent)  # and the state directory, 0711 whatever the umask
         partial = self.path.with_name(self.path.name + ".partial")
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
