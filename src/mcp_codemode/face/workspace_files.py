@@ -96,7 +96,9 @@ def guess_mime(path: str) -> str:
     return mimetypes.guess_type(path)[0] or "application/octet-stream"
 
 
-def file_contents(uri: str, path: str, data: bytes) -> types.TextResourceContents | types.BlobResourceContents:
+def file_contents(
+    uri: str, path: str, data: bytes | bytearray
+) -> types.TextResourceContents | types.BlobResourceContents:
     """Text when the file is text of a textual type (or of no known type), else base64."""
     mime = guess_mime(path)
     textual = mime.startswith("text/") or mime in _TEXT_TYPES or mime == "application/octet-stream"
