@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import stat
@@ -23,6 +24,7 @@ from mcp.shared.auth import OAuthToken
 from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.runs.saved_tools import SavedToolStore
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
+from mcp_codemode.sandbox.container import ContainerBackend
 from mcp_codemode.sandbox.staged_trust import UntrustedStaging
 from mcp_codemode.sandbox.staging import stage_guest
 from mcp_codemode.upstream.model import ServerConfig
@@ -145,3 +147,19 @@ def test_a_planted_boot_file_never_runs_in_a_sandbox() -> None:
         assert asyncio.run(main()) == "False\n", "the planted boot file ran in the sandbox"
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_planted_gvisor_seccomp_profile_is_set_aside_and_written_afresh(tmp_path: Path) -> None:
+    """gVisor's copy of the seccomp profile sits beside the staged worker, found by name the same way."""
+    needs_root()
+    state = tmp_path / "state"
+    state.mkdir(mode=0o711)
+    backend = ContainerBackend(sandbox_settings(state_dir=state, oci_runtime="runsc"), "podman")
+    staged = Path(backend._guest_dir)
+    planted = staged.with_name(staged.name + "-seccomp-gvisor.json")
+    planted.write_text('{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": []}')  # denies nothing
+    os.chown(planted, SANDBOX_UID, SANDBOX_UID)
+    used = Path(backend._seccomp_file)
+    assert used == planted and used.stat().st_uid == 0
+    assert json.loads(used.read_text())["syscalls"], "the planted profile, which denies nothing, was used"
+    assert [path.name for path in staged.parent.iterdir() if ".untrusted-" in path.name]

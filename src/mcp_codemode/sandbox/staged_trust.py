@@ -29,7 +29,7 @@ class UntrustedStaging(OSError):
     """A staged worker, or the directory it lives in, that others could have written; ``fix`` says what to do."""
 
     def __init__(self, problem: str, fix: str) -> None:
-        super().__init__(problem)
+        super().__init__(f"{problem}; {fix}")  # whole where only the text is shown (a container backend's start)
         self.problem = problem
         self.fix = fix
 
@@ -91,7 +91,7 @@ def set_aside_if_untrusted(path: Path, whole_tree: bool) -> None:
             f"remove {path} (`rm -rf {path}`, as root if need be) and start the bridge again",
         ) from None
     log.warning(
-        "%s; it was not used: it is set aside as %s and the worker is staged afresh (remove it once you have "
+        "%s; it was not used: it is set aside as %s and made afresh by the bridge (remove it once you have "
         "looked at it: someone may have planted code there)",
         problem,
         aside,
