@@ -10,6 +10,7 @@ tmpfs enforces), and the bytes all reads hold at once by the bridge's read budge
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
@@ -30,7 +31,7 @@ PAST_THE_END = 1 << 62  # a read offset no file reaches: the answer is the size 
 # at a time (the default budget), took 60 s on a busy 2-core machine: the last in line must not fail for that.
 BUDGET_WAIT = 120.0
 MAX_FILES_PER_CALL = 64  # files one run_python call may put in before its code runs
-FILE_REQUEST_TIMEOUT = 30.0  # seconds the guest has to answer one request (a 4 MiB chunk takes milliseconds)
+FILE_REQUEST_TIMEOUT = 30.0  # seconds the guest has to answer one request, or send one whole file
 
 
 class SessionFileError(CodemodeError):
@@ -120,13 +121,22 @@ class SessionFiles:
         async with self.budget.hold(size, f"reading {path!r}"):
             data = bytearray(size)
             received = 0
-            while received < size:
-                total, chunk = await self._chunk(worker, path, received)
-                take = min(len(chunk), size - received)
-                data[received : received + take] = memoryview(chunk)[:take]
-                received += take
-                if len(chunk) < FILE_CHUNK or total <= received:  # the file shrank, or this was its end
-                    break
+            try:
+                # The whole read, not each chunk alone: a guest that answers slowly must not keep its room in the
+                # budget, which other sessions' reads wait for, for 30 s a chunk.
+                async with asyncio.timeout(FILE_REQUEST_TIMEOUT):
+                    while received < size:
+                        total, chunk = await self._chunk(worker, path, received)
+                        take = min(len(chunk), size - received)
+                        data[received : received + take] = memoryview(chunk)[:take]
+                        received += take
+                        if len(chunk) < FILE_CHUNK or total <= received:  # the file shrank, or this was its end
+                            break
+            except TimeoutError:
+                raise SessionFileError(
+                    f"the sandbox sent {received:,} of the {size:,} bytes of {path!r} in {FILE_REQUEST_TIMEOUT:g} s; "
+                    "retry, or make the file smaller"
+                ) from None
             del data[received:]
             yield data
 
