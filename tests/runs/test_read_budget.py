@@ -15,6 +15,7 @@ import pytest
 
 from mcp_codemode.errors import SettingsError
 from mcp_codemode.face.workspace_files import file_contents
+from mcp_codemode.runs import session_files
 from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.runs.read_budget import ReadBudget, ReadBudgetExceeded
 from mcp_codemode.runs.session_files import SessionFileError
@@ -135,4 +136,42 @@ def test_concurrent_reads_across_real_sessions_stay_within_the_budget() -> None:
     print(f"budget peak {peak / MIB:.1f} of {BUDGET / MIB:.0f} MiB, {waited} waited; traced {traced / MIB:.1f} MiB")
     assert wrong == set(), "a read returned other bytes than the session wrote"
     assert FILE_BYTES <= peak <= BUDGET, peak
+    assert left == 0
+
+
+SLOW_GUEST = """
+import time, worker_files
+real_read = worker_files._read
+def slow(root, path, offset):
+    if offset < (1 << 40):  # the chunks, not the question of the size
+        time.sleep(2)
+    return real_read(root, path, offset)
+worker_files._read = slow
+open('slow.bin', 'wb').write(bytes(12 << 20))
+print('ready')
+"""
+
+
+@pytest.mark.backend
+def test_a_worker_that_sends_a_file_slowly_loses_its_room_in_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The code slows its own guest down (2 s a chunk, 3 chunks): the read is cut at READ_TIMEOUT and its room freed,
+    so the sessions whose reads wait for the budget are not held up by it."""
+    require_bubblewrap()
+    monkeypatch.setattr(session_files, "READ_TIMEOUT", 3.0)  # less than the 6 s the guest takes at the very least
+    with private_state_dir() as state:
+        settings = sandbox_settings(
+            runtime="bubblewrap", state_dir=state, file_read_budget=16 * MIB, file_read_max=16 * MIB
+        )
+
+        async def main() -> tuple[str, int]:
+            async with Bridge(settings) as bridge:
+                files = bridge.files
+                assert files is not None
+                assert (await bridge.run(RunRequest(SLOW_GUEST), "slow")).stdout == "ready\n"
+                with pytest.raises(SessionFileError) as refused:
+                    await files.read("slow", "slow", "slow.bin")
+                return str(refused.value), files.budget.in_flight
+
+        message, left = asyncio.run(main())
+    assert "of the 12,582,912 bytes of 'slow.bin' in 3 s; retry, or make the file smaller" in message, message
     assert left == 0

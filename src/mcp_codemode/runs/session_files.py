@@ -31,7 +31,8 @@ PAST_THE_END = 1 << 62  # a read offset no file reaches: the answer is the size 
 # at a time (the default budget), took 60 s on a busy 2-core machine: the last in line must not fail for that.
 BUDGET_WAIT = 120.0
 MAX_FILES_PER_CALL = 64  # files one run_python call may put in before its code runs
-FILE_REQUEST_TIMEOUT = 30.0  # seconds the guest has to answer one request, or send one whole file
+FILE_REQUEST_TIMEOUT = 30.0  # seconds the guest has to answer one request (a 4 MiB chunk takes milliseconds)
+READ_TIMEOUT = 30.0  # seconds one whole read may take, while it holds its room in the read budget
 
 
 class SessionFileError(CodemodeError):
@@ -123,8 +124,8 @@ class SessionFiles:
             received = 0
             try:
                 # The whole read, not each chunk alone: a guest that answers slowly must not keep its room in the
-                # budget, which other sessions' reads wait for, for 30 s a chunk.
-                async with asyncio.timeout(FILE_REQUEST_TIMEOUT):
+                # budget, which other sessions' reads wait for, for FILE_REQUEST_TIMEOUT a chunk.
+                async with asyncio.timeout(READ_TIMEOUT):
                     while received < size:
                         total, chunk = await self._chunk(worker, path, received)
                         take = min(len(chunk), size - received)
@@ -134,7 +135,7 @@ class SessionFiles:
                             break
             except TimeoutError:
                 raise SessionFileError(
-                    f"the sandbox sent {received:,} of the {size:,} bytes of {path!r} in {FILE_REQUEST_TIMEOUT:g} s; "
+                    f"the sandbox sent {received:,} of the {size:,} bytes of {path!r} in {READ_TIMEOUT:g} s; "
                     "retry, or make the file smaller"
                 ) from None
             del data[received:]
