@@ -35,6 +35,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_REQUEST
 
 TOKEN_SECONDS = int(os.environ.get("OAUTH_TOKEN_SECONDS", "3600"))
+# Accepted this long past the lifetime announced, as servers allow for clock skew: the client counts the lifetime
+# from when it got the token, later than the server issued it, so without it a token the client still takes for
+# valid could be refused for a second (a 401 the bridge cannot recover from without `login`).
+LEEWAY_SECONDS = 60
 
 
 class MemoryProvider:
@@ -102,7 +106,7 @@ class MemoryProvider:
         self.issued.append(access)
         expires = int(time.time()) + TOKEN_SECONDS
         self.access[access] = AccessToken(
-            token=access, client_id=client_id, scopes=scopes, expires_at=expires, resource=resource
+            token=access, client_id=client_id, scopes=scopes, expires_at=expires + LEEWAY_SECONDS, resource=resource
         )
         self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes, resource=resource)
         return OAuthToken(access_token=access, token_type="Bearer", expires_in=TOKEN_SECONDS, refresh_token=refresh)
