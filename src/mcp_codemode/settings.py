@@ -34,6 +34,7 @@ from .settings_fields import (
     Field,
     OutputMode,
     RuntimeChoice,
+    format_size,
     parse_value,
 )
 from .settings_file import SETTINGS_FILE_ENV, policy_from_table, read_settings_file
@@ -71,6 +72,8 @@ class Settings:
     tmp_size: int = 64 << 20
     workspace_size: int = 128 << 20
     capture_limit: int = 1 << 20
+    file_read_max: int = 32 << 20  # one session file taken out (runs/session_files.py)
+    file_read_budget: int = 64 << 20  # session-file bytes all reads hold at once (runs/read_budget.py)
     max_sessions: int = 16
     warm_pool: int = 2
     session_idle_timeout: float = 900.0
@@ -124,6 +127,12 @@ class Settings:
             raise SettingsError(
                 f"the default timeout ({self.timeout} s, MCP_BRIDGE_TIMEOUT) is above the ceiling "
                 f"({self.max_timeout} s, MCP_BRIDGE_MAX_TIMEOUT); lower the first or raise the second"
+            )
+        if self.file_read_max > self.file_read_budget:
+            raise SettingsError(
+                f"MCP_BRIDGE_FILE_READ_MAX ({format_size(self.file_read_max)}) is above MCP_BRIDGE_FILE_READ_BUDGET "
+                f"({format_size(self.file_read_budget)}), so the largest file could never be read: lower the first or "
+                "raise the second"
             )
         if bool(self.peer_token) != bool(self.peer_url):
             given, missing = ("MCP_BRIDGE_PEER_TOKEN", "MCP_BRIDGE_PEER_URL")[:: 1 if self.peer_token else -1]

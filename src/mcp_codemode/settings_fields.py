@@ -223,6 +223,8 @@ FIELDS: tuple[Field, ...] = (
     Field("tmp_size", "MCP_BRIDGE_TMP_SIZE", parse_size, "a size such as 64m", "64m"),
     Field("workspace_size", "MCP_BRIDGE_WORKSPACE_SIZE", parse_size, "a size such as 128m", "128m"),
     Field("capture_limit", "MCP_BRIDGE_CAPTURE_LIMIT", _size_in(1 << 10, 16 << 20), "a size from 1k to 16m", "1m"),
+    Field("file_read_max", "MCP_BRIDGE_FILE_READ_MAX", _size_in(1 << 10, 1 << 30), "a size from 1k to 1g", "32m"),
+    Field("file_read_budget", "MCP_BRIDGE_FILE_READ_BUDGET", _size_in(1 << 10, 64 << 30), "a size such as 64m", "64m"),
     Field("max_sessions", "MCP_BRIDGE_MAX_SESSIONS", _int_in(1, 10_000), "a whole number, at least 1", "16"),
     Field(
         "warm_pool",

@@ -30,11 +30,34 @@ _PASS_THROUGH = stat.S_IXGRP | stat.S_IXOTH
 
 
 def make_state_dir(state_dir: Path) -> None:
-    """Create the state directory if it is missing: 0711, so the sandbox uid can pass through but not list it."""
-    if not state_dir.exists():
-        state_dir.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(PermissionError):
-            os.chmod(state_dir, STATE_DIR_MODE)
+    """Create the state directory if it is missing: 0711, so the sandbox uid can pass through but not list it.
+
+    Every command that may create it first (``serve``, ``run``, ``login``, ``packages``) comes through here, so its
+    mode never depends on the umask: under umask 000 a plain ``mkdir -p`` made it, and the parents it made,
+    world-writable, and another local user could then plant a staged worker in it. Each directory is made private
+    first and opened with an explicit chmod after, so none is ever writable by others, not even for a moment.
+    """
+    if state_dir.exists():
+        return
+    missing = [state_dir, *(parent for parent in state_dir.parents if not parent.exists())]
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:  # made meanwhile by someone else: its mode is theirs (staging checks it)
+            continue
+        os.chmod(directory, STATE_DIR_MODE if directory == state_dir else 0o755)
+
+
+def make_private_dir(directory: Path) -> None:
+    """Create ``directory`` (tokens, logs, saved tools) 0700 inside a parent made by ``make_state_dir``.
+
+    One that exists is left as it is."""
+    if directory.is_dir():
+        return
+    make_state_dir(directory.parent)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(directory, 0o700)
+        os.chmod(directory, 0o700)
 
 
 def open_to_the_sandbox(state_dir: Path) -> None:

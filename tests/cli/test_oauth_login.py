@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import stat
 import subprocess
@@ -47,14 +48,21 @@ def callback_port() -> int:
 
 
 @pytest.fixture
-def authorization_server(callback_port: int) -> Iterator[str]:
+def token_seconds() -> int | None:
+    """How long the server's access tokens live (None: an hour); a test parametrizes it to see refreshes."""
+    return None
+
+
+@pytest.fixture
+def authorization_server(callback_port: int, token_seconds: int | None) -> Iterator[str]:
     """The SDK's authorization + MCP server on a free loopback port, with one client registered beforehand; its
     MCP endpoint's URL."""
     port = free_port()
     redirect = f"http://127.0.0.1:{callback_port}/callback"
+    lifetime = {"OAUTH_TOKEN_SECONDS": str(token_seconds)} if token_seconds is not None else {}
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "tests" / "support" / "oauth_server.py"), str(port), PRECONFIGURED, redirect],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **lifetime},
     )  # fmt: skip
     try:
         deadline = time.monotonic() + patient(60)
@@ -160,6 +168,45 @@ def test_login_once_then_the_bridge_signs_its_calls_refreshes_and_logout_forgets
     assert not stored.exists()
     after = cli(home, "run", "-c", WHOAMI)
     assert "run `mcp-codemode login signed` once" in after.stdout, after.stdout
+
+
+# Two calls to a server whose error quotes the credentials it was sent, with the access token's lifetime (3 s) between
+# them: the second call is signed with a token refreshed inside this one bridge.
+ECHO_TWICE = """
+import time
+for round in (1, 2):
+    try:
+        await mcp_signed.echo_authorization()
+    except runtime.MCPError as exc:
+        print(exc.message)
+    if round == 1:
+        time.sleep(4)
+"""
+ECHOED = re.compile(r"refused Authorization: Bearer <hidden> \(access token #(\d+); refresh token: <hidden>\)$")
+
+
+@pytest.mark.parametrize("token_seconds", [3])
+def test_a_server_that_quotes_the_stored_tokens_in_an_error_shows_sandboxed_code_none_even_after_a_refresh(
+    home: dict[str, str],
+) -> None:
+    sign_in(home)
+    signed_in_with = json.loads(token_file(home).read_text())["tokens"]
+    ran = cli(home, "run", "-c", ECHO_TWICE)
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    assert len(lines) == 2 and all(ECHOED.search(line) for line in lines), ran.stdout
+    first, second = (int(ECHOED.search(line)[1]) for line in lines)  # type: ignore[index]
+    assert second > first, "the second call was not signed with a refreshed token"
+    now = json.loads(token_file(home).read_text())["tokens"]
+    assert now["access_token"] != signed_in_with["access_token"]
+    secrets = {
+        signed_in_with["access_token"],
+        signed_in_with["refresh_token"],
+        now["access_token"],
+        now["refresh_token"],
+    }
+    written = ran.stdout + ran.stderr + everything_written(home)
+    assert not any(secret in written for secret in secrets), "a stored token reached the sandbox, a log or the output"
 
 
 def test_login_names_what_is_wrong_with_the_server_it_is_given(home: dict[str, str]) -> None:

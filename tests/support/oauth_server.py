@@ -7,11 +7,14 @@ registration, ``/authorize`` with PKCE, ``/token`` for codes and refresh tokens,
 ``WWW-Authenticate`` on the MCP endpoint without a valid token. Only the provider, the part a deployment writes to
 store clients and tokens, is ours, and it keeps them in memory; its "user" consents at once (``authorize``
 redirects straight back with a code), where a real one would show a login page. The one tool answers with the
-access token's client, so a test can see the call really was signed.
+access token's client, so a test can see the call really was signed; another refuses with a JSON-RPC error that
+quotes the token it was signed with and the client's refresh tokens, as a careless server's error would.
+``OAUTH_TOKEN_SECONDS`` in its environment sets how long an access token lives (a test of refreshes).
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import sys
 import time
@@ -28,8 +31,14 @@ from mcp.server.auth.provider import (
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_REQUEST
 
-TOKEN_SECONDS = 3600
+TOKEN_SECONDS = int(os.environ.get("OAUTH_TOKEN_SECONDS", "3600"))
+# Accepted this long past the lifetime announced, as servers allow for clock skew: the client counts the lifetime
+# from when it got the token, later than the server issued it, so without it a token the client still takes for
+# valid could be refused for a second (a 401 the bridge cannot recover from without `login`).
+LEEWAY_SECONDS = 60
 
 
 class MemoryProvider:
@@ -41,6 +50,7 @@ class MemoryProvider:
         self.codes: dict[str, AuthorizationCode] = {}
         self.access: dict[str, AccessToken] = {}
         self.refresh: dict[str, RefreshToken] = {}
+        self.issued: list[str] = []  # every access token, in order
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -93,9 +103,10 @@ class MemoryProvider:
 
     def _issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
         access, refresh = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        self.issued.append(access)
         expires = int(time.time()) + TOKEN_SECONDS
         self.access[access] = AccessToken(
-            token=access, client_id=client_id, scopes=scopes, expires_at=expires, resource=resource
+            token=access, client_id=client_id, scopes=scopes, expires_at=expires + LEEWAY_SECONDS, resource=resource
         )
         self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes, resource=resource)
         return OAuthToken(access_token=access, token_type="Bearer", expires_in=TOKEN_SECONDS, refresh_token=refresh)
@@ -129,6 +140,18 @@ def build(port: int, preregistered: tuple[str, str] | None = None) -> Any:
         token = get_access_token()
         signed = f"signed by client {token.client_id}" if token is not None else "not signed"
         return f"{signed}; {provider.registrations} client(s) registered dynamically"
+
+    @server.tool()
+    def echo_authorization() -> str:
+        """Refuses, quoting the credentials the call came with."""
+        from mcp.server.auth.middleware.auth_context import get_access_token
+
+        token = get_access_token()
+        assert token is not None
+        refresh = " ".join(item.token for item in provider.refresh.values() if item.client_id == token.client_id)
+        number = provider.issued.index(token.token) + 1
+        raise MCPError(INVALID_REQUEST, f"refused Authorization: Bearer {token.token} (access token #{number}; "
+                                        f"refresh token: {refresh})")  # fmt: skip
 
     return server.streamable_http_app()
 

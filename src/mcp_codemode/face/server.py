@@ -512,10 +512,10 @@ def build_server(
             if path == "" or path.endswith("/"):
                 listing = await bridge.files.listing(where.key, name, path.rstrip("/"))
                 return types.ReadResourceResult(contents=[listing_contents(uri, name, listing)])
-            data = await bridge.files.read(where.key, name, path)
+            async with bridge.files.reading(where.key, name, path) as data:  # held in the read budget while encoded
+                return types.ReadResourceResult(contents=[file_contents(uri, path, data, declared)])
         except CodemodeError as exc:
             raise MCPError(types.INVALID_PARAMS, f"{exc}", data={"uri": uri}) from None
-        return types.ReadResourceResult(contents=[file_contents(uri, path, data, declared)])
 
     async def read_resource(
         ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams

@@ -104,7 +104,7 @@ def parse_file_uri(uri: str) -> tuple[str, str, str | None] | None:
     return match["session"], urllib.parse.unquote(match["path"], errors="strict"), declared
 
 
-def file_contents(uri: str, path: str, data: bytes, declared: str | None = None) -> (
+def file_contents(uri: str, path: str, data: bytes | bytearray, declared: str | None = None) -> (
     types.TextResourceContents | types.BlobResourceContents
 ):  # fmt: skip
     """The file as the type it was shared as, else the type its name says: text when that type is textual and the

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..state_files import make_state_dir
+from ..state_files import make_private_dir
 
 log = logging.getLogger("mcp_codemode.audit")  # the name log lines have always shown
 OUTCOMES = ("ok", "tool_error", "refused", "error", "timeout", "cancelled")
@@ -150,7 +150,7 @@ class AuditLog:
 
     def _append(self, path: Path, data: bytes) -> None:
         if not self._ready:
-            _make_private_dir(path.parent)
+            make_private_dir(path.parent)  # one that exists is left as it is (it may be a shared /var/log)
             self._ready = True
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
         descriptor = os.open(path, flags, 0o600)
@@ -215,13 +215,3 @@ def _encoded(entry: dict[str, Any] | _Call) -> bytes:
         line["duration_ms"] = round(entry.duration * 1000, 1)
         line["result_bytes"] = entry.result_bytes
     return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")
-
-
-def _make_private_dir(directory: Path) -> None:
-    """Create the log's directory 0700; one that exists is left as it is (it may be a shared /var/log)."""
-    if directory.is_dir():
-        return
-    make_state_dir(directory.parent)  # usually the state directory, which the sandbox uid must pass through
-    with contextlib.suppress(FileExistsError):
-        directory.mkdir(mode=0o700)
-    os.chmod(directory, 0o700)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CodemodeError
-from ..state_files import write_json
+from ..state_files import make_private_dir, write_json
 
 MAX_SOURCE_CHARS = 100_000
 MAX_DESCRIPTION_CHARS = 2_000
@@ -60,7 +60,8 @@ class SavedToolStore:
                 f"{MAX_TOOLS_PER_OWNER} tools are saved already; delete some with runtime.delete_saved_tool(name)"
             )
         tool = SavedTool(name, source, text[:MAX_DESCRIPTION_CHARS], time.time())
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dir(self.root)
+        make_private_dir(folder)
         write_json(target, dataclasses.asdict(tool))
         return tool
 

@@ -4,25 +4,35 @@ The bytes live in the sandbox (a tmpfs of its own mount namespace, or a pod's vo
 request to the session's guest (``guest/worker_files.py``), which walks the path without following symlinks.
 This module is the host's half: it checks each path before asking, so the client hears exactly what to fix, and
 checks every answer after, because the guest shares its process with the code and may say anything. Sizes are
-bounded both ways (``MAX_FILE_BYTES``, and the workspace's own size, which its tmpfs enforces).
+bounded both ways (``MAX_FILE_BYTES`` in, ``MCP_BRIDGE_FILE_READ_MAX`` out, and the workspace's own size, which its
+tmpfs enforces), and the bytes all reads hold at once by the bridge's read budget (``read_budget.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import contextlib
 import dataclasses
+from collections.abc import AsyncIterator
 from typing import Any
 
 from ..errors import CodemodeError
 from ..guest.protocol import FILE_CHUNK, MAX_LISTED_FILES, workspace_path_problem
 from ..sandbox.worker import FileRequestError, Worker
 from ..settings import Settings
+from .read_budget import ReadBudget
 from .sessions import SessionManager
 
-MAX_FILE_BYTES = 32 * 1024 * 1024  # one file in or out: an MCP message carries it whole, as base64
+MAX_FILE_BYTES = 32 * 1024 * 1024  # files put in with one call: an MCP message carries them whole, as base64
+PAST_THE_END = 1 << 62  # a read offset no file reaches: the answer is the size alone
+# Seconds a read may wait for room in the read budget before it is refused. Thirty-two 32 MiB reads at once, two
+# at a time (the default budget), took 60 s on a busy 2-core machine: the last in line must not fail for that.
+BUDGET_WAIT = 120.0
 MAX_FILES_PER_CALL = 64  # files one run_python call may put in before its code runs
 FILE_REQUEST_TIMEOUT = 30.0  # seconds the guest has to answer one request (a 4 MiB chunk takes milliseconds)
+READ_TIMEOUT = 30.0  # seconds one whole read may take, while it holds its room in the read budget
 
 
 class SessionFileError(CodemodeError):
@@ -57,7 +67,8 @@ class SessionFiles:
 
     def __init__(self, sessions: SessionManager, settings: Settings) -> None:
         self.sessions = sessions
-        self.limit = min(MAX_FILE_BYTES, settings.workspace_size)
+        self.limit = min(settings.file_read_max, settings.workspace_size)
+        self.budget = ReadBudget(settings.file_read_budget, BUDGET_WAIT)  # shared by all sessions
 
     def _worker(self, key: str, label: str) -> Worker:
         worker = self.sessions.live_worker(key)
@@ -92,39 +103,61 @@ class SessionFiles:
         return Listing(tuple(entries), value.get("more") is True)
 
     async def read(self, key: str, label: str, path: str) -> bytes:
-        """The whole file, in chunks of FILE_CHUNK; refused past the size limit before more is read."""
+        """The whole file, as bytes of its own (for a caller that keeps it; ``reading`` copies nothing)."""
+        async with self.reading(key, label, path) as data:
+            return bytes(data)
+
+    @contextlib.asynccontextmanager
+    async def reading(self, key: str, label: str, path: str) -> AsyncIterator[bytearray]:
+        """The whole file, held in the bridge's read budget for the body of the block (where the caller encodes it).
+
+        The guest is asked for the file's size first (a read past its end), so the read reserves its room before
+        any of its bytes reach the host; refused past the per-read cap before anything is read. Then the file comes
+        in chunks of FILE_CHUNK, each decoded into one buffer of that size (no list of parts and no join: a 32 MiB
+        read held 75 MiB of the bridge's memory with them). A file that grows meanwhile is read as far as the size
+        it had; what a lying guest sends past it is dropped."""
         path = checked_path(path)
         worker = self._worker(key, label)
-        parts: list[bytes] = []
-        received = 0
-        while True:
-            value = await self._ask(worker, {"op": "read", "path": path, "offset": received})
-            size, encoded = value.get("size"), value.get("data")
-            if (
-                type(size) is not int
-                or size < 0
-                or not isinstance(encoded, str)
-                or len(encoded) > FILE_CHUNK * 4 // 3 + 4
-            ):
-                raise SessionFileError(f"the sandbox answered the read of {path!r} with something that is not a file")
-            if size > self.limit:
-                raise SessionFileError(
-                    f"{path!r} is {size:,} bytes; a file taken out of a session may have at most {self.limit:,}: "
-                    "split or compress it in code (for example with zipfile) and take the parts"
-                )
+        size, _ = await self._chunk(worker, path, PAST_THE_END)
+        async with self.budget.hold(size, f"reading {path!r}"):
+            data = bytearray(size)
+            received = 0
             try:
-                chunk = base64.b64decode(encoded, validate=True)
-            except (binascii.Error, ValueError):
+                # The whole read, not each chunk alone: a guest that answers slowly must not keep its room in the
+                # budget, which other sessions' reads wait for, for FILE_REQUEST_TIMEOUT a chunk.
+                async with asyncio.timeout(READ_TIMEOUT):
+                    while received < size:
+                        total, chunk = await self._chunk(worker, path, received)
+                        take = min(len(chunk), size - received)
+                        data[received : received + take] = memoryview(chunk)[:take]
+                        received += take
+                        if len(chunk) < FILE_CHUNK or total <= received:  # the file shrank, or this was its end
+                            break
+            except TimeoutError:
                 raise SessionFileError(
-                    f"the sandbox answered the read of {path!r} with bytes that are not base64"
+                    f"the sandbox sent {received:,} of the {size:,} bytes of {path!r} in {READ_TIMEOUT:g} s; "
+                    "retry, or make the file smaller"
                 ) from None
-            parts.append(chunk)
-            received += len(chunk)
-            if not chunk or received >= size or len(chunk) < FILE_CHUNK:
-                break
-            if received > self.limit:  # the file grows while it is read
-                raise SessionFileError(f"{path!r} grew past {self.limit:,} bytes while it was read")
-        return b"".join(parts)[: self.limit]
+            del data[received:]
+            yield data
+
+    async def _chunk(self, worker: Worker, path: str, offset: int) -> tuple[int, bytes]:
+        """One read answer, checked: the file's size (refused past the cap) and the bytes from ``offset``."""
+        value = await self._ask(worker, {"op": "read", "path": path, "offset": offset})
+        size, encoded = value.get("size"), value.get("data")
+        if type(size) is not int or size < 0 or not isinstance(encoded, str) or len(encoded) > FILE_CHUNK * 4 // 3 + 4:
+            raise SessionFileError(f"the sandbox answered the read of {path!r} with something that is not a file")
+        if size > self.limit:
+            raise SessionFileError(
+                f"{path!r} is {size:,} bytes; a file taken out of a session may have at most {self.limit:,} "
+                "(MCP_BRIDGE_FILE_READ_MAX): split or compress it in code (for example with zipfile) and take the parts"
+            )
+        try:
+            return size, base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError):
+            raise SessionFileError(
+                f"the sandbox answered the read of {path!r} with bytes that are not base64"
+            ) from None
 
     async def write(self, worker: Worker, path: str, content: bytes) -> int:
         """Put ``content`` at ``path`` in ``worker``'s workspace (replacing a file there); returns its size."""

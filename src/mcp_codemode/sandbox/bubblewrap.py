@@ -38,6 +38,7 @@ from . import cgroups
 from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
 from .channel import PipeChannel
 from .seccomp import SeccompUnavailable, bpf_pipe, denylist_bpf
+from .staged_trust import UntrustedStaging
 from .staging import stage_guest
 
 # Moves itself into each cgroup given before "--" (writing 0, "the writer", to the files of
@@ -112,6 +113,8 @@ class BubblewrapBackend(Backend):
         state_dir = self.settings.state_dir
         try:
             guest_dir = self._guest_dir
+        except UntrustedStaging as exc:
+            return Availability(False, exc.problem, exc.fix)
         except OSError as exc:
             return Availability(
                 False,

@@ -43,6 +43,7 @@ from ..settings_fields import format_size
 from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
 from .channel import PipeChannel
 from .processes import pid_alive
+from .staged_trust import set_aside_if_untrusted
 from .staging import stage_guest
 
 OWNER_LABEL = "io.mcp-codemode.bridge-pid"
@@ -117,6 +118,7 @@ class ContainerBackend(Backend):
         profile = json.loads(staged.read_text())
         profile["syscalls"] = [rule for rule in profile["syscalls"] if rule["names"] != ["clone3"]]
         target = staged.parent.with_name(staged.parent.name + "-seccomp-gvisor.json")
+        set_aside_if_untrusted(target, whole_tree=False)  # found by name, like the staged worker
         if not target.is_file():
             scratch = target.with_name(f".{target.name}.{os.getpid()}")
             scratch.write_text(json.dumps(profile, indent=1))

@@ -27,6 +27,7 @@ from pathlib import Path
 from ..state_files import open_to_the_sandbox
 from .base import GUEST_MOUNT
 from .seccomp import oci_profile
+from .staged_trust import UntrustedStaging, check_staged, set_aside_if_untrusted, shared_state_dir
 
 PASSWD = "root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{uid}:{gid}:sandbox:/workspace:/usr/sbin/nologin\n"  # noqa: S105
 GROUP = "root:x:0:\nsandbox:x:{gid}:\n"
@@ -69,11 +70,18 @@ def stage_guest(state_dir: Path, uid: int, gid: int) -> Path:
     for name in sorted(files):
         digest.update(name.encode() + b"\0" + files[name] + b"\0")
     open_to_the_sandbox(state_dir)  # every time: a directory made 0700 after the worker was staged is fixed as well
+    shared = shared_state_dir(state_dir)
+    if shared is not None:
+        raise UntrustedStaging(*shared)
     base = state_dir / "guest"
     target = base / digest.hexdigest()[:16]
+    # Found by name, so trusted only when nobody else could have written it (staged_trust.py).
+    set_aside_if_untrusted(base, whole_tree=False)
+    base.mkdir(mode=0o755, exist_ok=True)
+    set_aside_if_untrusted(target, whole_tree=True)
+    check_staged(base, whole_tree=False)  # made by someone else between the two lines above
     if target.is_dir():
         return target
-    base.mkdir(mode=0o755, exist_ok=True)
     os.chmod(base, 0o755)  # noqa: S103 - the sandbox uid must read the guest files
     scratch = Path(tempfile.mkdtemp(prefix=".staging-", dir=base))
     try:
@@ -92,6 +100,7 @@ def stage_guest(state_dir: Path, uid: int, gid: int) -> Path:
         except OSError:  # another bridge staged the same version first
             if not target.is_dir():
                 raise
+            check_staged(target)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return target

@@ -80,7 +80,7 @@ class Connection:
         self.roots = roots or Roots()
         self.log_file = log_file
         self.server_log = ServerLog(config, log_file)
-        self.redaction = redaction_for(config, log_file, secrets)
+        self.redaction = redaction_for(config, log_file, secrets, state_dir)  # with its stored OAuth tokens
         self._call_timeout = call_timeout
         self._connect_timeout = connect_timeout
         self._on_tools_changed = on_tools_changed

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +33,21 @@ class Redaction:
     """How one server's texts are cleaned before they leave the hub.
 
     ``secrets`` are hidden from everyone (``<hidden>``), longest first so a value that contains another is
-    hidden whole. ``host_only`` pairs (text, stand-in) are replaced only in what sandboxed code sees.
+    hidden whole. ``host_only`` pairs (text, stand-in) are replaced only in what sandboxed code sees. ``live``
+    gives secrets that change while the bridge runs (a signed-in server's OAuth tokens, renewed at each refresh):
+    asked at every use, so a token is hidden from the moment it is stored.
     """
 
     secrets: tuple[str, ...] = ()
     host_only: tuple[tuple[str, str], ...] = ()
+    live: Callable[[], Iterable[str]] | None = dataclasses.field(default=None, compare=False)
 
     def for_host(self, text: str) -> str:
-        for secret in self.secrets:
+        secrets = self.secrets
+        if self.live is not None:
+            fresh = {value for value in self.live() if len(value) >= MIN_SECRET}
+            secrets = tuple(sorted(fresh.union(secrets), key=len, reverse=True))
+        for secret in secrets:
             text = text.replace(secret, HIDDEN)
         return text
 
@@ -51,12 +58,18 @@ class Redaction:
         return text
 
     @classmethod
-    def of(cls, secrets: Iterable[str], host_only: Iterable[tuple[str, str]] = ()) -> Redaction:
+    def of(
+        cls,
+        secrets: Iterable[str],
+        host_only: Iterable[tuple[str, str]] = (),
+        live: Callable[[], Iterable[str]] | None = None,
+    ) -> Redaction:
         kept = {value for value in secrets if len(value) >= MIN_SECRET}
         paths = [(value, stand_in) for value, stand_in in host_only if len(value) >= MIN_SECRET]
         return cls(
             tuple(sorted(kept, key=len, reverse=True)),
             tuple(sorted(dict(paths).items(), key=lambda pair: len(pair[0]), reverse=True)),
+            live,
         )
 
 

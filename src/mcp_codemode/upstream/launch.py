@@ -22,6 +22,7 @@ from typing import TextIO
 
 from mcp.client.stdio import get_default_environment
 
+from ..state_files import make_private_dir
 from .model import ServerConfig
 
 # The hub's logger: the bridge's log lines carry the logger name, and these kept theirs when the code moved here.
@@ -78,7 +79,7 @@ def _open_private_log(path: Path) -> TextIO:
     Servers may log what they were given (tokens in URLs, headers, their environment). Modes are set again on
     every open, because a directory or file made by an older version, or by hand, may be world-readable.
     """
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dir(path.parent)
     with contextlib.suppress(OSError):
         path.parent.chmod(0o700)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

@@ -4,8 +4,9 @@
 dynamic client registration, PKCE, a redirect to a listener on loopback. What it gets is kept here, one file per
 server in ``<state_dir>/oauth/`` (directory 0700, file 0600, replaced atomically): the tokens and the registered
 client. The bridge then signs its requests with them and the SDK refreshes them; they are never logged, never
-audited, and never reach a sandbox. A server that wants sign-in and has no tokens answers 401, and the call fails
-with ``ServerUnavailable`` naming the command to run. ``logout`` deletes the file.
+audited, and never reach a sandbox: a server's error that quotes them is redacted (``StoredSecrets``). A server
+that wants sign-in and has no tokens answers 401, and the call fails with ``ServerUnavailable`` naming the command
+to run. ``logout`` deletes the file.
 
 The file is keyed by the server's name and URL together, so a config that points a name at another server does
 not send it the first one's tokens.
@@ -27,6 +28,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
+from ..state_files import make_private_dir
 from .model import ServerConfig
 
 CLIENT_NAME = "mcp-codemode"
@@ -67,7 +69,7 @@ class TokenFile:
 
     def _replace(self, values: dict[str, Any]) -> None:
         data = {key: value for key, value in (self._read() | values).items() if value is not None}
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dir(self.path.parent)  # and the state directory, 0711 whatever the umask
         partial = self.path.with_name(self.path.name + ".partial")
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -123,6 +125,43 @@ class TokenFile:
         """Store a configured client (None: forget the stored one, so the sign-in registers afresh)."""
         dumped = client.model_dump(mode="json", exclude_none=True) if client is not None else None
         self._replace({"client": dumped, "configured": client is not None})
+
+
+class StoredSecrets:
+    """The OAuth secrets stored for one server (tokens, the client's secret), for its redaction to hide.
+
+    The store is read again whenever it changed (a refresh replaces it), so a renewed token is hidden from the
+    moment the SDK stores it, before any request is signed with it. Tokens seen before are still hidden: an error
+    about a request signed with the old one can arrive after the refresh. The last ``KEPT`` values are kept.
+    """
+
+    KEPT = 64
+    FIELDS = (("tokens", "access_token"), ("tokens", "refresh_token"), ("tokens", "id_token"),
+              ("client", "client_secret"), ("client", "registration_access_token"))  # fmt: skip
+
+    def __init__(self, path: Path) -> None:
+        self.file = TokenFile(path)
+        self.stamp: tuple[int, int, int] | None = None
+        self.seen: dict[str, None] = {}  # in the order first seen
+
+    def __call__(self) -> tuple[str, ...]:
+        try:
+            info = self.file.path.stat()
+        except OSError:
+            return tuple(self.seen)
+        stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
+        if stamp != self.stamp:
+            self.stamp = stamp
+            data = self.file._read()
+            for part, field in self.FIELDS:
+                section = data.get(part)
+                value = section.get(field) if isinstance(section, dict) else None
+                if isinstance(value, str) and value:
+                    self.seen.pop(value, None)
+                    self.seen[value] = None
+            for old in list(self.seen)[: -self.KEPT]:
+                del self.seen[old]
+        return tuple(self.seen)
 
 
 def client_metadata(redirect_uri: str) -> OAuthClientMetadata:

@@ -14,15 +14,20 @@ from mcp.client.stdio import get_default_environment
 
 from .errors import HIDDEN, Redaction, secret_args
 from .model import ServerConfig
+from .oauth import StoredSecrets, token_path
 
 
-def redaction_for(config: ServerConfig, log_file: Path | None, secrets: Iterable[str] = ()) -> Redaction:
+def redaction_for(
+    config: ServerConfig, log_file: Path | None, secrets: Iterable[str] = (), state_dir: Path | None = None
+) -> Redaction:
     """What of one server's texts stays on the host.
 
     Hidden from everyone: the values of its ``env`` and ``headers`` (and each word of a header value, so a
     quoted ``Bearer`` token is caught alone), credentials in its URL (user, password, query values) and in its
-    args (``--token X``), and ``secrets``. Hidden from sandboxed code only: its log file, its config file, its
-    URL and the bridge's ``PATH``, which say where things are on the host and help nobody in the sandbox.
+    args (``--token X``), ``secrets``, and, for a remote server, the OAuth tokens and client secret that
+    ``mcp-codemode login`` stored for it under ``state_dir`` (read again whenever the store changes, so a
+    refreshed token is hidden too). Hidden from sandboxed code only: its log file, its config file, its URL and
+    the bridge's ``PATH``, which say where things are on the host and help nobody in the sandbox.
     """
     hidden = [*config.env.values(), *config.headers.values(), *secret_args(config.args), *secrets]
     hidden += [word for value in config.headers.values() for word in value.split()]
@@ -41,4 +46,6 @@ def redaction_for(config: ServerConfig, log_file: Path | None, secrets: Iterable
     path = get_default_environment().get("PATH")
     if path:
         host_only.append((path, HIDDEN))
-    return Redaction.of(hidden, host_only)
+    signed_in = config.transport in ("http", "sse") and config.url and state_dir is not None
+    live = StoredSecrets(token_path(state_dir, config)) if signed_in and state_dir is not None else None
+    return Redaction.of(hidden, host_only, live)
