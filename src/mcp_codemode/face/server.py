@@ -111,7 +111,7 @@ def run_python_tool(settings: Settings) -> types.Tool:
                 "default": settings.timeout,
                 "description": "seconds",
             },
-            "session": {"type": "string", "description": "persistent REPL to use (default: your own)"},
+            "session": {"type": "string", "description": "persistent REPL to use (omitted: the default one)"},
             "reset": {"type": "boolean", "description": "start the session fresh"},
         },
         "required": ["code"],
