@@ -15,7 +15,9 @@ from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 from fastmcp.exceptions import ToolError
 
 from tests.clients.scenario import (
+    FILES_META,
     IMAGE,
+    SHARE,
     STATE_GET,
     STATE_SET,
     TIMEOUT_CELL,
@@ -49,6 +51,9 @@ async def drive(where: Target) -> dict[str, Any]:
         image = await client.call_tool("run_python", {"code": IMAGE})
         arguments = {"code": TIMEOUT_CELL, "timeout": TIMEOUT_SECONDS}
         slow = await client.call_tool("run_python", arguments, raise_on_error=False)
+        shared = await client.call_tool("run_python", {"code": SHARE}, meta=FILES_META)  # files in _meta, one out
+        links = [str(block.uri) for block in shared.content if block.type == "resource_link"]
+        read = [getattr(item, "text", None) for item in await client.read_resource(links[0])] if links else []
         protocol = client.protocol_version
     async with Client(transport, timeout=150) as fresh:  # its first request: a call naming a session, no listing
         first = await fresh.call_tool("run_python", {"code": "'first call'", "session": "fastmcp-first"},
@@ -56,6 +61,7 @@ async def drive(where: Target) -> dict[str, Any]:
     return {
         "first_call": texts(first.content),
         "protocol": protocol,
+        "shared": {"shown": texts(shared.content), "links": links, "read": read},
         "state": texts(state.content),
         "traceback": failure,
         "images": [getattr(block, "mime_type", None) for block in image.content if block.type == "image"],

@@ -13,9 +13,20 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_mcp_adapters.client import MultiServerMCPClient
+from langchain_mcp_adapters.resources import load_mcp_resources
 from langchain_mcp_adapters.tools import load_mcp_tools
 
-from tests.clients.scenario import IMAGE, STATE_GET, STATE_SET, TRACEBACK, Target, report, target
+from tests.clients.scenario import (
+    FILES_META,
+    IMAGE,
+    SHARE,
+    STATE_GET,
+    STATE_SET,
+    TRACEBACK,
+    Target,
+    report,
+    target,
+)
 
 
 async def shown(tool: BaseTool, code: str) -> str:
@@ -43,6 +54,13 @@ async def drive(where: Target) -> dict[str, Any]:
         found["state"] = await shown(tool, STATE_GET)
         found["traceback"] = await shown(tool, TRACEBACK)
         found["image"] = await shown(tool, IMAGE)
+        # Its tools send no _meta: files go in with a call on the session itself, then the tool shares one back.
+        await session.call_tool("run_python", {"code": "None"}, meta=FILES_META)
+        call = {"name": tool.name, "args": {"code": SHARE}, "id": "call-2", "type": "tool_call"}
+        blocks = (await tool.ainvoke(call)).content
+        found["shared"] = repr(blocks)
+        links = [block["url"] for block in blocks if isinstance(block, dict) and block.get("type") == "file"]
+        found["shared_read"] = [blob.as_string() for blob in await load_mcp_resources(session, uris=links)]
     return found
 
 

@@ -46,6 +46,11 @@ runtime.show(png)
 "shown"
 """
 
+# A file sent in the request's _meta, which the code reads, then a file it makes and shares: the result carries a
+# resource_link to it (codemode://sessions/<session>/files/made.txt), which resources/read reads back.
+FILES_META = {"codemode/files": [{"path": "sent.txt", "content": "sent in _meta"}]}
+SHARE = "open('made.txt', 'w').write('made in the sandbox')\nruntime.share_file('made.txt')\nopen('sent.txt').read()"
+
 
 class Target(TypedDict, total=False):
     """Where the bridge is: ``transport`` is "stdio" (with command, args, env) or "http" (with url, headers)."""

@@ -4,10 +4,11 @@ What a new user gets when they connect fastmcp, pydantic-ai, openai-agents or la
 ``mcp-codemode serve`` over stdio and over HTTP on loopback without a token (the stateless era, which the first
 three speak by default; langchain's mcp 1.x speaks the handshake era): a variable that survives between two calls,
 a traceback the agent can read (the ``ZeroDivisionError`` line *and* a frame line, not only the error's type), and
-an image from ``runtime.show``. The libraries run in venvs of their own (``.cache/clients``, and
-``.cache/clients-langchain`` for langchain's mcp 1.x; ``scripts/setup-clients.sh``) through a driver script in
-``tests/clients/``; the driver prints what the library handed back (for an agent framework: what its model is
-shown) as JSON, judged here.
+an image from ``runtime.show``; for fastmcp and langchain also a file sent in ``_meta`` and a shared file's link
+read back, as docs/clients.md's table says each does it. The libraries run in venvs of their own
+(``.cache/clients``, and ``.cache/clients-langchain`` for langchain's mcp 1.x; ``scripts/setup-clients.sh``)
+through a driver script in ``tests/clients/``; the driver prints what the library handed back (for an agent
+framework: what its model is shown) as JSON, judged here.
 """
 
 from __future__ import annotations
@@ -120,6 +121,10 @@ def test_fastmcp_keeps_state_and_shows_the_traceback_and_the_image(where: dict[s
     assert_only_the_users_await(found["timeout"])
     assert "Timed out after 2 s" in found["timeout"], found["timeout"]
     assert_only_the_users_await(found["timeout_structured"]["error"]["traceback"])
+    # Files in with call_tool(meta=...), and the shared file's link read back (docs/clients.md's table).
+    assert "'sent in _meta'" in found["shared"]["shown"], found["shared"]
+    assert found["shared"]["links"] == ["codemode://sessions/default/files/made.txt"], found["shared"]
+    assert found["shared"]["read"] == ["made in the sandbox"], found["shared"]
 
 
 def test_a_pydantic_ai_agent_sees_its_state_the_traceback_and_the_image(where: dict[str, Any]) -> None:
@@ -160,6 +165,15 @@ def test_langchain_keeps_state_only_in_an_explicit_session_and_shows_the_traceba
     assert STATE in found["state"], found["state"]
     assert_traceback(found["traceback"].replace("\\n", "\n"))
     assert "'mime_type': 'image/png'" in found["image"], found["image"]
+    assert_shared_file_reached_langchain(found)
+
+
+def assert_shared_file_reached_langchain(found: dict[str, Any]) -> None:
+    """Files sent with the session's own call_tool(meta=...) (its tools send no _meta) reach the code, and a shared
+    file is a ``file`` block whose url the session reads back (docs/clients.md's table)."""
+    assert "sent in _meta" in found["shared"], found["shared"]
+    assert re.search(r"'type': 'file', .*'url': 'codemode://sessions/[\w.@-]+/files/made.txt'", found["shared"]), found
+    assert found["shared_read"] == ["made in the sandbox"], found["shared_read"]
 
 
 def test_langchain_per_call_tools_keep_state_over_http_with_a_session_header(http_bridge: HttpServer) -> None:
@@ -169,3 +183,4 @@ def test_langchain_per_call_tools_keep_state_over_http_with_a_session_header(htt
     found = drive("drive_langchain", where, LANGCHAIN_PYTHON)
     assert STATE in found["state_per_call"], found["state_per_call"]
     assert STATE in found["state"], found["state"]
+    assert_shared_file_reached_langchain(found)  # its session is the header's: the link names it
