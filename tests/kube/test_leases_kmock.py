@@ -164,3 +164,18 @@ async def test_an_address_someone_rewrote_is_not_given_out_and_renewal_restores_
     assert (seen.replica, seen.url, seen.unverified) == ("a", "", "http://attacker.example:80")
     assert await a.renew() == []
     assert (await b.holder(KEY)).url == "http://a:8765"
+
+
+async def test_the_api_client_never_reads_the_users_netrc(
+    cluster: tuple[Any, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kubernetes_asyncio's session trusted the environment, so aiohttp read ~/.netrc before each request: an entry
+    for the API server's host beside the kubeconfig's bearer token failed every request ("Cannot combine
+    AUTHORIZATION header with AUTH argument"), and the bridge read a file of the user's it has no business with."""
+    _, kubeconfig = cluster
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password not-for-the-bridge\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))  # where aiohttp looks first
+    leases = await replica(kubeconfig, "a", Clock())
+    assert (await leases.holder(KEY)).replica == "a"

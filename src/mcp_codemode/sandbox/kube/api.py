@@ -81,7 +81,13 @@ async def connect(config_file: Path | None, context: str) -> ApiClient:
                 fix="set MCP_BRIDGE_KUBECONFIG (or KUBECONFIG) to a kubeconfig file, or run the bridge in the "
                 "cluster with the service account of deploy/kubernetes/base",
             ) from None
-    return ApiClient(configuration=configuration)
+    client = ApiClient(configuration=configuration)
+    # kubernetes_asyncio's session trusts the environment, so aiohttp read the user's ~/.netrc before every request
+    # that carried no auth of its own: the bridge's credentials for the API server are the kubeconfig's or the pod's
+    # alone (a netrc entry for the same host beside a bearer token fails the request). A proxy to the API server goes
+    # in the kubeconfig (proxy-url), which the configuration carries.
+    client.rest_client.pool_manager._trust_env = False
+    return client
 
 
 def failures() -> tuple[type[Exception], ...]:
