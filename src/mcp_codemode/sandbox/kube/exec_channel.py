@@ -28,7 +28,7 @@ import ssl
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ...errors import SandboxUnavailable
+from ...errors import SandboxStartError, SandboxUnavailable
 from .exec_protocol import (
     CLOSE,
     ERROR,
@@ -55,6 +55,15 @@ MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # a message from the peer; larger ends the 
 NO_STATUS = "the exec stream closed without an exit status"
 CLOSED_HERE = "the bridge closed the exec stream (the worker was killed or shut down)"
 UNKNOWN_EXIT = 255  # the exit code reported when the stream gave none (``cause`` says why)
+
+
+class ExecRefused(SandboxStartError):
+    """The endpoint answered the WebSocket handshake with an HTTP error (``status``): the backend says what it means
+    (RBAC, credentials), knowing the namespace and able to ask the cluster which verb is missing."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class _Gate(asyncio.ReadTransport):
@@ -290,6 +299,14 @@ async def open_exec_channel(
                 f"the exec endpoint at {url.split('?', 1)[0]} chose no subprotocol of {offered}",
                 fix="use a Kubernetes apiserver of version 1.30 or newer (v5), or one that speaks v4.channel.k8s.io",
             )
+    except aiohttp.WSServerHandshakeError as exc:
+        if own:
+            await client.close()
+        if exc.status < 400:
+            raise
+        raise ExecRefused(
+            f"the exec endpoint at {url.split('?', 1)[0]} refused the stream (HTTP {exc.status})", status=exc.status
+        ) from None
     except BaseException:
         if own:
             await client.close()

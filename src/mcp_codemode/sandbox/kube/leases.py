@@ -35,14 +35,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .api import api_status, explain, failures
+from .naming import LEASE_GROUP as LEASE_GROUP  # defined in naming.py so permissions.py needs no client code
+from .naming import LEASE_VERSION as LEASE_VERSION
+from .naming import LEASES as LEASES
 from .naming import ClaimKey
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
-LEASE_GROUP = "coordination.k8s.io"
-LEASE_VERSION = "v1"
-LEASES = "leases"
 PEER_URL_ANNOTATION = "mcp-codemode.dev/peer-url"
 PEER_URL_SIGNATURE_ANNOTATION = "mcp-codemode.dev/peer-url-signature"
 _SIGNATURE_VERSION = "v1:"

@@ -17,6 +17,10 @@ VERSION = "v1beta1"  # served and stored by agent-sandbox v0.5.6 (deploy/kuberne
 CLAIMS = "sandboxclaims"
 SANDBOX_GROUP = "agents.x-k8s.io"
 SANDBOXES = "sandboxes"
+WARM_POOLS = "sandboxwarmpools"
+LEASE_GROUP = "coordination.k8s.io"  # the session Leases of replicas that share sessions (leases.py)
+LEASE_VERSION = "v1"
+LEASES = "leases"
 AGENT_SANDBOX_VERSION = "v0.5.6"
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
