@@ -204,4 +204,24 @@ def face_problems(objects: list[Obj]) -> list[str]:
     pdbs = [p for p in budgets if p["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()]
     if not find(objects, "Service") or not hpas or not pdbs:
         problems.append("face: a Service, an HPA and a PDB must all target the Deployment")
+    spread = {c.get("topologyKey") for c in pod.get("topologySpreadConstraints", [])
+              if c.get("labelSelector", {}).get("matchLabels", {}).items() <= pod_labels.items()}  # fmt: skip
+    for key in ("kubernetes.io/hostname", "topology.kubernetes.io/zone"):
+        if key not in spread:
+            problems.append(f"face: replicas are not spread over {key} (one node or zone would hold every session)")
+    return problems + ingress_problems(objects)
+
+
+def ingress_problems(objects: list[Obj]) -> list[str]:
+    """An Ingress routes clients to the MCP endpoint only: the replicas' peer endpoint (/internal/...) shares the
+    port, and must never be reachable from outside the cluster through it."""
+    problems = []
+    for ingress in find(objects, "Ingress"):
+        for rule in ingress["spec"].get("rules", []):
+            for path in rule.get("http", {}).get("paths", []):
+                if path.get("path") != "/mcp" or path.get("pathType") not in ("Prefix", "Exact"):
+                    problems.append(f"ingress {ingress['metadata']['name']}: path {path.get('path')!r} reaches more "
+                                    "than /mcp")  # fmt: skip
+        if "defaultBackend" in ingress["spec"]:
+            problems.append(f"ingress {ingress['metadata']['name']}: a default backend reaches every path")
     return problems

@@ -34,7 +34,7 @@ CRDS = DEPLOY / "vendor" / "agent-sandbox-v0.5.6" / "crds"
 # The Kubernetes release whose schemas judge the built-in kinds. kubernetes-validate 1.37 ships 1.25 to 1.37; an
 # older one than the newest catches a field a still-common cluster would not know.
 KUBERNETES_VERSION = "1.34"
-KUSTOMIZATIONS = ("base", "overlays/example")
+KUSTOMIZATIONS = ("base", "overlays/example", "overlays/handshake-affinity")
 
 Obj = dict[str, Any]
 
@@ -118,7 +118,7 @@ def _builtin_validator(api_version: str, kind: str) -> jsonschema.protocols.Vali
 def test_kubectl_is_the_venvs_and_kustomize_renders_every_kind(objects: list[Obj]) -> None:
     version = subprocess.run([str(KUBECTL), "version", "--client"], capture_output=True, text=True, check=True)
     assert "Client Version: v1.37" in version.stdout
-    kinds = {o["kind"] for o in objects}
+    kinds = {o["kind"] for o in objects} - {"Ingress"}  # the handshake-affinity overlay's
     assert kinds == {
         "Namespace", "ServiceAccount", "Role", "RoleBinding", "ResourceQuota", "NetworkPolicy", "Deployment",
         "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "SandboxTemplate", "SandboxWarmPool",
@@ -183,6 +183,12 @@ def _rule(objects: list[Obj], resource: str) -> Obj:
     return next(rule for rule in _role(objects)["rules"] if resource in rule["resources"])
 
 
+ANY_PATH_INGRESS = {
+    "kind": "Ingress",
+    "metadata": {"name": "x"},
+    "spec": {"rules": [{"http": {"paths": [{"path": "/", "pathType": "Prefix"}]}}]},
+}
+
 # Each way of breaking a rendered manifest that a rule above must notice.
 BREAKAGES: dict[str, Callable[[list[Obj]], object]] = {
     "no runtime class": lambda o: _pod(o).pop("runtimeClassName"),
@@ -235,6 +241,10 @@ BREAKAGES: dict[str, Callable[[list[Obj]], object]] = {
     "pdb selects nothing": lambda o: checks.find(o, "PodDisruptionBudget")[0]["spec"]["selector"].update(
         matchLabels={"app": "other"}
     ),
+    "replicas not spread over zones": lambda o: checks.find(o, "Deployment")[0]["spec"]["template"]["spec"][
+        "topologySpreadConstraints"
+    ].pop(),
+    "an ingress reaching the peer endpoint": lambda o: o.append(ANY_PATH_INGRESS),
 }
 
 
