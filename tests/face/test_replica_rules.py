@@ -13,6 +13,8 @@ from mcp_codemode.sandbox.kube.leases import (
     PEER_URL_ANNOTATION,
     PEER_URL_SIGNATURE_ANNOTATION,
     holder_of,
+    lapsed,
+    lease_end,
     lease_signing_key,
     micro_time,
     peer_url_annotations,
@@ -121,6 +123,46 @@ def test_a_lease_lapses_after_its_duration_without_renewal() -> None:
     lapsed = holder_of(lease(NOW - datetime.timedelta(seconds=31)), NOW, KEY)
     assert (fresh.replica, fresh.url, fresh.resource_version, fresh.expired) == ("a", "http://a:8765", "7", False)
     assert lapsed.expired
+
+
+@pytest.mark.parametrize(
+    ("renew_time", "duration", "gone"),
+    [
+        ("2026-11-27T11:59:31.000000Z", 30, False),  # 29 s ago, for 30 s: the owner may renew it yet
+        ("2026-11-27T12:00:00.000000Z", 30, False),  # renewed just now
+        ("2026-11-27T11:59:30.000000Z", 30, False),  # ends this very instant: not yet past
+        ("2026-11-27T11:59:29.999999Z", 30, True),  # a microsecond past its end
+        ("2026-11-27T11:59:00.000000Z", 30, True),
+        ("2026-11-27T11:55:00.000000Z", 3600, False),  # a long lease holds whatever a short one would do
+        ("2026-11-27T12:00:10.000000Z", 5, False),  # renewed by a clock a little ahead of ours
+        ("2026-11-27T13:00:00+01:00", 30, False),  # the same instant written in another zone
+        ("2026-11-27T11:59:31.000000Z", "30", False),  # a number as text, as some writers send it
+        ("2026-11-27T11:59:59.000000Z", None, True),  # no duration: lapsed once renewed
+        ("2026-11-27T11:59:59.000000Z", 0, True),
+        ("2026-11-27T11:59:59.000000Z", -30, True),
+        (None, 30, True),  # never renewed
+        ("yesterday", 30, True),
+        ("2026-11-27T11:59:59", 30, True),  # no zone: whose noon? Unreadable, so lapsed
+        ("2026-11-27T11:59:59.000000Z", "soon", True),
+        ("2026-11-27T11:59:59.000000Z", float("nan"), True),
+        ("2026-11-27T11:59:59.000000Z", float("inf"), True),
+        ("2026-11-27T11:59:59.000000Z", 1e300, True),  # beyond any date
+        ("2026-11-27T11:59:59.000000Z", True, True),  # a boolean is no number of seconds
+        ("2026-11-27T11:59:59.000000Z", [30], True),
+    ],
+)
+def test_a_lease_lapses_only_once_its_duration_passed_since_its_renewal(
+    renew_time: object, duration: object, gone: bool
+) -> None:
+    """The takeover rule alone: another replica may take a session only when this says its Lease lapsed."""
+    assert lapsed(renew_time, duration, NOW) is gone
+
+
+def test_a_lease_ends_its_duration_after_its_renewal() -> None:
+    assert lease_end("2026-11-27T11:59:31.5Z", 30) == NOW + datetime.timedelta(seconds=1.5)
+    assert lease_end("yesterday", 30) is None
+    read = holder_of(lease(NOW - datetime.timedelta(seconds=10)), NOW, KEY)
+    assert read.ends == NOW + datetime.timedelta(seconds=20), "the forwarding replica tells until when it holds"
 
 
 @pytest.mark.parametrize("broken", [lease("yesterday"), lease(NOW, holder=""), {"metadata": {}, "spec": {}}])

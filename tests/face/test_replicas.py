@@ -4,12 +4,15 @@ bubblewrap sandboxes and the real SDK client, the session Leases on an EMULATED 
 The Lease store is the stand-in (and, in the last test, the claims and the pods' exec endpoint too): there is no
 Kubernetes control plane on these machines (docs/kubernetes.md says what only a cluster proves). Everything the
 replicas say to each other is real: the forwarded call, its progress, its cancellation, the refusal of a wrong
-token, and the takeover when the owner is killed.
+token, the wait for an owner that does not answer while its Lease is live, and the takeover once a killed owner's
+Lease lapsed. The Leases are short (``LEASE``) so that a lapse comes within seconds; no assertion reads a clock:
+the order of a lapse and a takeover is read from the times the replicas wrote in the Lease.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,25 +29,41 @@ from mcp_types.jsonrpc import HEADER_MISMATCH
 from mcp_codemode.face.replicas import INTERNAL_PATH
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from mcp_codemode.sandbox.kube import naming
-from mcp_codemode.sandbox.kube.leases import LEASE_GROUP, LEASE_VERSION, LEASES
+from mcp_codemode.sandbox.kube.leases import (
+    LEASE_GROUP,
+    LEASE_VERSION,
+    LEASES,
+    REPLICA_LEASE_PREFIX,
+    lease_end,
+    replica_lease_name,
+)
+from mcp_codemode.sandbox.kube.naming import ClaimKey
 from tests.support.backends import require_usable, sandbox_settings
 from tests.support.cells import private_state_dir
 from tests.support.clients import HttpServer, http_client_for, require_bubblewrap, text_of
 from tests.support.exec_endpoint import ExecEndpoint
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 from tests.support.patience import patient
-from tests.support.replicas import replica_server
+from tests.support.replicas import PeerRelay, replica_server
 
 if not KUBE_TEST_DEPS_PROBLEM:
     from tests.support.kube_emulator import agent_sandbox_controller, emulated_cluster, write_kubeconfig
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backend]
+# Seconds a replica's hold lasts unrenewed (the least the setting allows, longer on a slow machine): a killed
+# owner's sessions are taken over within this, and a live one renews three times in it.
+LEASE = str(max(5, round(patient(5))))
 
 
 @contextlib.asynccontextmanager
-async def replicas(tmp_path: Path, kubeconfig: Path, **settings: str) -> AsyncIterator[tuple[HttpServer, HttpServer]]:
-    """Replicas a and b of one deployment, sharing sessions through Leases on the API ``kubeconfig`` names."""
-    servers = [replica_server(tmp_path, kubeconfig, name, **settings) for name in ("replica-a", "replica-b")]
+async def replicas(tmp_path: Path, kubeconfig: Path, a_settings: dict[str, str] | None = None,
+                   **settings: str) -> AsyncIterator[tuple[HttpServer, HttpServer]]:  # fmt: skip
+    """Replicas a and b of one deployment, sharing sessions through Leases on the API ``kubeconfig`` names;
+    ``a_settings``: replica a's own (where the others reach it)."""
+    servers = [
+        replica_server(tmp_path, kubeconfig, name, MCP_BRIDGE_SESSION_LEASE=LEASE, **settings, **own)
+        for name, own in (("replica-a", a_settings or {}), ("replica-b", {}))
+    ]
     try:
         for server in servers:  # in a thread: the emulator answers on this event loop meanwhile
             await anyio.to_thread.run_sync(server.start)
@@ -55,19 +74,61 @@ async def replicas(tmp_path: Path, kubeconfig: Path, **settings: str) -> AsyncIt
 
 
 @contextlib.asynccontextmanager
-async def two_replicas(tmp_path: Path) -> AsyncIterator[tuple[Any, HttpServer, HttpServer]]:
-    """Two replicas with local bubblewrap sandboxes; only the Leases are on the emulated API."""
+async def two_replicas(
+    tmp_path: Path, relay: PeerRelay | None = None
+) -> AsyncIterator[tuple[Any, HttpServer, HttpServer]]:
+    """Two replicas with local bubblewrap sandboxes; only the Leases are on the emulated API. With ``relay``, the
+    others reach replica a only through it."""
     require_kube_test_deps()
     require_bubblewrap()
     async with emulated_cluster(tmp_path) as (emulator, kubeconfig):
         emulator.declare(LEASE_GROUP, LEASE_VERSION, LEASES)
-        async with replicas(tmp_path, kubeconfig) as (a, b):
+        a_settings = {"MCP_BRIDGE_PEER_URL": relay.url} if relay is not None else None
+        async with replicas(tmp_path, kubeconfig, a_settings) as (a, b):
+            if relay is not None:
+                relay.target = a.port
             yield emulator, a, b
 
 
+def leases_of(emulator: Any) -> dict[str, dict[str, Any]]:
+    """The stored Leases by name."""
+    found = [obj.raw for obj in emulator.objects.values() if not obj.deleted and obj.get("kind") == "Lease"]
+    return {lease["metadata"]["name"]: lease for lease in found}
+
+
 def holders(emulator: Any) -> list[str]:
-    leases = [obj.raw for obj in emulator.objects.values() if not obj.deleted and obj.get("kind") == "Lease"]
-    return sorted(lease["spec"]["holderIdentity"] for lease in leases)
+    """The holders of the session Leases (not the replicas' own liveness Leases)."""
+    sessions = [lease for name, lease in leases_of(emulator).items() if not name.startswith(REPLICA_LEASE_PREFIX)]
+    return sorted(lease["spec"]["holderIdentity"] for lease in sessions)
+
+
+def lapse_of(emulator: Any, session: str) -> datetime.datetime:
+    """When the session's Lease lapses unless renewed, as its holder last wrote it."""
+    spec = leases_of(emulator)[ClaimKey("local", session).name]["spec"]
+    end = lease_end(spec["renewTime"], spec["leaseDurationSeconds"])
+    assert end is not None, spec
+    return end
+
+
+def acquired(emulator: Any, session: str) -> datetime.datetime:
+    spec = leases_of(emulator)[ClaimKey("local", session).name]["spec"]
+    return datetime.datetime.fromisoformat(spec["acquireTime"].replace("Z", "+00:00"))
+
+
+UNREACHABLE = "did not answer"  # the retryable answer while the owner's Lease is live
+
+
+async def until_taken_over(url: str, session: str, code: str) -> tuple[list[str], Any]:
+    """Call ``code`` in ``session`` through ``url`` until the call is no longer told that the owner did not answer;
+    the answers that said so, and the first that did not."""
+    told: list[str] = []
+    async with http_client_for(url, "auto") as client:
+        with anyio.fail_after(patient(120)):  # a hang guard: the Lease lapses within LEASE seconds
+            while True:
+                answer = await client.call_tool("run_python", {"code": code, "session": session})
+                if UNREACHABLE not in text_of(answer):
+                    return told, answer
+                told.append(text_of(answer))
 
 
 async def test_a_session_is_served_by_either_replica_and_survives_its_owner_only_with_a_notice(
@@ -158,10 +219,14 @@ async def test_a_session_is_served_by_either_replica_and_survives_its_owner_only
             forged = await http.post(b.url, content=call.content, headers=other)
         assert forged.status_code == 400 and forged.json()["error"]["code"] == HEADER_MISMATCH, forged.text
 
-        # The owner dies: the next call through b takes the session over, fresh, and says the state was lost.
+        # The owner dies: once its Lease lapsed (not before), a call through b takes the session over, fresh, and
+        # says the state was lost; until then b answers that the owner did not answer and keeps off the session.
         a.stop(signal.SIGKILL)
+        lapses = lapse_of(emulator, "shared-auto")
+        told, taken = await until_taken_over(b.url, "shared-auto", "'x' in globals()")
+        assert acquired(emulator, "shared-auto") > lapses, "b took the session while a's Lease was live"
+        assert all("its lease is live until" in text and "Try again" in text for text in told), told
         async with http_client_for(b.url, "auto") as on_b:
-            taken = await on_b.call_tool("run_python", {"code": "'x' in globals()", "session": "shared-auto"})
             kept = await on_b.call_tool("run_python", {"code": "y = 1\ny", "session": "shared-auto"})
         assert taken.is_error is False, text_of(taken)
         assert "False" in text_of(taken) and "True" not in text_of(taken), text_of(taken)
@@ -176,33 +241,105 @@ def claims_of(emulator: Any) -> dict[str, str]:
     return {claim["metadata"]["name"]: claim["metadata"]["annotations"][naming.OWNER_ANNOTATION] for claim in found}
 
 
-async def test_on_the_kubernetes_backend_the_dead_owners_claims_go_with_the_takeover(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def replicas_on_cluster(tmp_path: Path) -> AsyncIterator[tuple[Any, HttpServer, HttpServer]]:
     """The replicas on MCP_BRIDGE_RUNTIME=kubernetes, all on STAND-INS: claims and Leases on the emulated API (the
     test plays agent-sandbox's controller), each claimed pod a real bubblewrap worker behind the loopback exec
-    endpoint. A call through the other replica keeps the session's state; killing the owner gives the takeover
-    notice and deletes the dead replica's claims; stopping the last replica leaves no claim behind."""
+    endpoint. Yields after both are stopped: the last one's shutdown is checked by the caller."""
     require_kube_test_deps()
     with private_state_dir() as state:
         base = sandbox_settings(state_dir=state)
         require_usable(BubblewrapBackend(base))
         async with (
             emulated_cluster(tmp_path) as (emulator, _),
-            agent_sandbox_controller(emulator, "mcp-codemode") as pods,
+            agent_sandbox_controller(emulator, "mcp-codemode"),
             ExecEndpoint(base, api_url=emulator.address, authorize=emulator.decide) as endpoint,
         ):
             emulator.declare(LEASE_GROUP, LEASE_VERSION, LEASES)
             kubeconfig = write_kubeconfig(tmp_path / "through-endpoint", endpoint.url)
             async with replicas(tmp_path, kubeconfig, MCP_BRIDGE_RUNTIME="kubernetes") as (a, b):
-                async with http_client_for(a.url, "auto") as on_a, http_client_for(b.url, "auto") as on_b:
-                    await on_a.call_tool("run_python", {"code": "x = 1", "session": "on-cluster"})
-                    forwarded = await on_b.call_tool("run_python", {"code": "x + 1", "session": "on-cluster"})
-                assert (forwarded.is_error, text_of(forwarded)) == (False, "2")
-                assert list(claims_of(emulator).values()) == ["replica-a"] and len(pods) == 1
-
-                a.stop(signal.SIGKILL)
-                async with http_client_for(b.url, "auto") as on_b:
-                    taken = await on_b.call_tool("run_python", {"code": "'x' in globals()", "session": "on-cluster"})
-                assert "lived on replica replica-a, which stopped answering" in text_of(taken), text_of(taken)
-                assert "False" in text_of(taken)
-                assert list(claims_of(emulator).values()) == ["replica-b"], "the dead replica's claim is deleted"
+                yield emulator, a, b
             assert claims_of(emulator) == {}, "the last replica's shutdown deletes its claims"
+
+
+async def test_on_the_kubernetes_backend_the_dead_owners_claims_go_with_the_takeover(tmp_path: Path) -> None:
+    """A call through the other replica keeps the session's state; the owner killed, the other replica takes the
+    session over once its Lease lapsed, gives the takeover notice and deletes the dead replica's claims and its
+    liveness Lease; stopping the last replica leaves no claim behind."""
+    async with replicas_on_cluster(tmp_path) as (emulator, a, b):
+        async with http_client_for(a.url, "auto") as on_a, http_client_for(b.url, "auto") as on_b:
+            await on_a.call_tool("run_python", {"code": "x = 1", "session": "on-cluster"})
+            forwarded = await on_b.call_tool("run_python", {"code": "x + 1", "session": "on-cluster"})
+        assert (forwarded.is_error, text_of(forwarded)) == (False, "2")
+        assert list(claims_of(emulator).values()) == ["replica-a"]
+
+        a.stop(signal.SIGKILL)
+        lapses = lapse_of(emulator, "on-cluster")
+        told, taken = await until_taken_over(b.url, "on-cluster", "'x' in globals()")
+        assert acquired(emulator, "on-cluster") > lapses, "b took the session while a's Lease was live"
+        assert all("(replica-a) did not answer" in text for text in told), told
+        assert "lived on replica replica-a, which stopped answering" in text_of(taken), text_of(taken)
+        assert "False" in text_of(taken)
+        assert list(claims_of(emulator).values()) == ["replica-b"], "the dead replica's claim is deleted"
+        assert replica_lease_name("replica-a") not in leases_of(emulator), "and its liveness Lease"
+
+
+async def test_a_session_lease_lapsing_on_a_live_replica_takes_that_session_only(tmp_path: Path) -> None:
+    """One session's Lease lapses while its replica lives on (here the test sets its duration to 0, so no renewal
+    keeps it; a Lease whose release failed is left unrenewed the same way). The other replica takes that session
+    over, but a's liveness Lease is live, so none of a's sandboxes is deleted: its other session keeps its state,
+    and a ends the lost session's sandbox itself once its renewal finds the Lease taken."""
+    async with replicas_on_cluster(tmp_path) as (emulator, a, b):
+        async with http_client_for(a.url, "auto") as on_a:
+            for session in ("kept", "moved"):
+                await on_a.call_tool("run_python", {"code": "x = 1", "session": session})
+        assert sorted(claims_of(emulator).values()) == ["replica-a", "replica-a"]
+        leases = emulator.declare(LEASE_GROUP, LEASE_VERSION, LEASES)
+        emulator.objects[leases, "mcp-codemode", ClaimKey("local", "moved").name].patch(
+            {"spec": {"leaseDurationSeconds": 0}}
+        )
+
+        async with http_client_for(b.url, "auto") as on_b:
+            taken = await on_b.call_tool("run_python", {"code": "'x' in globals()", "session": "moved"})
+        assert "lived on replica replica-a" in text_of(taken) and "False" in text_of(taken), text_of(taken)
+        assert "replica-a" in claims_of(emulator).values(), "b deleted the sandboxes of a replica that lives"
+        assert holders(emulator) == ["replica-a", "replica-b"]
+
+        with anyio.fail_after(patient(60)):  # a's next renewal (a third of LEASE) finds "moved" taken
+            while sorted(claims_of(emulator).values()) != ["replica-a", "replica-b"]:
+                await anyio.sleep(0.1)
+        async with http_client_for(a.url, "auto") as on_a:
+            still = await on_a.call_tool("run_python", {"code": "x", "session": "kept"})
+        assert (still.is_error, text_of(still)) == (False, "1")
+
+
+async def test_an_owner_that_does_not_answer_for_a_while_keeps_its_session(tmp_path: Path) -> None:
+    """Replica a lives and renews its Leases, but the relay that is its address drops b's connections, as a network
+    blip or a full accept backlog would. b does not take the session over: it tries again while a's Lease is live,
+    and then answers that a did not answer, until when its lease holds, and to try again. Nothing is lost."""
+    async with PeerRelay().serving() as relay, two_replicas(tmp_path, relay) as (emulator, a, b):
+        async with http_client_for(a.url, "auto") as on_a, http_client_for(b.url, "auto") as on_b:
+            await on_a.call_tool("run_python", {"code": "x = 41", "session": "blip"})
+            through = await on_b.call_tool("run_python", {"code": "x += 1\nx", "session": "blip"})
+            assert (through.is_error, text_of(through)) == (False, "42")
+
+            relay.drop(2)  # a blip: b's next two connections fail, the third gets through
+            retried = await on_b.call_tool("run_python", {"code": "x += 1\nx", "session": "blip"})
+            assert (retried.is_error, text_of(retried)) == (False, "43"), text_of(retried)
+            assert holders(emulator) == ["replica-a"] and relay.dropped == 2
+
+            relay.drop()  # longer than b waits
+            refused = await on_b.call_tool("run_python", {"code": "x += 1\nx", "session": "blip"})
+            assert refused.is_error, text_of(refused)
+            assert "session 'blip' (replica-a) did not answer" in text_of(refused), text_of(refused)
+            assert "its lease is live until" in text_of(refused) and "Try again" in text_of(refused)
+            assert refused.structured_content["error"]["type"] == "ReplicaUnreachable"
+            assert holders(emulator) == ["replica-a"], "the session was taken from a live replica"
+
+            relay.restore()
+            again = await on_b.call_tool("run_python", {"code": "x", "session": "blip"})
+            on_owner = await on_a.call_tool("run_python", {"code": "x", "session": "blip"})
+        assert (again.is_error, text_of(again)) == (False, "43"), "the state was lost"
+        assert (on_owner.is_error, text_of(on_owner)) == (False, "43")
+        assert holders(emulator) == ["replica-a"]
+        assert "taken over" not in a.log_text()

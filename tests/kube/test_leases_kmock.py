@@ -24,6 +24,7 @@ from mcp_codemode.sandbox.kube.leases import (
     SessionLeases,
     lease_signing_key,
     peer_url_annotations,
+    replica_lease_name,
 )
 from mcp_codemode.sandbox.kube.naming import ClaimKey
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
@@ -179,3 +180,28 @@ async def test_the_api_client_never_reads_the_users_netrc(
     monkeypatch.setenv("NETRC", str(netrc))  # where aiohttp looks first
     leases = await replica(kubeconfig, "a", Clock())
     assert (await leases.holder(KEY)).replica == "a"
+
+
+async def test_a_replica_is_dead_only_once_its_liveness_lease_lapsed(cluster: tuple[Any, Path]) -> None:
+    """Each renewal round renews the replica's own liveness Lease; others read it before deleting its sandboxes."""
+    emulator, kubeconfig = cluster
+    clock = Clock()
+    a, b = await replica(kubeconfig, "a", clock), await replica(kubeconfig, "b", clock)
+    assert await b.replica_lapsed("a") is False, "no liveness Lease proves nothing: a never started, or stopped cleanly"
+    await a.holder(KEY)
+    assert await a.renew() == []
+    names = sorted(lease["metadata"]["name"] for lease in stored_leases(emulator))
+    assert names == sorted([KEY.name, replica_lease_name("a")])
+    clock.advance(25)
+    assert await b.replica_lapsed("a") is False
+    assert await a.renew() == []  # the round renews the liveness Lease too
+    clock.advance(25)
+    assert await b.replica_lapsed("a") is False
+    clock.advance(10)  # 35 s since a's last round: a is dead
+    assert await b.replica_lapsed("a") is True
+    await b.forget_replica("a")
+    assert [lease["metadata"]["name"] for lease in stored_leases(emulator)] == [KEY.name]
+    await a.renew()  # a came back after all (it was stopped, not dead): its liveness Lease is written again
+    assert await b.replica_lapsed("a") is False
+    await a.release_all()
+    assert stored_leases(emulator) == [], "a replica that stops cleanly deletes its liveness Lease with its sessions"

@@ -6,9 +6,14 @@ internal endpoint (``POST /internal/v1/run``, bearer ``MCP_BRIDGE_PEER_TOKEN``),
 of JSON: progress while the cell runs, then the rendered tool result. Cancelling the client's call closes that
 stream, and the owner cancels the call as if its own client had (the cell is interrupted; the session survives).
 
-When the owner does not answer (its replica is gone), the receiving replica takes the Lease over, atomically, and
-runs the call itself; the session's state went with the old replica, and the result says so (the notice sessions
-give after an idle expiry). A Lease that lapsed (its replica stopped renewing it) is taken over the same way.
+A replica takes a session over only from a dead owner: once the session's Lease lapsed (its owner renews every
+Lease it holds, so only a replica that stopped renews none). Then it takes the Lease, atomically, and runs the call
+itself; the session's state went with the old replica, and the result says so (the notice sessions give after an
+idle expiry). An owner that does not answer a connection is not dead for that: a network blip or a full accept
+backlog between two live replicas must not wipe a session. While its Lease is live the call is tried again for
+``waiting_for_owner`` (the Lease may lapse meanwhile: then it is taken over), and then answered with a retryable
+error that says until when the Lease holds. The dead owner's sandboxes are deleted only once its own liveness Lease
+lapsed too (``leases.py`` says why a second Lease): a session Lease can lapse on a replica that lives on.
 
 Only sessions of a principal are shared (named ones and the stateless era's default, ``p:`` keys). A handshake-era
 connection's default session belongs to its MCP session, which the SDK keeps in one replica's memory: a load
@@ -45,6 +50,8 @@ from .web import reply_json
 log = logging.getLogger("mcp_codemode.replicas")
 INTERNAL_PATH = "/internal/v1/run"
 _HOPS = 3  # a Lease that changes hands while a call is on its way is followed this many times
+_FIRST_RETRY = 0.05  # seconds before trying an owner that did not answer again, doubling up to _LAST_RETRY
+_LAST_RETRY = 1.0
 
 
 class Place(Protocol):
@@ -123,6 +130,12 @@ class SessionRouter:
             await router._peers.close()
             await api.close()
 
+    @property
+    def waiting_for_owner(self) -> float:
+        """How long a call waits for an owner whose Lease is live but who does not answer: one renewal interval, as
+        long as a live owner may go without proving it lives, and long enough for a blip or a backlog to clear."""
+        return self.settings.session_lease / 3
+
     @staticmethod
     def shares(place: Place) -> bool:
         """Whether this call's session is shared between replicas (see the module docstring)."""
@@ -134,7 +147,11 @@ class SessionRouter:
         """Run the call where its session lives: here, at the owner, or here after taking the session over."""
         key = _claim_key(place)
         holder = self._elsewhere.get(key.name) or await self.leases.holder(key)
-        for _hop in range(_HOPS):
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.waiting_for_owner
+        pause = _FIRST_RETRY
+        hops = 0
+        while hops < _HOPS:
             if holder.replica == self.settings.replica:
                 self._elsewhere.pop(key.name, None)
                 return await self.run_owned(request, place, holder, run_here)
@@ -142,17 +159,27 @@ class SessionRouter:
                 return self._unverified(key, holder)
             try:
                 answer = await self._forward(holder, request, place, report)
-            except _PeerGone:
-                log.warning("replica %s does not answer; taking session %s over", holder.replica, key.name)
+            except _PeerGone as exc:
                 self._elsewhere.pop(key.name, None)
-                current = await self.leases.holder(key)  # a remembered holder may be stale: read the Lease
-                holder = current if current.replica != holder.replica else await self.leases.take_over(key, current)
+                current = await self.leases.holder(key)  # takes the session over if its Lease lapsed meanwhile
+                if current.replica == holder.replica:  # alive by its Lease, unreachable from here: wait, never take
+                    if loop.time() + pause > give_up:
+                        return _owner_unreachable(place, current, str(exc))
+                    if pause == _FIRST_RETRY:
+                        log.warning("replica %s does not answer (%s); its Lease %s is live, so it is not taken over: "
+                                    "trying again", holder.replica, exc, key.name)  # fmt: skip
+                    await anyio.sleep(pause)
+                    pause = min(2 * pause, _LAST_RETRY)
+                    holder = current
+                    continue
+                holder = current
             except _Moved:
                 self._elsewhere.pop(key.name, None)
                 holder = await self.leases.holder(key)
             else:
                 self._elsewhere[key.name] = holder
                 return answer
+            hops += 1
         return error_result(
             f"this session's owner changed {_HOPS} times while the call was on its way; call again",
             "SessionMoved",
@@ -186,14 +213,26 @@ class SessionRouter:
             await sessions.lose(
                 place.key, f"lived on replica {holder.taken_from}, which stopped answering, so its state was lost"
             )
-            try:
-                reaped = await sessions.backend.reap_replica(holder.taken_from)
-            except Exception as exc:  # noqa: BLE001 - the claims' shutdownTime backstop still removes them
-                log.warning("could not delete the sandboxes of replica %s: %s", holder.taken_from, exc)
-            else:
-                if reaped:
-                    log.info("deleted %d sandbox(es) of replica %s, which is gone", reaped, holder.taken_from)
+            await self._reap(holder.taken_from)
         return await run_here(request, place, news)
+
+    async def _reap(self, replica: str) -> None:
+        """Delete the sandboxes of ``replica``, whose session this one took, if it is dead: only its liveness Lease
+        says so. Its claims are per worker, so which ones served the session taken cannot be told; a replica that
+        lives on ends them itself when it learns at renewal that it lost the session."""
+        sessions = self.bridge.sessions
+        try:
+            if not await self.leases.replica_lapsed(replica):
+                log.info("replica %s lost session Lease(s) but renews its liveness: its sandboxes are left to it",
+                         replica)  # fmt: skip
+                return
+            reaped = await sessions.backend.reap_replica(replica) if sessions is not None else 0
+            await self.leases.forget_replica(replica)
+        except Exception as exc:  # noqa: BLE001 - the claims' shutdownTime backstop still removes them
+            log.warning("could not delete the sandboxes of replica %s: %s", replica, exc)
+        else:
+            if reaped:
+                log.info("deleted %d sandbox(es) of replica %s, whose liveness Lease lapsed", reaped, replica)
 
     async def accept(self, forwarded: Forwarded) -> Holder:
         """A call another replica forwarded: who holds its session now (this replica, unless it moved on)."""
@@ -232,18 +271,31 @@ class SessionRouter:
         return _owner_lost(holder, "the answer ended without a result")
 
     async def _renew_forever(self) -> None:
+        """Renew at once (the liveness Lease exists from the start), then every third of a lease."""
         while True:
-            await anyio.sleep(self.settings.session_lease / 3)
             try:
                 lost = await self.leases.renew()
             except Exception as exc:  # noqa: BLE001 - the API may be down a moment; the Lease has room for two misses
-                log.warning("could not renew this replica's session Leases: %s", exc)
-                continue
+                log.warning("could not renew this replica's Leases: %s", exc)
+                lost = []
             for key in lost:
                 name = self._keys.pop(key.name, "")
                 if name and self.bridge.sessions is not None:
                     log.warning("session %s was taken over by another replica; closing it here", key.name)
                     await self.bridge.sessions.lose(name, "was taken over by another replica")
+            await anyio.sleep(self.settings.session_lease / 3)
+
+
+def _owner_unreachable(place: Place, holder: Holder, why: str) -> types.CallToolResult:
+    """The owner did not answer while its Lease was live: it may be alive, with the session's state, so nothing is
+    taken; the caller is told until when the Lease holds (after that, a call takes the session over)."""
+    until = f"until {holder.ends.isoformat(timespec='seconds')}" if holder.ends else "for now"
+    return error_result(
+        f"the replica that holds session {place.label!r} ({holder.replica}) did not answer ({why}); its lease is "
+        f"live {until}, so the session stays there with its state. Try again: the call goes through once it "
+        "answers, or, if that replica is gone, takes the session over once its lease lapsed",
+        "ReplicaUnreachable",
+    )
 
 
 def _owner_lost(holder: Holder, why: str) -> types.CallToolResult:

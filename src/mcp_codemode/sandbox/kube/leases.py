@@ -15,10 +15,18 @@ by a release that did not sign) has no address, and the caller refuses to forwar
 Binding the holder's name stops a signature from being moved to another holder; a signature does not expire, so a
 replica's old address stays valid for that replica's name (pods get new names when they are replaced).
 
-The owner renews its Leases every third of their duration (``renew``). One not renewed for its whole duration is
-expired and any replica may take it over; so may a replica that finds the holder's address refusing connections
-(the caller decides that, ``take_over``). Expiry compares ``renewTime`` with this replica's clock, so the replicas'
-clocks must agree to well within a lease (30 s by default; NTP keeps them within milliseconds).
+The owner renews its Leases every third of their duration (``renew``). One not renewed for its whole duration has
+lapsed (``lapsed``), and only then may another replica take it over: a live owner renews every Lease it holds, so a
+lapse is the owner's own word that it stopped, while a refused connection may be a blip between two live replicas.
+The takeover patch names the ``resourceVersion`` it read, so an owner that renewed in between keeps the session.
+Lapse compares ``renewTime`` with this replica's clock, so the replicas' clocks must agree to well within a lease
+(30 s by default; NTP keeps them within milliseconds).
+
+Each replica also renews a Lease of its own, its liveness (``replica_lease_name``), first in every round. Why a
+second Lease: a replica's sandboxes are claimed per worker, not per session, so taking one session over cannot say
+which claims went with it; they may be deleted only once their replica is dead, and one session's lapse does not
+prove that (a Lease whose release failed lapses on a replica that lives on). The liveness Lease does: renewed
+before the session Leases of the same round, it lapses no later than they do when its replica stops.
 
 Lives beside the claims because it speaks to the same API with the same client and errors (``api.py``); it knows
 nothing of sandboxes.
@@ -38,11 +46,12 @@ from .api import api_status, explain, failures
 from .naming import LEASE_GROUP as LEASE_GROUP  # defined in naming.py so permissions.py needs no client code
 from .naming import LEASE_VERSION as LEASE_VERSION
 from .naming import LEASES as LEASES
-from .naming import ClaimKey
+from .naming import MANAGED_BY, MANAGER, ClaimKey
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
+REPLICA_LEASE_PREFIX = "mcp-replica-"  # a session Lease is mcp-<hex>-<hex>: "replica" is not hex, so no clash
 PEER_URL_ANNOTATION = "mcp-codemode.dev/peer-url"
 PEER_URL_SIGNATURE_ANNOTATION = "mcp-codemode.dev/peer-url-signature"
 _SIGNATURE_VERSION = "v1:"
@@ -59,6 +68,7 @@ class Holder:
     expired: bool = False
     taken_from: str = ""  # the replica this one just took the Lease from (its state is lost)
     unverified: str = ""  # the address the Lease named when its signature did not verify (for the warning)
+    ends: datetime.datetime | None = None  # when the Lease lapses unless renewed (None: unreadable, so lapsed)
 
 
 def lease_signing_key(peer_token: str) -> bytes:
@@ -82,6 +92,32 @@ def micro_time(when: datetime.datetime) -> str:
     return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def lease_end(renew_time: object, duration: object) -> datetime.datetime | None:
+    """When a Lease renewed at ``renew_time`` (its ``MicroTime`` text) for ``duration`` seconds lapses; None when
+    either cannot be read (no time zone, not a number, out of range): nobody can show such a Lease is held."""
+    try:
+        renewed = datetime.datetime.fromisoformat(str(renew_time).replace("Z", "+00:00"))
+        if duration is None:  # no duration: the Lease lapses as it is renewed
+            duration = 0
+        if isinstance(duration, bool) or not isinstance(duration, int | float | str) or renewed.tzinfo is None:
+            return None
+        return renewed + datetime.timedelta(seconds=float(duration))
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def lapsed(renew_time: object, duration: object, now: datetime.datetime) -> bool:
+    """The takeover rule: a Lease has lapsed once ``duration`` seconds passed since ``renew_time`` without renewal
+    (its holder renews every third of that while it lives), or when it cannot be read."""
+    end = lease_end(renew_time, duration)
+    return end is None or end < now
+
+
+def replica_lease_name(replica: str) -> str:
+    """The name of ``replica``'s liveness Lease: hashed, as a replica's name may be any text and long."""
+    return REPLICA_LEASE_PREFIX + hashlib.sha256(f"replica\0{replica}".encode()).hexdigest()[:16]
+
+
 def holder_of(lease: dict[str, Any], now: datetime.datetime, key: bytes) -> Holder:
     """Read a Lease: its holder, address (if signed with ``key``), version, and whether it lapsed (unparseable times
     count as lapsed)."""
@@ -90,18 +126,14 @@ def holder_of(lease: dict[str, Any], now: datetime.datetime, key: bytes) -> Hold
     annotations = meta.get("annotations") or {}
     url = str(annotations.get(PEER_URL_ANNOTATION) or "")
     signature = str(annotations.get(PEER_URL_SIGNATURE_ANNOTATION) or "")
-    try:
-        renewed = datetime.datetime.fromisoformat(str(spec.get("renewTime")).replace("Z", "+00:00"))
-        duration = float(spec.get("leaseDurationSeconds") or 0)
-        expired = renewed + datetime.timedelta(seconds=duration) < now
-    except (TypeError, ValueError):
-        expired = True
+    ends = lease_end(spec.get("renewTime"), spec.get("leaseDurationSeconds"))
     holder = str(spec.get("holderIdentity") or "")
+    expired = lapsed(spec.get("renewTime"), spec.get("leaseDurationSeconds"), now) or not holder
     signed = hmac.compare_digest(signature.encode(), sign_peer_url(key, holder, url).encode())
     version = str(meta.get("resourceVersion") or "")
     if signed and url:
-        return Holder(holder, url, version, expired or not holder)
-    return Holder(holder, "", version, expired or not holder, unverified=url or "(none)")
+        return Holder(holder, url, version, expired, ends=ends)
+    return Holder(holder, "", version, expired, unverified=url or "(none)", ends=ends)
 
 
 class SessionLeases:
@@ -137,7 +169,7 @@ class SessionLeases:
         """Who holds the session now: this replica when the Lease was free, lapsed or already ours.
 
         A Lease this replica holds is answered without asking the API: ``renew`` finds out within a third of the
-        lease if another replica took it (which it only does when this one stopped answering or renewing).
+        lease if another replica took it (which it only does once this one stopped renewing it).
         """
         if key.name in self.owned:
             return self._mine()
@@ -158,7 +190,7 @@ class SessionLeases:
         raise explain(RuntimeError("the Lease kept disappearing"), verb="create", what=LEASES, namespace=self.namespace)
 
     async def take_over(self, key: ClaimKey, previous: Holder) -> Holder:
-        """Take the Lease from ``previous`` (lapsed, or its replica does not answer); who holds it afterwards.
+        """Take the Lease from ``previous``, read lapsed (the only case callers may take one); who holds it then.
 
         The patch carries the version ``previous`` was read at: if another replica took it meanwhile, the API
         refuses (409) and that replica is the answer.
@@ -183,11 +215,15 @@ class SessionLeases:
         return Holder(self.replica, self.url, version, taken_from=previous.replica)
 
     async def renew(self) -> list[ClaimKey]:
-        """Renew every Lease this replica holds; returns the sessions another replica has taken meanwhile.
+        """Renew this replica's liveness Lease, then every session Lease it holds; returns the sessions another
+        replica has taken meanwhile.
 
+        Liveness first: its ``renewTime`` is then no later than the sessions' of the same round, so when this replica
+        stops, it lapses no later than they do, and whoever takes a session over finds this replica dead.
         Each renewal writes the signed address again: a Lease written by a release that did not sign gets its
         signature, and one whose address someone rewrote points back here within a third of the lease.
         """
+        await self.beat()
         lost = []
         for name, key in list(self.owned.items()):
             current = await self._get(name)
@@ -212,17 +248,52 @@ class SessionLeases:
         current = await self._get(key.name)
         if current is None or self._read(current).replica != self.replica:
             return
-        try:
-            await self._objects.delete_namespaced_custom_object(
-                LEASE_GROUP, LEASE_VERSION, self.namespace, LEASES, key.name
-            )
-        except self._failures as exc:
-            if api_status(exc) != 404:
-                raise explain(exc, verb="delete", what=LEASES, namespace=self.namespace) from None
+        await self._delete(key.name)
 
     async def release_all(self) -> None:
+        """Give every session up, then the liveness Lease: a replica that stops cleanly ends its sandboxes itself."""
         for key in list(self.owned.values()):
             await self.release(key)
+        await self._delete(replica_lease_name(self.replica))
+
+    async def beat(self) -> None:
+        """Renew this replica's liveness Lease, creating it the first time (or after someone deleted it)."""
+        name = replica_lease_name(self.replica)
+        now = micro_time(self._now())
+        spec = {"holderIdentity": self.replica, "leaseDurationSeconds": round(self.duration), "renewTime": now}
+        try:
+            await self._patch(name, {"spec": spec})
+            return
+        except self._failures as exc:
+            if api_status(exc) != 404:
+                raise explain(exc, verb="patch", what=LEASES, namespace=self.namespace) from None
+        body = {
+            "apiVersion": f"{LEASE_GROUP}/{LEASE_VERSION}",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": self.namespace, "labels": {MANAGED_BY: MANAGER}},
+            "spec": {**spec, "acquireTime": now},
+        }
+        try:
+            await self._objects.create_namespaced_custom_object(
+                LEASE_GROUP, LEASE_VERSION, self.namespace, LEASES, body
+            )
+        except self._failures as exc:
+            if api_status(exc) != 409:  # created meanwhile (a restart under the same name): the next round renews
+                raise explain(exc, verb="create", what=LEASES, namespace=self.namespace) from None
+
+    async def replica_lapsed(self, replica: str) -> bool:
+        """Whether ``replica`` is dead: its liveness Lease exists and lapsed. A missing one proves nothing (a replica
+        that stopped cleanly deleted it, having ended its own sandboxes), so it counts as alive."""
+        found = await self._get(replica_lease_name(replica))
+        if found is None:
+            return False
+        spec = found.get("spec") or {}
+        return lapsed(spec.get("renewTime"), spec.get("leaseDurationSeconds"), self._now())
+
+    async def forget_replica(self, replica: str) -> None:
+        """Delete a dead replica's liveness Lease once its sandboxes are gone: pods get new names, so nobody would."""
+        if replica != self.replica:
+            await self._delete(replica_lease_name(replica))
 
     async def _create(self, key: ClaimKey) -> Holder | None:
         now = micro_time(self._now())
@@ -261,6 +332,15 @@ class SessionLeases:
                 return None
             raise explain(exc, verb="get", what=LEASES, namespace=self.namespace) from None
         return dict(found)
+
+    async def _delete(self, name: str) -> None:
+        try:
+            await self._objects.delete_namespaced_custom_object(
+                LEASE_GROUP, LEASE_VERSION, self.namespace, LEASES, name
+            )
+        except self._failures as exc:
+            if api_status(exc) != 404:
+                raise explain(exc, verb="delete", what=LEASES, namespace=self.namespace) from None
 
     async def _patch(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         found = await self._objects.patch_namespaced_custom_object(
