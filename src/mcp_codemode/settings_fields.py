@@ -127,8 +127,11 @@ def _peer_token(text: str) -> str:
 
 
 def _peer_url(text: str) -> str:
+    """Plain http only: the peer channel (face/peer_channel.py) speaks HTTP/1.1 without TLS, so an https:// address
+    passed here once and then failed every forwarded call as "ReplicaLost". Requests are signed, never carrying
+    the token; for encryption between pods, a service mesh's mTLS goes under the plain address."""
     value = text.strip().rstrip("/")
-    if value and not re.fullmatch(r"https?://[^/\s]+", value):
+    if value and not re.fullmatch(r"http://[^/\s]+", value):
         raise ValueError(value)
     return value
 
@@ -350,7 +353,8 @@ FIELDS: tuple[Field, ...] = (
         "peer_url",
         "MCP_BRIDGE_PEER_URL",
         _peer_url,
-        "the http(s)://host:port other replicas reach this one at, without a path",
+        "the http://host:port other replicas reach this one at, without a path (no https: the peer channel has no "
+        "TLS of its own; requests are signed with the peer token, and a service mesh's mTLS may go under it)",
         "http://10.0.3.7:8765",
     ),
     Field(

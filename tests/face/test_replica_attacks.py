@@ -19,6 +19,7 @@ import anyio.abc
 import httpx2
 import pytest
 
+from mcp_codemode.face.forwarded_calls import SIGNATURE_HEADER, request_signing_key, sign_forwarded
 from mcp_codemode.face.replicas import INTERNAL_PATH
 from mcp_codemode.sandbox.kube.api import connect
 from mcp_codemode.sandbox.kube.leases import LEASE_GROUP, LEASE_VERSION, LEASES, PEER_URL_ANNOTATION, micro_time
@@ -106,6 +107,12 @@ def forwarded(**changes: Any) -> dict[str, Any]:
     return body
 
 
+def signed(body: bytes, now: float | None = None) -> dict[str, str]:
+    """Headers of a call signed as a replica signs it: the peer token's key over the time, a nonce and the body."""
+    signature = sign_forwarded(request_signing_key(PEER_TOKEN), body, now)
+    return {SIGNATURE_HEADER: signature, "Content-Type": "application/json"}
+
+
 HOSTILE_BODIES = {
     "NaN timeout": json.dumps(forwarded(timeout=float("nan"))),  # Python's json writes NaN, and reads it
     "infinite timeout": json.dumps(forwarded()).replace('"timeout": 30', '"timeout": 1e999'),
@@ -122,11 +129,10 @@ async def test_the_peer_endpoint_answers_hostile_bodies_with_400_naming_the_fiel
     """With the peer token, as a replica would send them: each gets 400 and says what is wrong, none a 500."""
     server, _ = replica_b
     internal = server.url.removesuffix("/mcp") + INTERNAL_PATH
-    headers = {"Authorization": f"Bearer {PEER_TOKEN}", "Content-Type": "application/json"}
     answers = {}
     async with httpx2.AsyncClient(timeout=patient(30.0)) as http:
         for what, body in HOSTILE_BODIES.items():
-            answer = await http.post(internal, content=body, headers=headers)
+            answer = await http.post(internal, content=body, headers=signed(body.encode()))
             answers[what] = (answer.status_code, answer.text[:300])
     named = {what: "`timeout`" if "timeout" in what else "`reset`" if "reset" in what else "nested too deeply"
              for what in HOSTILE_BODIES}  # fmt: skip
@@ -134,3 +140,29 @@ async def test_the_peer_endpoint_answers_hostile_bodies_with_400_naming_the_fiel
     for what, (_, text) in answers.items():
         assert named[what] in json.loads(text)["error"], (what, text)
     assert "Traceback" not in server.log_text()
+
+
+async def test_a_captured_forwarded_call_cannot_be_replayed_changed_or_sent_late_and_the_token_is_never_sent(
+    replica_b: tuple[HttpServer, Path],
+) -> None:
+    """Whoever captures a forwarded call on the cluster network (issue 32): the bearer token it used to carry opened
+    the endpoint to any principal; a signed call is good once, for a minute, for its own body. The body here is
+    signed but refused by the strict reader (400), so no sandbox starts: what matters is that the signature let
+    it through once, and never again."""
+    server, _ = replica_b
+    internal = server.url.removesuffix("/mcp") + INTERNAL_PATH
+    body = json.dumps(forwarded(timeout=-1)).encode()
+    headers = signed(body)
+    other_principal = json.dumps(forwarded(timeout=-1, owner="t-0123456789ab")).encode()
+    async with httpx2.AsyncClient(timeout=patient(30.0)) as http:
+        first = await http.post(internal, content=body, headers=headers)
+        replayed = await http.post(internal, content=body, headers=headers)
+        changed = await http.post(internal, content=other_principal, headers=signed(body))
+        stale = await http.post(internal, content=body, headers=signed(body, now=1_700_000_000))
+        bearer = await http.post(internal, content=body, headers={"Authorization": f"Bearer {PEER_TOKEN}"})
+    assert first.status_code == 400 and "`timeout`" in first.json()["error"], first.text
+    assert (replayed.status_code, changed.status_code, stale.status_code, bearer.status_code) == (401,) * 4
+    assert "already taken once" in replayed.json()["error"], replayed.text
+    assert "does not match" in changed.json()["error"], changed.text
+    assert "outside ±60 s" in stale.json()["error"], stale.text
+    assert "must carry Mcp-Codemode-Peer-Signature" in bearer.json()["error"], bearer.text

@@ -8,7 +8,13 @@ import json
 import pytest
 
 from mcp_codemode.errors import SettingsError
-from mcp_codemode.face.forwarded_calls import BadForwardedCall, parse_forwarded
+from mcp_codemode.face.forwarded_calls import (
+    BadForwardedCall,
+    SignatureCheck,
+    parse_forwarded,
+    request_signing_key,
+    sign_forwarded,
+)
 from mcp_codemode.sandbox.kube.leases import (
     PEER_URL_ANNOTATION,
     PEER_URL_SIGNATURE_ANNOTATION,
@@ -191,3 +197,30 @@ def test_a_lease_address_not_signed_with_the_peer_token_is_no_address(forged: di
     found = holder_of(forged, NOW, KEY)
     assert (found.replica, found.url, found.expired) == ("a", "", False)
     assert found.unverified, "the warning names what the Lease said"
+
+
+def test_a_forwarded_call_is_taken_once_with_a_fresh_signature_over_its_own_body() -> None:
+    """The owner's check, pure: the MAC covers time, nonce and body; a minute either side; each nonce once."""
+    key = request_signing_key("p" * 40)
+    now = [1_800_000_000.0]
+    check = SignatureCheck(key, clock=lambda: now[0])
+    body = b'{"owner": "local"}'
+    fresh = sign_forwarded(key, body, now[0])
+    assert check.refusal(fresh, body) is None
+    assert "already taken once" in (check.refusal(fresh, body) or "")
+    assert "does not match" in (check.refusal(sign_forwarded(key, body, now[0]), b'{"owner": "t-x"}') or "")
+    other_token = sign_forwarded(request_signing_key("q" * 40), body, now[0])
+    assert "does not match" in (check.refusal(other_token, body) or "")
+    assert "outside" in (check.refusal(sign_forwarded(key, body, now[0] - 61), body) or "")
+    assert "outside" in (check.refusal(sign_forwarded(key, body, now[0] + 61), body) or "")
+    for malformed in (None, "", "Bearer " + "p" * 40, fresh.replace("v1:", "v2:"), fresh + "0"):
+        assert "must carry" in (check.refusal(malformed, body) or ""), malformed
+    late = sign_forwarded(key, body, now[0])
+    now[0] += 200  # long after: the nonce of a call that could never pass the window again is forgotten
+    assert "outside" in (check.refusal(late, body) or "")
+
+
+def test_an_https_peer_address_is_refused_at_start_saying_why() -> None:
+    """The peer channel has no TLS: an https:// address used to pass and then fail every forwarded call."""
+    with pytest.raises(SettingsError, match="no https: the peer channel has no TLS of its own"):
+        Settings.load(env={"MCP_BRIDGE_PEER_URL": "https://10.0.3.7:8765", "MCP_BRIDGE_PEER_TOKEN": "p" * 40})

@@ -15,9 +15,14 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import hashlib
+import hmac
 import json
 import math
 import re
+import secrets
+import time
+from collections.abc import Callable
 from typing import Any
 
 from ..guest.protocol import USER_SESSION_NAME_PATTERN
@@ -130,3 +135,76 @@ def _shown(value: object) -> str:
     text = json.dumps(value) if isinstance(value, bool | int | float | str) else ""
     shown = text if len(text) <= 40 else text[:37] + "..."
     return f"{kinds.get(type(value), 'object')} {shown}".rstrip()
+
+
+# ------------------------------------------------------------------------------------------------ signed requests
+
+SIGNATURE_HEADER = "Mcp-Codemode-Peer-Signature"
+MAX_CLOCK_SKEW = 60.0  # seconds a signed call is good for either side of the receiver's clock (NTP, as Leases need)
+MAX_REMEMBERED = 200_000  # signatures remembered against replay; far more than a minute of forwarded calls
+_SIGNATURE = re.compile(r"^v1:(\d{1,12}):([A-Za-z0-9_-]{16,64}):([0-9a-f]{64})$")
+
+
+def request_signing_key(peer_token: str) -> bytes:
+    """The key that signs forwarded calls: derived, so the token itself never travels nor keys anything else."""
+    return hmac.new(peer_token.encode(), b"mcp-codemode/forwarded-call/v1", hashlib.sha256).digest()
+
+
+def sign_forwarded(key: bytes, body: bytes, now: float | None = None) -> str:
+    """The signature header of one forwarded call: a MAC over when, a one-time nonce, and the whole body (which
+    names the principal and the session), so neither can be changed and the request cannot be played again.
+
+    Why not the bearer token it replaced: sent with every call on the cluster network, the token itself was what a
+    listener took, and with it the right to act as any principal; a captured signed request is good for one call,
+    once, for a minute.
+    """
+    stamp = int(time.time() if now is None else now)
+    nonce = secrets.token_urlsafe(18)
+    return f"v1:{stamp}:{nonce}:{_mac(key, stamp, nonce, body)}"
+
+
+def _mac(key: bytes, stamp: int, nonce: str, body: bytes) -> str:
+    message = f"{stamp}:{nonce}:".encode() + hashlib.sha256(body).digest()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+class SignatureCheck:
+    """The owner's side: a forwarded call is taken only with a fresh, matching signature never seen before."""
+
+    def __init__(self, key: bytes, clock: Callable[[], float] = time.time) -> None:
+        self._key = key
+        self._clock = clock
+        self._seen: dict[str, float] = {}  # nonce -> when it may be forgotten (its stamp is then out of the window)
+
+    def early_refusal(self, header: str | None) -> str | None:
+        """Why a request is refused before its body is read (unsigned, malformed, or out of the time window)."""
+        match = _SIGNATURE.match(header or "")
+        if match is None:
+            return f"a forwarded call must carry {SIGNATURE_HEADER}, signed with the replicas' shared token"
+        stamp = int(match[1])
+        now = self._clock()
+        if abs(now - stamp) > MAX_CLOCK_SKEW:
+            return (f"the call was signed {now - stamp:+.0f} s from this replica's clock, outside "
+                    f"±{MAX_CLOCK_SKEW:g} s: a stale or replayed request, or clocks out of sync (run NTP on the "
+                    "nodes)")  # fmt: skip
+        return None
+
+    def refusal(self, header: str | None, body: bytes) -> str | None:
+        """Why the call is refused: its signature does not cover this body with the shared key, or was used."""
+        early = self.early_refusal(header)
+        if early is not None:
+            return early
+        match = _SIGNATURE.match(header or "")
+        assert match is not None
+        stamp, nonce, mac = int(match[1]), match[2], match[3]
+        if not hmac.compare_digest(mac, _mac(self._key, stamp, nonce, body)):
+            return "the signature does not match the call (another peer token, or a changed body)"
+        now = self._clock()
+        self._seen = {seen: until for seen, until in self._seen.items() if until >= now} if (
+            len(self._seen) >= MAX_REMEMBERED // 2) else self._seen  # fmt: skip
+        if nonce in self._seen:
+            return "this signed call was already taken once (a replay)"
+        if len(self._seen) >= MAX_REMEMBERED:
+            return "too many forwarded calls in the last minute to remember; try again"
+        self._seen[nonce] = stamp + 2 * MAX_CLOCK_SKEW
+        return None

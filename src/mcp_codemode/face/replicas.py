@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable
@@ -41,7 +40,17 @@ from ..sandbox.kube.api import connect
 from ..sandbox.kube.leases import Holder, SessionLeases, lease_signing_key
 from ..sandbox.kube.naming import ClaimKey
 from ..settings import Settings
-from .forwarded_calls import MAX_FORWARDED_BYTES, BadForwardedCall, Forwarded, forwarded_body, parse_forwarded
+from .forwarded_calls import (
+    MAX_FORWARDED_BYTES,
+    SIGNATURE_HEADER,
+    BadForwardedCall,
+    Forwarded,
+    SignatureCheck,
+    forwarded_body,
+    parse_forwarded,
+    request_signing_key,
+    sign_forwarded,
+)
 from .heartbeat import ProgressLine, Report, heartbeat
 from .peer_channel import PeerBroke, PeerChannel, PeerUnreachable
 from .render import error_result
@@ -102,6 +111,7 @@ class SessionRouter:
         self._elsewhere: dict[str, Holder] = {}
         # The owner sends progress every progress_interval while a call runs: ten of them missed means it hangs.
         self._peers = PeerChannel(connect_timeout=10.0, read_timeout=max(30.0, 10 * settings.progress_interval))
+        self._request_key = request_signing_key(settings.peer_token)
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -242,7 +252,7 @@ class SessionRouter:
         types.CallToolResult
     ):  # fmt: skip
         body = forwarded_body(Forwarded(place.key, place.label, place.owner), request)
-        headers = {"Authorization": f"Bearer {self.settings.peer_token}"}
+        headers = {SIGNATURE_HEADER: sign_forwarded(self._request_key, body)}
         url = holder.url + INTERNAL_PATH
         try:
             async with self._peers.post(url, body, headers) as answer:
@@ -309,14 +319,15 @@ def _owner_lost(holder: Holder, why: str) -> types.CallToolResult:
 class PeerEndpoint:
     """``POST /internal/v1/run`` in front of the MCP app: calls other replicas forward to this one.
 
-    Only the shared token opens it (clients' tokens do not); a request without it gets 401 and learns nothing.
+    Only a call signed with the shared token's key opens it (``forwarded_calls.SignatureCheck``: fresh, matching
+    its body, never seen before); clients' tokens do not, and any other request gets 401 and learns nothing.
     """
 
     def __init__(self, app: ASGIApp, router: SessionRouter, run_here: RunHere) -> None:
         self.app = app
         self.router = router
         self.run_here = run_here
-        self.token = router.settings.peer_token.encode()
+        self.signatures = SignatureCheck(request_signing_key(router.settings.peer_token))
         self.interval = router.settings.progress_interval
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -324,15 +335,19 @@ class PeerEndpoint:
             await self.app(scope, receive, send)
             return
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
-        scheme, _, offered = headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(offered.strip().encode(), self.token):
-            await reply_json(send, 401, {"error": "this endpoint is for the bridge's own replicas"})
-            return
-        if scope.get("method") != "POST":
+        signature = headers.get(SIGNATURE_HEADER.lower())
+        refused = self.signatures.early_refusal(signature)  # before reading a body nobody signed
+        if refused is None and scope.get("method") != "POST":
             await reply_json(send, 405, {"error": "POST only"})
             return
         try:
-            forwarded, request = parse_forwarded(await _read_body(receive), self.router.settings.max_timeout)
+            body = await _read_body(receive) if refused is None else b""
+            refused = refused or self.signatures.refusal(signature, body)
+            if refused is not None:
+                log.warning("refused a call at the peer endpoint: %s", refused)
+                await reply_json(send, 401, {"error": f"this endpoint is for the bridge's own replicas: {refused}"})
+                return
+            forwarded, request = parse_forwarded(body, self.router.settings.max_timeout)
         except BadForwardedCall as exc:
             await reply_json(send, 400, {"error": str(exc)})
             return
