@@ -47,7 +47,8 @@ async def measure(base: Path, calls: int) -> dict[str, Any]:
         emulator.declare(LEASE_GROUP, LEASE_VERSION, LEASES)
         servers = [
             HttpServer(base / f"{name}.log", MCP_BRIDGE_REPLICA=name, MCP_BRIDGE_PEER_TOKEN=token,
-                       MCP_BRIDGE_PEER_URL="http://127.0.0.1:{port}", MCP_BRIDGE_KUBECONFIG=str(kubeconfig),
+                       MCP_BRIDGE_PEER_PORT="{peer_port}", MCP_BRIDGE_PEER_URL="http://127.0.0.1:{peer_port}",
+                       MCP_BRIDGE_KUBECONFIG=str(kubeconfig),
                        MCP_BRIDGE_WARM_POOL="0", MCP_BRIDGE_STATE_DIR=str(base / f"state-{name}"))
             for name in ("owner", "other")
         ]  # fmt: skip

@@ -118,6 +118,8 @@ class Settings:
     # the others forward its calls there, authenticated by the shared token. Off while the token is empty.
     peer_token: str = dataclasses.field(default="", repr=False)
     peer_url: str = ""
+    # Forwarded calls arrive on a port of their own, so a NetworkPolicy can open it to the face pods alone.
+    peer_port: int = 8766
     session_lease: float = 30.0
     # Where the values came from, for `doctor` and for error messages.
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
@@ -142,6 +144,11 @@ class Settings:
                 "neither to serve sessions from this replica alone"
             )
 
+        if self.shares_sessions and self.peer_port == self.http_port:
+            raise SettingsError(
+                f"MCP_BRIDGE_PEER_PORT and the MCP port are both {self.http_port}: forwarded calls need a port of "
+                "their own (so that only the face pods may reach it); choose another MCP_BRIDGE_PEER_PORT, such as 8766"
+            )
         self._check_mounts()
 
     def _check_mounts(self) -> None:

@@ -350,12 +350,19 @@ FIELDS: tuple[Field, ...] = (
         "$(openssl rand -hex 32)",
     ),
     Field(
+        "peer_port",
+        "MCP_BRIDGE_PEER_PORT",
+        _int_in(1, 65535),
+        "the TCP port replicas that share sessions forward calls to, apart from the MCP port",
+        "8766",
+    ),
+    Field(
         "peer_url",
         "MCP_BRIDGE_PEER_URL",
         _peer_url,
-        "the http://host:port other replicas reach this one at, without a path (no https: the peer channel has no "
-        "TLS of its own; requests are signed with the peer token, and a service mesh's mTLS may go under it)",
-        "http://10.0.3.7:8765",
+        "the http://host:port other replicas reach this one's peer port at, without a path (no https: the peer "
+        "channel has no TLS of its own; requests are signed with the peer token, and a mesh's mTLS may go under it)",
+        "http://10.0.3.7:8766",
     ),
     Field(
         "session_lease",

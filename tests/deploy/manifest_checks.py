@@ -138,6 +138,41 @@ def network_problems(objects: list[Obj]) -> list[str]:
     return problems
 
 
+def face_network_problems(objects: list[Obj]) -> list[str]:
+    """The face's peer port (MCP_BRIDGE_PEER_PORT of its Deployment) is open to the face pods alone, and the face
+    pods have a policy of both kinds (egress too: a compromised face reaches only what its rules allow)."""
+    deployments = find(objects, "Deployment")
+    if len(deployments) != 1:
+        return []
+    pod_labels = deployments[0]["spec"]["template"]["metadata"]["labels"]
+    env = {e["name"]: e.get("value") for e in deployments[0]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    peer_port = int(env.get("MCP_BRIDGE_PEER_PORT") or 0)
+    policies = [p for p in find(objects, "NetworkPolicy")
+                if (p["spec"]["podSelector"].get("matchLabels") or {}).items() <= pod_labels.items()
+                and p["spec"]["podSelector"].get("matchLabels")]  # fmt: skip
+    if not peer_port:
+        return ["face: no MCP_BRIDGE_PEER_PORT: forwarded calls would share the clients' port"]
+    if not any(sorted(p["spec"].get("policyTypes", [])) == ["Egress", "Ingress"] for p in policies):
+        return ["face: no NetworkPolicy of both kinds selects the face pods"]
+    problems = []
+    for policy in policies:
+        for rule in policy["spec"].get("ingress", []):
+            ports = {port.get("port") for port in rule.get("ports", [])}
+            if rule.get("ports") and peer_port not in ports:
+                continue
+            sources = rule.get("from", [])
+            only_faces = sources and all(
+                (source.get("podSelector", {}).get("matchLabels") or {}).items() <= pod_labels.items()
+                and source.get("podSelector", {}).get("matchLabels") and "namespaceSelector" not in source
+                and "ipBlock" not in source
+                for source in sources
+            )  # fmt: skip
+            if not only_faces:
+                problems.append(f"networkpolicy {policy['metadata']['name']}: the peer port {peer_port} is open to "
+                                "more than the face pods")  # fmt: skip
+    return problems
+
+
 def rbac_problems(objects: list[Obj]) -> list[str]:
     """Only Roles in the namespace, bound to the face's account, granting it exactly what the bridge uses: a verb
     missing fails on a real cluster, one too many is a right nobody needs."""

@@ -142,6 +142,7 @@ def test_security_rules_hold(objects: list[Obj]) -> None:
     (template,) = checks.find(objects, "SandboxTemplate")
     problems = checks.sandbox_problems(template, Settings())
     problems += checks.network_problems(objects)
+    problems += checks.face_network_problems(objects)
     problems += checks.rbac_problems(objects)
     problems += checks.quota_problems(objects)
     problems += checks.namespace_problems(objects)
@@ -173,6 +174,10 @@ def _container(objects: list[Obj]) -> Obj:
 
 def _volume(objects: list[Obj], name: str) -> Obj:
     return next(v for v in _pod(objects)["volumes"] if v["name"] == name)
+
+
+def _policy(objects: list[Obj], name: str) -> Obj:
+    return next(p for p in checks.find(objects, "NetworkPolicy") if p["metadata"]["name"] == name)
 
 
 def _role(objects: list[Obj]) -> Obj:
@@ -219,8 +224,12 @@ BREAKAGES: dict[str, Callable[[list[Obj]], object]] = {
     "unmanaged policy": lambda o: checks.find(o, "SandboxTemplate")[0]["spec"].update(
         networkPolicyManagement="Unmanaged"
     ),
-    "plain policy ingress only": lambda o: checks.find(o, "NetworkPolicy")[0]["spec"].update(policyTypes=["Ingress"]),
-    "plain policy gone": lambda o: o.remove(checks.find(o, "NetworkPolicy")[0]),
+    "plain policy ingress only": lambda o: _policy(o, "mcp-codemode-sandbox-deny-all")["spec"].update(
+        policyTypes=["Ingress"]
+    ),
+    "plain policy gone": lambda o: o.remove(_policy(o, "mcp-codemode-sandbox-deny-all")),
+    "peer port open to all": lambda o: _policy(o, "mcp-codemode-face")["spec"]["ingress"][1].pop("from"),
+    "face policy gone": lambda o: o.remove(_policy(o, "mcp-codemode-face")),
     "a cluster role": lambda o: o.append({"kind": "ClusterRole", "metadata": {"name": "x"}, "rules": []}),
     "a binding to a cluster role": lambda o: checks.find(o, "RoleBinding")[0]["roleRef"].update(kind="ClusterRole"),
     "pods deleted": lambda o: _role(o)["rules"].append({"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}),
@@ -255,6 +264,7 @@ def test_each_security_rule_notices_its_breakage(breakage: str) -> None:
     sandbox_templates = checks.find(broken, "SandboxTemplate")
     problems = checks.sandbox_problems(sandbox_templates[0], Settings())
     problems += checks.network_problems(broken)
+    problems += checks.face_network_problems(broken)
     problems += checks.rbac_problems(broken)
     problems += checks.quota_problems(broken)
     problems += checks.namespace_problems(broken)

@@ -128,7 +128,7 @@ async def test_the_peer_endpoint_answers_hostile_bodies_with_400_naming_the_fiel
 ) -> None:
     """With the peer token, as a replica would send them: each gets 400 and says what is wrong, none a 500."""
     server, _ = replica_b
-    internal = server.url.removesuffix("/mcp") + INTERNAL_PATH
+    internal = f"http://127.0.0.1:{server.peer_port}{INTERNAL_PATH}"
     answers = {}
     async with httpx2.AsyncClient(timeout=patient(30.0)) as http:
         for what, body in HOSTILE_BODIES.items():
@@ -150,7 +150,7 @@ async def test_a_captured_forwarded_call_cannot_be_replayed_changed_or_sent_late
     signed but refused by the strict reader (400), so no sandbox starts: what matters is that the signature let
     it through once, and never again."""
     server, _ = replica_b
-    internal = server.url.removesuffix("/mcp") + INTERNAL_PATH
+    internal = f"http://127.0.0.1:{server.peer_port}{INTERNAL_PATH}"
     body = json.dumps(forwarded(timeout=-1)).encode()
     headers = signed(body)
     other_principal = json.dumps(forwarded(timeout=-1, owner="t-0123456789ab")).encode()
@@ -166,3 +166,22 @@ async def test_a_captured_forwarded_call_cannot_be_replayed_changed_or_sent_late
     assert "does not match" in changed.json()["error"], changed.text
     assert "outside ±60 s" in stale.json()["error"], stale.text
     assert "must carry Mcp-Codemode-Peer-Signature" in bearer.json()["error"], bearer.text
+
+
+async def test_forwarded_calls_have_a_port_of_their_own_and_the_mcp_port_never_takes_one(
+    replica_b: tuple[HttpServer, Path],
+) -> None:
+    """The peer endpoint used to be a path on the MCP port, behind the same Service as the clients; now it is the
+    only thing on MCP_BRIDGE_PEER_PORT (which a NetworkPolicy opens to the face pods alone), and the MCP port answers
+    a signed forwarded call as any unknown path."""
+    server, _ = replica_b
+    body = json.dumps(forwarded(timeout=-1)).encode()
+    on_mcp_port = server.url.removesuffix("/mcp") + INTERNAL_PATH
+    on_peer_port = f"http://127.0.0.1:{server.peer_port}"
+    async with httpx2.AsyncClient(timeout=patient(30.0)) as http:
+        refused = await http.post(on_mcp_port, content=body, headers=signed(body))
+        taken = await http.post(on_peer_port + INTERNAL_PATH, content=body, headers=signed(body))
+        mcp_on_peer_port = await http.post(on_peer_port + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert refused.status_code == 404, refused.text
+    assert taken.status_code == 400 and "`timeout`" in taken.json()["error"], taken.text  # read: the signature held
+    assert mcp_on_peer_port.status_code == 404 and "other replicas only" in mcp_on_peer_port.text

@@ -86,7 +86,7 @@ async def two_replicas(
         a_settings = {"MCP_BRIDGE_PEER_URL": relay.url} if relay is not None else None
         async with replicas(tmp_path, kubeconfig, a_settings) as (a, b):
             if relay is not None:
-                relay.target = a.port
+                relay.target = a.peer_port
             yield emulator, a, b
 
 
@@ -190,7 +190,7 @@ async def test_a_session_is_served_by_either_replica_and_survives_its_owner_only
         assert (after.is_error, text_of(after)) == (False, "42")
 
         # The internal endpoint opens to the shared token only.
-        internal = a.url.removesuffix("/mcp") + INTERNAL_PATH
+        internal = f"http://127.0.0.1:{a.peer_port}{INTERNAL_PATH}"
         async with httpx2.AsyncClient(timeout=patient(30.0)) as http:
             body = {"key": "p:local:shared-auto", "label": "shared-auto", "owner": "local", "code": "x"}
             wrong = await http.post(internal, json=body, headers={"Authorization": "Bearer " + "w" * 64})

@@ -165,11 +165,13 @@ class HttpServer:
     """``mcp-codemode serve --transport http`` on a free 127.0.0.1 port, as a subprocess."""
 
     def __init__(self, log: Path, *args: str, **settings: str) -> None:
-        """``settings``: MCP_BRIDGE_* variables; ``{port}`` in a value becomes the port the server listens on."""
+        """``settings``: MCP_BRIDGE_* variables; ``{port}`` in a value becomes the port the server listens on, and
+        ``{peer_port}`` another free port (the replicas' own: MCP_BRIDGE_PEER_PORT)."""
         self.log = log
         self.args = args
         self.settings = settings
         self.port = 0
+        self.peer_port = 0
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -179,14 +181,18 @@ class HttpServer:
     def start(self) -> HttpServer:
         for _attempt in range(3):  # a free port can be taken between probing and binding; try another
             self.port = free_port()
+            if any("{peer_port}" in value for value in self.settings.values()):
+                self.peer_port = next(port for port in iter(free_port, None) if port != self.port)
             command = [*SERVE, "--transport", "http", "--host", "127.0.0.1", "--port", str(self.port), *self.args]
+            env = {name: value.replace("{port}", str(self.port)).replace("{peer_port}", str(self.peer_port))
+                   for name, value in self.settings.items()}  # fmt: skip
             with self.log.open("ab") as errlog:
                 self.process = subprocess.Popen(
                     command,
                     stdin=subprocess.DEVNULL,
                     stdout=errlog,
                     stderr=subprocess.STDOUT,
-                    env=clean_environ(**{k: v.replace("{port}", str(self.port)) for k, v in self.settings.items()}),
+                    env=clean_environ(**env),
                 )
             STARTED_SERVERS.add(self.pid)
             if self._wait_for_port():

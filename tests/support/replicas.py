@@ -18,11 +18,12 @@ PEER_TOKEN = uuid.uuid4().hex + uuid.uuid4().hex  # the secret every replica of 
 def replica_server(tmp_path: Path, kubeconfig: Path, name: str, **settings: str) -> HttpServer:
     """Replica ``name`` of the deployment (not started), sharing sessions through Leases on ``kubeconfig``'s API.
 
-    ``settings`` may replace the defaults below (MCP_BRIDGE_PEER_URL: where the others reach it)."""
+    ``settings`` may replace the defaults below (MCP_BRIDGE_PEER_URL: where the others reach its peer port)."""
     defaults = {
         "MCP_BRIDGE_REPLICA": name,
         "MCP_BRIDGE_PEER_TOKEN": PEER_TOKEN,
-        "MCP_BRIDGE_PEER_URL": "http://127.0.0.1:{port}",
+        "MCP_BRIDGE_PEER_PORT": "{peer_port}",
+        "MCP_BRIDGE_PEER_URL": "http://127.0.0.1:{peer_port}",
         "MCP_BRIDGE_KUBECONFIG": str(kubeconfig),
         "MCP_BRIDGE_WARM_POOL": "0",
         "MCP_BRIDGE_PROGRESS_INTERVAL": "0.2",
@@ -41,7 +42,7 @@ class PeerRelay:
 
     def __init__(self) -> None:
         self.port = 0
-        self.target = 0  # the replica's own port, once it listens
+        self.target = 0  # the replica's peer port, once it listens
         self.dropping = 0.0  # connections still to drop (math.inf: until ``restore``)
         self.dropped = 0
         self._open: set[asyncio.StreamWriter] = set()

@@ -50,8 +50,10 @@ async def _serve_shared(bridge: Bridge, settings: Settings, sock: socket.socket,
     async with SessionRouter.open(bridge, settings) as router:
         server = build_server(bridge, "http", router=router)
         run_here = local_runner(bridge)
-        log.info("sharing sessions with the other replicas as %s (%s)", settings.replica, settings.peer_url)
-        await serve_http(server, settings, sock, stop, wrap=lambda app: PeerEndpoint(app, router, run_here))
+        log.info("sharing sessions with the other replicas as %s (%s, forwarded calls on port %d)", settings.replica,
+                 settings.peer_url, settings.peer_port)  # fmt: skip
+        with contextlib.closing(bind_socket(settings, settings.peer_port, "MCP_BRIDGE_PEER_PORT")) as peers:
+            await serve_http(server, settings, sock, stop, lambda app: PeerEndpoint(app, router, run_here), peers)
 
 
 async def _serve(settings: Settings, sock: socket.socket | None, discovery: Discovery | None) -> None:

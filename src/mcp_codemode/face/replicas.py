@@ -328,11 +328,16 @@ class PeerEndpoint:
         self.router = router
         self.run_here = run_here
         self.signatures = SignatureCheck(request_signing_key(router.settings.peer_token))
+        self.port = router.settings.peer_port
         self.interval = router.settings.progress_interval
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path") != INTERNAL_PATH:
+        server = scope.get("server") or (None, None)
+        if scope["type"] != "http" or server[1] != self.port:  # the MCP port: clients, never forwarded calls
             await self.app(scope, receive, send)
+            return
+        if scope.get("path") != INTERNAL_PATH:  # the peer port serves nothing else
+            await reply_json(send, 404, {"error": f"this port serves {INTERNAL_PATH} to the other replicas only"})
             return
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
         signature = headers.get(SIGNATURE_HEADER.lower())

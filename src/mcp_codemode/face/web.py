@@ -141,23 +141,27 @@ def http_app(server: Server[Any], settings: Settings, wrap: Callable[[ASGIApp], 
     return wrap(guarded) if wrap is not None else guarded
 
 
-def bind_socket(settings: Settings) -> socket.socket:
-    """The listening socket, bound before anything else starts, so a busy port is a plain error.
+def bind_socket(settings: Settings, port: int | None = None, setting: str = "--port (or MCP_BRIDGE_HTTP_PORT)") -> (
+    socket.socket
+):  # fmt: skip
+    """The listening socket (the MCP port, or ``port``), bound before anything else starts, so a busy port is a
+    plain error naming the ``setting`` to change.
 
     Bound here rather than by uvicorn also lets the log name the real port (``--port 0`` picks a free one).
     """
+    port = settings.http_port if port is None else port
     family = socket.AF_INET6 if ":" in settings.http_host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # Inherited by accepted connections; without it small SSE replies wait ~40 ms for delayed ACKs.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind((settings.http_host.strip("[]"), settings.http_port))
+        sock.bind((settings.http_host.strip("[]"), port))
     except OSError as exc:
         sock.close()
         raise SettingsError(
-            f"cannot listen on {settings.http_host}:{settings.http_port}: {exc.strerror}; choose another "
-            "--port (or MCP_BRIDGE_HTTP_PORT), or stop what is using it"
+            f"cannot listen on {settings.http_host}:{port}: {exc.strerror}; choose another {setting}, or stop what "
+            "is using it"
         ) from None
     return sock
 
@@ -168,11 +172,14 @@ async def serve_http(
     sock: socket.socket,
     stop: anyio.Event,
     wrap: Callable[[ASGIApp], ASGIApp] | None = None,
+    peer_sock: socket.socket | None = None,
 ) -> None:
     """Serve until ``stop`` is set or uvicorn sees SIGINT/SIGTERM; either way through uvicorn's graceful exit.
 
     Cancelling uvicorn from outside would cut its lifespan shutdown short (and log a traceback), so a stop
-    request only raises its ``should_exit`` flag.
+    request only raises its ``should_exit`` flag. ``peer_sock``, the replicas' own port, is served by the same
+    uvicorn (one server, one set of signal handlers); ``wrap``'s endpoint tells the two apart by the port a request
+    came in on.
     """
     config = uvicorn.Config(
         http_app(server, settings, wrap),
@@ -192,5 +199,5 @@ async def serve_http(
 
     async with anyio.create_task_group() as group:
         group.start_soon(exit_on_stop)
-        await listener.serve(sockets=[sock])
+        await listener.serve(sockets=[sock] if peer_sock is None else [sock, peer_sock])
         group.cancel_scope.cancel()
