@@ -10,6 +10,9 @@ instead of an ``ApiException`` with a JSON body.
 from __future__ import annotations
 
 import json
+import math
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,12 +64,13 @@ async def connect(config_file: Path | None, context: str) -> ApiClient:
     configuration = Configuration()
     explicit = config_file is not None or bool(context)
     try:
-        await config.load_kube_config(
+        loader = await config.load_kube_config(
             config_file=str(config_file) if config_file is not None else None,
             context=context or None,
             client_configuration=configuration,
             persist_config=False,
         )
+        configuration.refresh_api_key_hook = _refresher(loader)
     except (ConfigException, OSError, TypeError, ValueError) as exc:
         if explicit:
             where = f"kubeconfig {config_file}" if config_file is not None else "the default kubeconfig"
@@ -91,6 +95,29 @@ async def connect(config_file: Path | None, context: str) -> ApiClient:
     # in the kubeconfig (proxy-url), which the configuration carries.
     client.rest_client.pool_manager._trust_env = False
     return client
+
+
+REFRESH_INTERVAL = 1.0  # seconds between two looks at a kubeconfig's credentials (asked before every request)
+
+
+def _refresher(loader: Any) -> Callable[[Any], Awaitable[None]]:
+    """A hook that loads the kubeconfig's credentials again before a request, at most every few seconds.
+
+    kubernetes_asyncio reads a kubeconfig's credentials once: an exec plugin's token (GKE, EKS: it expires within
+    the hour) and a ``tokenFile`` that something rotates went stale, and every request after was refused. Loading
+    again runs the plugin only when its token is near expiry (the library's own rule) and reads a token file
+    afresh. The in-cluster loader has its own hook for the pod's rotated token.
+    """
+    last = -math.inf
+
+    async def refresh(configuration: Any) -> None:
+        nonlocal last
+        if time.monotonic() - last < REFRESH_INTERVAL:
+            return
+        last = time.monotonic()
+        await loader.load_and_set(configuration)
+
+    return refresh
 
 
 def failures() -> tuple[type[Exception], ...]:

@@ -49,7 +49,6 @@ class _Cluster:
     api: ApiClient
     claims: ClaimStore
     base_url: str
-    headers: dict[str, str]
     ssl_context: ssl.SSLContext | bool
 
 
@@ -99,8 +98,8 @@ class KubernetesBackend(Backend):
                     replica=self.settings.replica,
                     ttl=self.settings.kube_claim_ttl,
                 )
-                base_url, headers, context = await exec_transport(api)
-                self._cluster = _Cluster(api, claims, base_url, headers, context)
+                base_url, context = exec_transport(api)
+                self._cluster = _Cluster(api, claims, base_url, context)
             return self._cluster
 
     async def launch(self, worker_id: str, guest_config: dict[str, Any]) -> Launch:
@@ -143,7 +142,8 @@ class KubernetesBackend(Backend):
         and which one an API server checks depends on its version), so the message names it.
         """
         try:
-            return await open_exec_channel(url, headers=cluster.headers, ssl_context=cluster.ssl_context)
+            headers = await exec_headers(cluster.api)  # every stream: credentials rotate while the bridge runs
+            return await open_exec_channel(url, headers=headers, ssl_context=cluster.ssl_context)
         except ExecRefused as exc:
             namespace = self.settings.kube_namespace
             denied: tuple[str, ...] | None = None
@@ -185,20 +185,31 @@ class KubernetesBackend(Backend):
             self._cluster = None
 
 
-async def exec_transport(api: ApiClient) -> tuple[str, dict[str, str], ssl.SSLContext | bool]:
-    """The API server's URL, the auth header and the TLS setup the exec stream needs, from the client's config."""
-    configuration = api.configuration
+async def exec_headers(api: ApiClient) -> dict[str, str]:
+    """The auth headers of one exec stream, asked of the client's configuration each time.
+
+    Why not once, when the bridge connects: credentials rotate while it runs. An exec-plugin kubeconfig (GKE, EKS)
+    hands out tokens that expire within the hour, and a pod's projected service-account token is rewritten on
+    disk; the configuration's refresh hook, run by ``auth_settings``, fetches the current one, which the API
+    client's own requests get too. A header captured at start made every exec stream fail once it expired.
+    """
     headers = {}
-    for setting in (await configuration.auth_settings()).values():
+    for setting in (await api.configuration.auth_settings()).values():
         if setting.get("in") == "header" and setting.get("value"):
             headers[str(setting["key"])] = str(setting["value"])
+    return headers
+
+
+def exec_transport(api: ApiClient) -> tuple[str, ssl.SSLContext | bool]:
+    """The API server's URL and the TLS setup the exec streams need, from the client's config (fixed for a run)."""
+    configuration = api.configuration
     base_url = str(configuration.host).rstrip("/")
     if not base_url.startswith("https://"):
-        return base_url, headers, False
+        return base_url, False
     context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
     if configuration.cert_file:
         context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
     if not configuration.verify_ssl:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-    return base_url, headers, context
+    return base_url, context
