@@ -178,33 +178,34 @@ class SignatureCheck:
 
     def early_refusal(self, header: str | None) -> str | None:
         """Why a request is refused before its body is read (unsigned, malformed, or out of the time window)."""
-        match = _SIGNATURE.match(header or "")
-        if match is None:
-            return f"a forwarded call must carry {SIGNATURE_HEADER}, signed with the replicas' shared token"
-        stamp = int(match[1])
-        now = self._clock()
-        if abs(now - stamp) > MAX_CLOCK_SKEW:
-            return (f"the call was signed {now - stamp:+.0f} s from this replica's clock, outside "
-                    f"±{MAX_CLOCK_SKEW:g} s: a stale or replayed request, or clocks out of sync (run NTP on the "
-                    "nodes)")  # fmt: skip
-        return None
+        parsed = self._parsed(header)
+        return parsed if isinstance(parsed, str) else None
 
     def refusal(self, header: str | None, body: bytes) -> str | None:
         """Why the call is refused: its signature does not cover this body with the shared key, or was used."""
-        early = self.early_refusal(header)
-        if early is not None:
-            return early
-        match = _SIGNATURE.match(header or "")
-        assert match is not None
-        stamp, nonce, mac = int(match[1]), match[2], match[3]
+        parsed = self._parsed(header)
+        if isinstance(parsed, str):
+            return parsed
+        stamp, nonce, mac = int(parsed[1]), parsed[2], parsed[3]
         if not hmac.compare_digest(mac, _mac(self._key, stamp, nonce, body)):
             return "the signature does not match the call (another peer token, or a changed body)"
         now = self._clock()
-        self._seen = {seen: until for seen, until in self._seen.items() if until >= now} if (
-            len(self._seen) >= MAX_REMEMBERED // 2) else self._seen  # fmt: skip
+        if len(self._seen) >= MAX_REMEMBERED // 2:  # forget the nonces whose stamps are out of the window anyway
+            self._seen = {seen: until for seen, until in self._seen.items() if until >= now}
         if nonce in self._seen:
             return "this signed call was already taken once (a replay)"
         if len(self._seen) >= MAX_REMEMBERED:
             return "too many forwarded calls in the last minute to remember; try again"
         self._seen[nonce] = stamp + 2 * MAX_CLOCK_SKEW
         return None
+
+    def _parsed(self, header: str | None) -> re.Match[str] | str:
+        """The signature's parts, or why it is refused as it stands (malformed, or signed out of the window)."""
+        match = _SIGNATURE.match(header or "")
+        if match is None:
+            return f"a forwarded call must carry {SIGNATURE_HEADER}, signed with the replicas' shared token"
+        skew = self._clock() - int(match[1])
+        if abs(skew) > MAX_CLOCK_SKEW:
+            return (f"the call was signed {skew:+.0f} s from this replica's clock, outside ±{MAX_CLOCK_SKEW:g} s: a "
+                    "stale or replayed request, or clocks out of sync (run NTP on the nodes)")  # fmt: skip
+        return match

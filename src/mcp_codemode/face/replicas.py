@@ -2,7 +2,8 @@
 
 A session's state is a live Python process, so exactly one replica can run it: the one holding the session's
 Lease (``sandbox/kube/leases.py``). A ``run_python`` call that reaches another replica is sent on to the owner's
-internal endpoint (``POST /internal/v1/run``, bearer ``MCP_BRIDGE_PEER_TOKEN``), whose answer streams back as lines
+internal endpoint (``POST /internal/v1/run`` on ``MCP_BRIDGE_PEER_PORT``, signed with a key derived from
+``MCP_BRIDGE_PEER_TOKEN``: ``forwarded_calls.py``), whose answer streams back as lines
 of JSON: progress while the cell runs, then the rendered tool result. Cancelling the client's call closes that
 stream, and the owner cancels the call as if its own client had (the cell is interrupted; the session survives).
 

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mcp_types import URL_ELICITATION_REQUIRED
+
 from ..errors import CodemodeError
 from .suggest import close_matches, did_you_mean
 
@@ -202,7 +204,6 @@ class UpstreamCallError(UpstreamError):
         self.sandbox_data = _sandbox_data(data, redaction)
 
 
-URL_ELICITATION_REQUIRED = -32042  # the server needs the user to open a URL first (mcp_types' constant)
 MAX_ERROR_DATA = 16_384  # characters of an error's JSON data passed on to sandboxed code; larger data is dropped
 
 

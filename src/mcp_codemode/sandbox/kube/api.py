@@ -101,7 +101,7 @@ REFRESH_INTERVAL = 1.0  # seconds between two looks at a kubeconfig's credential
 
 
 def _refresher(loader: Any) -> Callable[[Any], Awaitable[None]]:
-    """A hook that loads the kubeconfig's credentials again before a request, at most every few seconds.
+    """A hook that loads the kubeconfig's credentials again before a request, at most once a second.
 
     kubernetes_asyncio reads a kubeconfig's credentials once: an exec plugin's token (GKE, EKS: it expires within
     the hour) and a ``tokenFile`` that something rotates went stale, and every request after was refused. Loading
