@@ -14,6 +14,7 @@ import dataclasses
 import re
 from typing import Any, Literal
 
+from ..guest.mcp._images import IMAGE_TYPES, sniff
 from ..guest.protocol import workspace_path_problem
 from ..settings import Settings
 
@@ -37,12 +38,6 @@ class OutputImage:
     data: bytes
 
 
-_IMAGE_MAGIC = {
-    "image/png": (b"\x89PNG\r\n\x1a\n",),
-    "image/jpeg": (b"\xff\xd8\xff",),
-    "image/gif": (b"GIF87a", b"GIF89a"),
-    "image/webp": (b"RIFF",),
-}
 _MAX_NOTES = 16
 _MAX_LINKS = 16
 _MIME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}$")
@@ -95,7 +90,7 @@ def guest_images(raw: Any, settings: Settings) -> tuple[OutputImage, ...]:
         if not isinstance(item, dict):
             continue
         mime, encoded = item.get("mime"), item.get("data")
-        if not isinstance(mime, str) or mime not in _IMAGE_MAGIC or not isinstance(encoded, str):
+        if not isinstance(mime, str) or mime not in IMAGE_TYPES or not isinstance(encoded, str):
             continue
         if len(encoded) > settings.image_limit * 4 // 3 + 8:
             continue
@@ -103,7 +98,7 @@ def guest_images(raw: Any, settings: Settings) -> tuple[OutputImage, ...]:
             data = base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError):
             continue
-        if len(data) <= settings.image_limit and data.startswith(_IMAGE_MAGIC[mime]):
+        if len(data) <= settings.image_limit and sniff(data) == mime:
             kept.append(OutputImage(mime, data))
     return tuple(kept)
 

@@ -22,6 +22,8 @@ _SIGNATURES = (
     (b"GIF87a", "image/gif"),
     (b"GIF89a", "image/gif"),
 )
+# Every type ``sniff`` recognises: also what the host accepts from a guest (sandbox/results.py checks with sniff).
+IMAGE_TYPES = frozenset({mime for _, mime in _SIGNATURES} | {"image/webp"})
 
 
 def sniff(data: bytes) -> str | None:

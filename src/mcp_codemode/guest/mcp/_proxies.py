@@ -15,14 +15,13 @@ it as refused, the ``PolicyError`` that names the rule is more useful than "no s
 
 from __future__ import annotations
 
-import difflib
 import sys
 import types
 
 from . import _rpc
 from ._results import Audio, Media, natural, parse_text, resource_value
 from ._rpc import MCPError, PolicyError, ServerNotFound, ToolNotFound
-from ._signatures import ToolSpec, annotation, make_tool, type_label
+from ._signatures import ToolSpec, annotation, close_names, did_you_mean, make_tool, type_label
 
 # Kept reachable here for the host's stubs (``upstream/stubs.py`` imports ``ToolSpec`` and ``annotation``)
 # and the tests that reach the result and signature helpers through this module.
@@ -67,8 +66,8 @@ class ServerRegistry:
                 return server
         _ask_about_missing("describe", server=name)
         names = self.names()
-        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
-        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        close = close_names(name, names)
+        hint = did_you_mean(close)
         listed = ", ".join(names) if names else "none are configured"
         raise ServerNotFound(
             f"no MCP server named {name!r}.{hint} Configured servers: {listed}.",
@@ -129,8 +128,8 @@ class ServerProxy:
             _ask_about_missing("docs", server=self._name, tool=tool, detail="name")
         names = list(functions)
         candidates = dict.fromkeys(names + [f.spec.name for f in functions.values()])
-        close = difflib.get_close_matches(tool, list(candidates), n=3, cutoff=0.5)
-        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        close = close_names(tool, list(candidates))
+        hint = did_you_mean(close)
         raise ToolNotFound(
             f"the {self._name!r} server has no tool {tool!r}.{hint} Its tools: {', '.join(names) or 'none'}.",
             server=self._name,

@@ -23,6 +23,16 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+def close_names(name: str, candidates: list[str], n: int = 3) -> list[str]:
+    """The guest's one "did you mean": up to ``n`` of ``candidates`` close to a name the code mistyped."""
+    return difflib.get_close_matches(name, candidates, n=n, cutoff=0.5)
+
+
+def did_you_mean(close: list[str]) -> str:
+    """`` Did you mean 'a', 'b'?`` for a sentence's end, or nothing when no name was close."""
+    return f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+
+
 # ---------------------------------------------------------------------------------------- signatures
 
 _JSON_TYPES: dict[str, Any] = {
@@ -212,7 +222,7 @@ class ToolSpec:
         unknown = [name for name in kwargs if name not in known]
         if unknown:
             name = unknown[0]
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+            close = close_names(name, known, 1)
             hint = f"; did you mean {close[0]!r}?" if close else "."
             return f"{self.name}() got an unknown argument {name!r}{hint} It takes: {self.parameter_list()}."
         return f"{self.name}(): {problem}. It takes: {self.parameter_list()}."
