@@ -12,7 +12,7 @@ import pytest
 
 from mcp_codemode.cli.main import main
 from mcp_codemode.errors import CodemodeError, SettingsError
-from mcp_codemode.face.server import InvalidArguments
+from mcp_codemode.face.tool import InvalidArguments
 from mcp_codemode.runs.saved_tools import SavedToolProblem
 from mcp_codemode.sandbox.seccomp import SeccompUnavailable
 from mcp_codemode.upstream.validate import ArgumentProblem

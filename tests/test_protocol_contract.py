@@ -16,7 +16,7 @@ import re
 import typing
 from pathlib import Path
 
-from mcp_codemode.face import server
+from mcp_codemode.face import tool
 from mcp_codemode.guest import protocol
 from mcp_codemode.guest import worker_channel as guest_worker
 from mcp_codemode.guest.mcp import _rpc
@@ -92,12 +92,12 @@ def test_the_limits_are_the_modules_objects() -> None:
 
 
 def test_the_two_session_name_rules_are_the_modules_and_nest() -> None:
-    assert server.SESSION_PATTERN is protocol.USER_SESSION_NAME_PATTERN
+    assert tool.SESSION_PATTERN is protocol.USER_SESSION_NAME_PATTERN
     assert sessions.SESSION_NAME.pattern is protocol.SESSION_KEY_PATTERN
     user, key = re.compile(protocol.USER_SESSION_NAME_PATTERN), re.compile(protocol.SESSION_KEY_PATTERN)
     longest = "a" * 64
     assert user.fullmatch(longest) and not user.fullmatch(longest + "a") and not user.fullmatch("a:b")
-    for name in ("default", longest, "x.y@z-1_2"):  # the keys server.py builds from a user's name
+    for name in ("default", longest, "x.y@z-1_2"):  # the keys placement.py builds from a user's name
         assert key.fullmatch(f"stdio:{name}")
         assert key.fullmatch(f"p:{'o' * 40}:{name}")
 

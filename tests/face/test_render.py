@@ -13,15 +13,10 @@ import toon_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mcp_codemode.face.placement import place
 from mcp_codemode.face.principals import PRINCIPAL_STATE_KEY, connection_key
 from mcp_codemode.face.render import NO_OUTPUT, cut_middle, error_result, fit_fields, render_result
-from mcp_codemode.face.server import (
-    MAX_CODE_CHARS,
-    InvalidArguments,
-    parse_arguments,
-    place,
-    run_python_tool,
-)
+from mcp_codemode.face.tool import MAX_CODE_CHARS, InvalidArguments, parse_arguments, run_python_tool
 from mcp_codemode.runs.bridge import RunRequest
 from mcp_codemode.sandbox.results import ExecutionResult, GuestError, OutputImage
 from mcp_codemode.settings import Settings

@@ -17,7 +17,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from mcp_codemode.face.server import SESSION_HEADER
+from mcp_codemode.face.placement import SESSION_HEADER
 from mcp_codemode.face.web import UNAUTHORIZED
 from mcp_codemode.sandbox import cgroups
 from tests.support.backends import fail_unless

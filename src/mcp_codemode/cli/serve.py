@@ -17,8 +17,9 @@ from typing import cast
 import anyio
 from mcp.server.stdio import stdio_server
 
-from ..face.server import build_server, local_runner
+from ..face.server import build_server
 from ..face.stdio import private_stdio
+from ..face.tool_calls import local_runner
 from ..face.web import bind_socket, check_exposure, serve_http
 from ..runs.bridge import Bridge
 from ..settings import Settings
