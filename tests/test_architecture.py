@@ -447,3 +447,17 @@ def test_the_test_import_check_sees_a_test_module_and_the_conftest_imported(tmp_
         "test_a.py:1: imports tests.test_b",
         "test_b.py:1: imports tests.conftest",
     ]
+
+
+# ------------------------------------------------------------------------------------------------ the map
+# docs/architecture.md sends a newcomer to each package's __init__ for what the package owns; an empty one (two
+# were, while the page said otherwise) leaves them with 30 file names and nothing to tell them apart.
+
+
+def test_every_package_says_in_its_init_what_it_owns() -> None:
+    silent = []
+    for init in sorted((SRC / PACKAGE).rglob("__init__.py")):
+        docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        if len(docstring) < 100:
+            silent.append(f"{init.relative_to(SRC)}: {len(docstring)} characters")
+    assert not silent, f"say in a paragraph what each package owns (and must not know): {silent}"
