@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -461,3 +462,20 @@ def test_every_package_says_in_its_init_what_it_owns() -> None:
         if len(docstring) < 100:
             silent.append(f"{init.relative_to(SRC)}: {len(docstring)} characters")
     assert not silent, f"say in a paragraph what each package owns (and must not know): {silent}"
+
+
+def test_the_architecture_page_names_only_files_that_exist() -> None:
+    """Each file docs/architecture.md names in backticks exists: a moved module must take the page with it."""
+    root = SRC.parent
+    page = (root / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`([A-Za-z0-9_./-]+\.(?:py|md|sh|yaml|json|toml))`", page))
+    bases = (root, SRC / PACKAGE, SRC / PACKAGE / "guest")
+    everywhere = {
+        path.name for folder in ("src", "tests", "benchmarks", "scripts") for path in (root / folder).rglob("*")
+    }
+    missing = sorted(
+        name
+        for name in named
+        if not any((base / name).exists() for base in bases) and ("/" in name or name not in everywhere)
+    )
+    assert not missing, f"docs/architecture.md names files that do not exist: {missing}"
