@@ -40,12 +40,13 @@ GUEST_TOP_LEVEL = frozenset(
 
 #: The layers, lowest first: a module may import its own layer and the ones below, never one above. The guest
 #: (rank 0) has its own, stricter rule below. Rank 1 is the core every part stands on: the top-level modules
-#: (settings, errors, state files, the policy rules, reply encoding) and the parts that know nothing of a run:
-#: upstream, sandbox, provision. Then the run service, the faces over it, and the command line over everything.
+#: (settings, errors, state files, reply encoding), the policy's rules and the parts that know nothing of a run:
+#: upstream, sandbox, provision. Then the run service (with the policy's guard, which enforces the rules on a run),
+#: the faces over it, and the command line over everything.
 LAYERS: tuple[tuple[str, ...], ...] = (
     (GUEST,),
     (),  # the core: every module not named by another layer
-    (f"{PACKAGE}.runs",),
+    (f"{PACKAGE}.runs", f"{PACKAGE}.policy.guard"),
     (f"{PACKAGE}.face",),
     (f"{PACKAGE}.cli", f"{PACKAGE}.__main__"),
 )
@@ -55,7 +56,7 @@ EXTRA_FORBIDDEN = {
     (f"{PACKAGE}.face.web", f"{PACKAGE}.face.server"),
     (f"{PACKAGE}.face.render", f"{PACKAGE}.sandbox.worker"),
     (f"{PACKAGE}.upstream.directory", f"{PACKAGE}.settings"),
-    *{(f"{PACKAGE}.runs.{relay}", f"{PACKAGE}.sandbox.frames") for relay in ("relay", "relay_params", "relay_policy")},
+    *{(f"{PACKAGE}.{m}", f"{PACKAGE}.sandbox.frames") for m in ("runs.relay", "runs.relay_params", "policy.guard")},
     *{(f"{PACKAGE}.{s}", f"{PACKAGE}.upstream.directory") for s in ("settings", "settings_fields", "settings_file")},
 }
 

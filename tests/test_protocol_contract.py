@@ -27,7 +27,7 @@ from tests.support.parsing import parse
 
 SRC = Path(protocol.__file__).resolve().parents[1]
 GUEST_FILES = [*sorted((SRC / "guest").glob("worker*.py")), SRC / "guest" / "mcp" / "_rpc.py"]
-RELAY_FILES = [SRC / "runs" / "relay.py", SRC / "runs" / "relay_params.py", SRC / "runs" / "relay_policy.py"]
+RELAY_FILES = [SRC / "runs" / "relay.py", SRC / "runs" / "relay_params.py", SRC / "policy" / "guard.py"]
 HOST_FILES = [SRC / "sandbox" / "worker.py", SRC / "sandbox" / "frames.py", *RELAY_FILES]
 NAMES = {value: name for name, value in vars(protocol).items() if name.isupper() and isinstance(value, str)}
 

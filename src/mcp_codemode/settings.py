@@ -8,7 +8,7 @@ Environment variable names follow the reference bridge (``MCP_BRIDGE_*``) where 
 so existing client configurations keep working.
 
 The parts live beside it: ``settings_fields.py`` (each setting's names and parser), ``settings_file.py`` (the
-TOML file and its policy table) and ``policy_rules.py`` (the policy value); callers import each name from the
+TOML file and its policy table) and ``policy/rules.py`` (the policy value); callers import each name from the
 module that defines it.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 from .errors import SettingsError
 from .mounts import Mount
 from .mounts import state_dir_problem as mounts_state_dir_problem
-from .policy_rules import Policy
+from .policy.rules import Policy
 from .settings_fields import (
     DEFAULT_IMAGE,
     FIELD_BY_NAME,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SettingsError
-from .policy_rules import MAX_ARGUMENT_DEPTH_CEILING, Policy, check_pattern
+from .policy.rules import MAX_ARGUMENT_DEPTH_CEILING, Policy, check_pattern
 from .settings_fields import FIELD_BY_NAME, parse_size
 
 SETTINGS_FILE_ENV = "MCP_CODEMODE_SETTINGS"

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from mcp_codemode.policy_rules import Policy, canonical_json
+from mcp_codemode.policy.rules import Policy, canonical_json
 from mcp_codemode.runs.audit import AuditLog
 from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.runs.relay import Relay

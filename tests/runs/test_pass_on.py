@@ -10,9 +10,9 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
-from mcp_codemode.policy_rules import Policy
+from mcp_codemode.policy.guard import CallGuard
+from mcp_codemode.policy.rules import Policy
 from mcp_codemode.runs.audit import AuditLog
-from mcp_codemode.runs.relay_policy import CallGuard
 from mcp_codemode.runs.relay_run import MAX_CLIENT_REQUESTS, Caller, Run
 from mcp_codemode.upstream.call_links import CannotAsk
 

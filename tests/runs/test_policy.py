@@ -22,11 +22,12 @@ from mcp import types
 
 from mcp_codemode.cli.servers_report import servers_report
 from mcp_codemode.errors import SettingsError
-from mcp_codemode.policy_rules import Policy, ToolNames, canonical_json, nesting_depth
+from mcp_codemode.policy.guard import RateLimiter
+from mcp_codemode.policy.rules import Policy, ToolNames, canonical_json, nesting_depth
 from mcp_codemode.runs.bridge import Bridge
-from mcp_codemode.runs.policy import RateLimiter, Refused
 from mcp_codemode.runs.summary import capability_summary
 from mcp_codemode.settings import Settings
+from mcp_codemode.upstream.gate import Refused
 from mcp_codemode.upstream.model import Discovery
 from tests.support import upstreams
 from tests.support.backends import sandbox_settings

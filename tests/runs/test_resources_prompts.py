@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mcp_codemode.policy_rules import Policy
+from mcp_codemode.policy.rules import Policy
 from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.upstream.model import Discovery
 from tests.support import upstreams

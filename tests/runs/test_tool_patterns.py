@@ -1,4 +1,4 @@
-"""The one function that matches tool patterns (``Policy.tool_pattern``, policy_rules.py), as pure logic: every name
+"""The one function that matches tool patterns (``Policy.tool_pattern``, policy/rules.py), as pure logic: every name
 a tool goes by, for deny_tools, allow_tools and ask_tools alike (the calls themselves, on every path and in both
 eras, are in tests/upstream/test_approvals_e2e.py)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_codemode.policy_rules import Policy, ToolNames
+from mcp_codemode.policy.rules import Policy, ToolNames
 
 # Each way one tool is named: (pattern, the ToolNames field it names the tool by). server-everything's get-env.
 GET_ENV = ToolNames("every-thing", "every_thing", "get-env", "get_env", typed="get-env")

@@ -596,7 +596,7 @@ report("started")
 def test_a_policy_refused_tool_raises_policy_error_and_never_reaches_the_server(
     target: Target, upstream_discovery: Any
 ) -> None:
-    from mcp_codemode.policy_rules import Policy  # the policy feature (built alongside this suite)
+    from mcp_codemode.policy.rules import Policy  # the policy feature (built alongside this suite)
 
     settings = target.bridge.settings.replace(policy=Policy(deny_tools=("everything/echo",)))
     code = textwrap.dedent(

@@ -12,7 +12,7 @@ from pathlib import Path
 from mcp import types
 
 from mcp_codemode.guest.mcp import runtime
-from mcp_codemode.policy_rules import Policy
+from mcp_codemode.policy.rules import Policy
 from mcp_codemode.upstream.extras import MAX_PER_KIND, ExtrasIndex, limited
 from mcp_codemode.upstream.listing import ExtraHit, Extras
 from mcp_codemode.upstream.listing_cache import ListingCache

@@ -10,7 +10,7 @@ without starting a server, but a call is always checked against the listing of t
 
 The policy's refusals of servers and tools the calls name, its caps (argument size and depth, measured
 before anything recursive touches the arguments, the per-run budget and the rate) and the audit line of
-every tool call are in ``relay_policy.py``; whose run a request belongs to is ``relay_run.Run``. Reading a
+every tool call are in ``policy/guard.py``; whose run a request belongs to is ``relay_run.Run``. Reading a
 resource and getting a prompt are uses of a server like a tool call: they pass the same policy (its resource and
 prompt patterns), spend from the same budget and rate, and get an audit line each. Listings are filtered by the
 same patterns, so code never sees a resource or prompt it may not use.
@@ -33,7 +33,8 @@ from ..guest.protocol import (
     ERROR_KIND_TOOL_NOT_FOUND,
     ERROR_KIND_TOOL_TIMEOUT,
 )
-from ..policy_rules import ToolNames
+from ..policy.guard import CallGuard, CallNote
+from ..policy.rules import ToolNames
 from ..settings import Settings
 from ..upstream import catalog
 from ..upstream.directory import ToolDirectory
@@ -58,7 +59,6 @@ from .relay_params import (
     clipped_text,
     is_unicode,
 )
-from .relay_policy import CallGuard, CallNote
 from .relay_run import Caller, RelayFunction, Run, upstream_progress
 from .saved_tools import SavedToolProblem, SavedToolStore
 

@@ -3,7 +3,7 @@
 Every request arrives from code we do not trust (a ``call`` frame, already size-bounded by the frame
 reader), so each parameter is checked here (its type, its length, that it is valid Unicode) and every
 failure becomes a ``Refusal``: an error reply whose ``kind`` names the ``runtime`` exception the guest raises.
-It is apart from the relay's dispatch (``relay.py``) and its policy (``relay_policy.py``) because both raise
+It is apart from the relay's dispatch (``relay.py``) and the policy's guard (``policy/guard.py``) because both raise
 these refusals and neither should need the other to do so.
 """
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from .. import __version__
 from ..mounts import Mount
-from ..policy_rules import Policy
+from ..policy.rules import Policy
 from ..settings import Settings
 from ..settings_fields import format_size
 

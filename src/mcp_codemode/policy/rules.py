@@ -20,9 +20,9 @@ whose text before the first ``/`` holds a ``:`` (a URI's scheme, as in ``file://
 all is a URI pattern for every server: a URI has a scheme, a server name has none. The URI part matches a
 resource's URI and, in listings, a template's URI template; ``*`` crosses ``/``.
 
-Why a module apart from ``policy.py``: these rules are a value the settings build and every layer reads, pure
-and stateless, so they sit with the settings below the bridge; ``policy.py`` keeps what enforcing them needs at
-run time (the per-owner rate limiter) with the relay that uses it.
+Why a module apart from ``guard.py`` beside it: these rules are a value the settings build and every layer reads,
+pure and stateless, so they stay in the core below the bridge; ``guard.py`` enforces them on each use at run time
+(the per-owner rate limiter, the run's budget, the user's approval, the audit line), which needs a run.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 
 from mcp import types
 
-from .upstream.gate import Refused
+from ..upstream.gate import Refused
 
 DEFAULT_MAX_CALLS_PER_RUN = 1000
 DEFAULT_MAX_ARGUMENT_BYTES = 1 << 20

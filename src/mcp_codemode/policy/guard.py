@@ -1,12 +1,14 @@
-"""The policy's side of sandboxed code's uses of servers (tool calls, resource reads, prompt gets): refusals, the
-per-run budget, the rate, the audit line.
+"""Enforcing the policy on sandboxed code's uses of servers (tool calls, resource reads, prompt gets): refusals,
+the per-run budget, the rate per owner, the user's approval, the audit line.
 
-The policy hides refused servers and tools in the directory; the relay still refuses the calls that name
-them anyway, with the refusal built here, and here are the caps that cost something to pass: a budget of
-calls per ``run_python`` call (counted on the ``Run``) and a rate per owner. Every tool call, refused or not,
-gets one line in the audit log, cancelled ones included: ``CallGuard.audited`` wraps the whole call, so no
-path out of it (an answer, a refusal, a bug, a cancellation) goes unrecorded. It is apart from ``relay.py``
-so that what the policy enforces can be read in one place, without the parsing of every request around it.
+The rules (``rules.py``) hide refused servers and tools in the directory; the relay still refuses the calls that
+name them anyway, with the refusal built here, and here are the caps that cost something to pass: a budget of
+calls per ``run_python`` call (counted on the ``Run``) and a rate per owner (``RateLimiter``, a token bucket kept
+for the bridge's life). Every tool call, refused or not, gets one line in the audit log, cancelled ones included:
+``CallGuard.audited`` wraps the whole call, so no path out of it (an answer, a refusal, a bug, a cancellation)
+goes unrecorded. It is apart from ``runs/relay.py`` so that what the policy enforces can be read in one place,
+beside the rules, without the parsing of every request around it. Unlike the rules it works on a run of the
+bridge (``runs/relay_run.Run``), so it stands in the run service's layer (``tests/test_architecture.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,14 +24,14 @@ from typing import Any
 import mcp_types as types
 
 from ..guest.protocol import ERROR_KIND_APPROVAL, ERROR_KIND_POLICY, ERROR_KIND_TOOL_TIMEOUT
-from ..policy_rules import Policy, ToolNames
 from ..reply_encoding import EncodedReply, encode_value
+from ..runs.approval_question import TooLongToShow, approval_question
+from ..runs.audit import AuditLog
+from ..runs.relay_params import Refusal, Reply
+from ..runs.relay_run import MAX_CLIENT_REQUESTS, Run, upstream_log
 from ..upstream.call_links import CallLink, CannotAsk
-from .approval_question import TooLongToShow, approval_question
-from .audit import AuditLog
-from .policy import RateLimiter, Refused
-from .relay_params import Refusal, Reply
-from .relay_run import MAX_CLIENT_REQUESTS, Run, upstream_log
+from ..upstream.gate import Refused
+from .rules import Policy, ToolNames
 
 
 @dataclasses.dataclass
@@ -61,6 +64,36 @@ APPROVAL_SCHEMA: dict[str, Any] = {
     },
 }
 Forward = Callable[[Any], Awaitable[Any]]  # a Caller's elicit or sample
+
+
+class RateLimiter:
+    """A token bucket per owner: ``rate`` calls per second on average, bursts of up to ``max(rate, 1)``.
+
+    Owners are HTTP principals (or "local"), few and long-lived, so buckets are kept for the bridge's life.
+    """
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.burst = max(rate, 1.0)
+        self._clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}  # owner -> (tokens, when)
+
+    def take(self, owner: str) -> bool:
+        """Spend one token of ``owner``'s bucket; False (nothing spent) when it is empty."""
+        if self.rate <= 0:
+            return True
+        now = self._clock()
+        tokens, then = self._buckets.get(owner, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - then) * self.rate)
+        if tokens < 1:
+            self._buckets[owner] = (tokens, now)
+            return False
+        self._buckets[owner] = (tokens - 1, now)
+        return True
+
+    def wait_hint(self) -> str:
+        seconds = 1 / self.rate if self.rate > 0 else 0
+        return f"about {math.ceil(seconds * 10) / 10:g} s" if seconds >= 0.1 else "a moment"
 
 
 class CallGuard:
