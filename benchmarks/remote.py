@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the stand-in lives in tests/support
 
@@ -28,11 +28,15 @@ from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from mcp_codemode.sandbox.worker import Worker
 from mcp_codemode.settings import Settings
 
+if TYPE_CHECKING:
+    from mcp_codemode.guest.protocol import CallFrame
+    from mcp_codemode.reply_encoding import Reply
+
 RELAYED = "from mcp import runtime\nruntime.call_tool_sync('echo', 'say', {'text': 'hi'}, raw=True)"
 TARGET_MS = 0.3
 
 
-async def _echo(message: dict[str, Any]) -> dict[str, Any]:
+async def _echo(message: CallFrame) -> Reply:
     return {"ok": True, "value": {"content": [{"type": "text", "text": "hi"}], "isError": False}}
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -19,6 +19,10 @@ from mcp_codemode.settings import Settings
 from tests.support.backends import require_usable, sandbox_settings
 from tests.support.cells import private_state_dir
 from tests.support.exec_endpoint import ExecEndpoint, LoopbackExecBackend
+
+if TYPE_CHECKING:
+    from mcp_codemode.guest.protocol import CallFrame
+    from mcp_codemode.reply_encoding import Reply
 
 pytestmark = pytest.mark.backend
 Body = Callable[[Worker, ExecEndpoint], Awaitable[Any]]
@@ -134,9 +138,9 @@ def test_loopback_exec_stand_in_output_flood_is_capped(over_exec) -> None:
 
 
 def test_loopback_exec_stand_in_relays_tool_calls_both_ways(over_exec) -> None:
-    seen: list[dict[str, Any]] = []
+    seen: list[CallFrame] = []
 
-    async def relay(message: dict[str, Any]) -> dict[str, Any]:
+    async def relay(message: CallFrame) -> Reply:
         seen.append(message)
         text = message["arguments"]["text"]
         return {"ok": True, "value": {"content": [{"type": "text", "text": f"echo:{text}"}], "isError": False}}
@@ -162,7 +166,7 @@ def test_loopback_exec_stand_in_relays_tool_calls_both_ways(over_exec) -> None:
 def test_loopback_exec_stand_in_large_reply_crosses_in_bounded_messages(over_exec) -> None:
     """A 20 MB reply goes down the stream in 256 KiB messages and arrives whole."""
 
-    async def relay(message: dict[str, Any]) -> dict[str, Any]:
+    async def relay(message: CallFrame) -> Reply:
         return {"ok": True, "value": {"content": [{"type": "text", "text": "r" * (20 << 20)}], "isError": False}}
 
     code = "from mcp import runtime\nlen(runtime.call_tool_sync('big', 'get', {}, raw=True)['content'][0]['text'])"

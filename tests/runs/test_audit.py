@@ -14,7 +14,7 @@ import logging
 import stat
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -31,6 +31,9 @@ from tests.support import upstreams
 from tests.support.backends import sandbox_settings
 from tests.support.cells import private_state_dir, reported, run
 from tests.support.clients import require_bubblewrap
+
+if TYPE_CHECKING:
+    from mcp_codemode.guest.protocol import CallFrame
 
 SECRET = "sk-live-0123456789abcdef-DO-NOT-LOG"
 FIELDS = ["time", "session", "owner", "server", "tool", "args_sha256", "args_bytes", "outcome", "duration_ms",
@@ -208,11 +211,11 @@ async def test_a_call_cancelled_in_flight_gets_a_line_and_an_unwritable_log_brea
             relay = Relay(directory, SavedToolStore(tmp_path / "saved"), settings, AuditLog(path))
             run_ = Run("local", "cancelled")
             echo = {"op": "call", "server": "everything", "tool": "echo", "arguments": {"message": "hi"}}
-            reply = await relay.handle("local", echo, run_)
+            reply = await relay.handle("local", cast("CallFrame", echo), run_)
             assert reply["ok"], reply
             long = {"op": "call", "server": "everything", "tool": "trigger-long-running-operation",
                     "arguments": {"duration": 60, "steps": 2}}  # fmt: skip
-            task = asyncio.create_task(relay.handle("local", long, run_))
+            task = asyncio.create_task(relay.handle("local", cast("CallFrame", long), run_))
             while directory.hub.state("everything").status != "ready" or run_.calls < 2:
                 await asyncio.sleep(0.01)
             task.cancel()

@@ -11,9 +11,9 @@ are offered by name (no long-running, sampling or elicitation tool, which would 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -28,6 +28,9 @@ from mcp_codemode.upstream.directory import ToolDirectory
 from tests.support import upstreams
 from tests.support.backends import sandbox_settings
 from tests.support.fuzzing import LoopThread, json_values
+
+if TYPE_CHECKING:
+    from mcp_codemode.guest.protocol import CallFrame
 
 pytestmark = pytest.mark.backend
 
@@ -109,7 +112,8 @@ def test_every_request_gets_a_well_formed_reply(relay: tuple[LoopThread, Relay],
         checked = decode_frame(json.dumps(message).encode())
     except FrameError:
         return
-    reply = loop.run(handler.handle("fuzz", checked))
+    # Typed as the worker types what it hands on: a call frame, whose every field the relay checks before use.
+    reply: Mapping[str, Any] = loop.run(handler.handle("fuzz", cast("CallFrame", checked)))
     assert isinstance(reply, dict) and isinstance(reply.get("ok"), bool), reply
     event("ok" if reply["ok"] else str(reply["error"].get("kind")))
     if not reply["ok"]:
@@ -124,7 +128,7 @@ def test_the_upstream_still_answers_after_the_fuzzing(relay: tuple[LoopThread, R
     loop, handler = relay
     message = {"type": "call", "id": 1, "op": "call", "server": "everything", "tool": "echo",
                "arguments": {"message": "still here"}}  # fmt: skip
-    reply = loop.run(handler.handle("fuzz", message))
+    reply: Mapping[str, Any] = loop.run(handler.handle("fuzz", cast("CallFrame", message)))
     assert reply["ok"], reply
     assert reply["value"]["content"][0]["text"] == "Echo: still here"
 
@@ -140,13 +144,13 @@ def test_a_lone_surrogate_that_reaches_the_relay_is_refused_without_touching_the
     state = handler.hub.state("everything")
     message = {"type": "call", "id": 1, "op": "call", "server": "everything", "tool": "echo",
                "arguments": {"message": "\ud800"}}  # fmt: skip
-    reply = loop.run(handler.handle("fuzz", message))
+    reply: Mapping[str, Any] = loop.run(handler.handle("fuzz", cast("CallFrame", message)))
     assert reply["ok"] is False and reply["error"]["kind"] == "ArgumentError", reply
     after = handler.hub.state("everything")
     assert (after.status, after.pid) == ("ready", state.pid), after
     for field in ("server", "tool"):
         forged = {**message, "arguments": {"message": "fine"}, field: "echo\udfff"}
-        reply = loop.run(handler.handle("fuzz", forged))
+        reply = loop.run(handler.handle("fuzz", cast("CallFrame", forged)))
         assert reply["ok"] is False and reply["error"]["kind"] == "ArgumentError", reply
         assert "lone surrogate" in reply["error"]["message"], reply
         encode_frame({"type": "reply", "id": 1, **reply})

@@ -22,7 +22,7 @@ import signal
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 import pytest
@@ -46,6 +46,10 @@ from tests.support.cells import (
     time_and_everything,
 )
 from tests.support.clients import images_of, require_bubblewrap, stdio_client_for, text_of
+
+if TYPE_CHECKING:
+    from mcp_codemode.guest.protocol import CallFrame, CellContext
+    from mcp_codemode.reply_encoding import Reply
 
 pytestmark = pytest.mark.backend
 
@@ -400,7 +404,7 @@ def test_gathered_calls_are_in_flight_at_the_same_time(with_sessions: Callable[.
         barrier = asyncio.Barrier(calls)
         arrived: list[int] = []
 
-        async def relay(message: dict[str, Any]) -> dict[str, Any]:
+        async def relay(message: CallFrame) -> Reply:
             if message.get("op") != "call":
                 return {"ok": False, "error": {"kind": "MCPError", "message": f"unexpected {message.get('op')}"}}
             number = message["arguments"]["n"]
@@ -408,7 +412,7 @@ def test_gathered_calls_are_in_flight_at_the_same_time(with_sessions: Callable[.
             await barrier.wait()
             return {"ok": True, "value": {"content": [{"type": "text", "text": f"done {number}"}]}}
 
-        def context(fresh: bool) -> dict[str, Any]:
+        def context(fresh: bool) -> CellContext:
             return {"servers": [{"name": "held", "alias": "held", "transport": "stdio"}], "versions": {}}
 
         code = guest(

@@ -12,7 +12,7 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -24,6 +24,9 @@ from mcp_codemode.settings import Settings
 from tests.support.backends import sandbox_settings
 from tests.support.cells import GuestServicesStub
 from tests.support.processes import our_containers
+
+if TYPE_CHECKING:
+    from mcp_codemode.guest.protocol import CellContext
 
 sandboxed = pytest.mark.usefixtures("no_orphans")  # every test that starts sandboxes checks none is left
 WithSessions = Callable[..., Any]
@@ -43,7 +46,7 @@ async def settle(condition: Callable[[], bool], seconds: float = 60.0) -> None:
 def test_a_new_sessions_first_call_uses_a_pooled_worker_and_the_pool_refills(with_sessions: WithSessions) -> None:
     fresh_flags: list[bool] = []
 
-    def context(fresh: bool) -> dict[str, Any]:
+    def context(fresh: bool) -> CellContext:
         fresh_flags.append(fresh)
         return {}
 

@@ -19,7 +19,7 @@ import os
 import struct
 import time
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -36,6 +36,10 @@ from mcp_codemode.sandbox.worker import Worker, _Cell
 from tests.support.backends import require_usable, sandbox_settings
 from tests.support.clients import require_bubblewrap
 from tests.support.fuzzing import LoopThread, json_values
+
+if TYPE_CHECKING:
+    from mcp_codemode.guest.protocol import CallFrame, GuestFrame, ReplyValue
+    from mcp_codemode.reply_encoding import Reply
 
 T = TypeVar("T")
 LIMIT = 4096
@@ -174,7 +178,7 @@ def test_a_reply_with_a_pre_encoded_value_is_the_same_frame(value: Any, request_
         with pytest.raises(UnicodeEncodeError):
             encode_value(value)
         return
-    spliced = encode_reply(request_id, EncodedReply(body, encode_value(value)))
+    spliced = encode_reply(request_id, EncodedReply(cast("ReplyValue", body), encode_value(value)))
     assert len(spliced) == len(plain) and HEADER.unpack(spliced[:4]) == HEADER.unpack(plain[:4])
     assert json.loads(spliced[4:]) == json.loads(plain[4:]) == {"type": "reply", "id": request_id, **body}
     assert encode_reply(request_id, body) == plain
@@ -284,9 +288,9 @@ def worker_messages(draw: st.DrawFn) -> dict[str, Any]:
 @given(worker_messages())
 def test_the_dispatcher_survives_any_message(live_worker: tuple[LoopThread, Worker], message: dict[str, Any]) -> None:
     loop, worker = live_worker
-    calls: list[dict[str, Any]] = []
+    calls: list[CallFrame] = []
 
-    async def relay(request: dict[str, Any]) -> dict[str, Any]:
+    async def relay(request: CallFrame) -> Reply:
         calls.append(request)
         return {"ok": True, "value": None}
 
@@ -297,7 +301,7 @@ def test_the_dispatcher_survives_any_message(live_worker: tuple[LoopThread, Work
             message["id"] = cell.id
         worker._cell = cell
         try:
-            worker._dispatch(message, len(json.dumps(message)))
+            worker._dispatch(cast("GuestFrame", message), len(json.dumps(message)))
             for _ in range(3):
                 await asyncio.sleep(0)
             return worker._finish(cell, time.monotonic()) if cell.done.done() else None

@@ -15,9 +15,9 @@ import socket
 import tempfile
 import textwrap
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox.results import ExecutionResult
@@ -26,6 +26,10 @@ from mcp_codemode.upstream.model import Discovery
 from . import upstreams
 from .backends import sandbox_settings
 from .clients import require_bubblewrap
+
+if TYPE_CHECKING:
+    from mcp_codemode.guest.protocol import CallFrame, CellContext
+    from mcp_codemode.reply_encoding import GuestRequestHandler, Reply
 
 # Per cell: generous, a server's first start happens inside the cell, and a starved machine (CPU steal) has taken
 # minutes for what takes a second; sandbox_settings' max_timeout allows it.
@@ -108,17 +112,15 @@ class GuestServicesStub:
     session are not looked at: such a test has one of each).
     """
 
-    context_of: Callable[[bool], dict[str, Any]]
-    handler: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+    context_of: Callable[[bool], CellContext]
+    handler: GuestRequestHandler | None = None
 
-    def context(self, owner: str, fresh: bool) -> dict[str, Any]:
+    def context(self, owner: str, fresh: bool) -> CellContext:
         return self.context_of(fresh)
 
-    def for_run(
-        self, owner: str, session: str, caller: Any = None
-    ) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+    def for_run(self, owner: str, session: str, caller: Any = None) -> GuestRequestHandler:
         return self.handler or _unexpected_request
 
 
-async def _unexpected_request(message: dict[str, Any]) -> dict[str, Any]:
+async def _unexpected_request(message: CallFrame) -> Reply:
     raise AssertionError(f"this test's code was not expected to call the host: {message!r}")

@@ -150,8 +150,9 @@ SESSION_KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
 
 
 if TYPE_CHECKING:
-    # The fields of every frame. What arrives from the guest is untrusted: the host reads a guest frame as a
-    # plain dict and checks each field's type before use; these say what a well-behaved side sends.
+    # The fields of every frame: what a well-behaved side sends. What arrives from the guest is untrusted: the
+    # host types a guest frame by its ``type`` (the frame reader checked only that it is an object with a string
+    # ``type``) and still checks each other field's type before use, as the guest may send anything in it.
 
     class ReadyFrame(TypedDict):
         type: Literal["ready"]
@@ -217,11 +218,24 @@ if TYPE_CHECKING:
         name: str
         source: str
 
+    class ServerEntry(TypedDict):
+        """A configured server as code sees it: in the cell context, and with its state in the answer to the
+        ``servers`` request (``list_servers(detailed=True)``)."""
+
+        name: str
+        alias: str  # the Python name of its proxy, ``mcp_<alias>``
+        transport: str
+        description: NotRequired[str]
+        state: NotRequired[str]  # servers: idle, connecting, ready or failed
+        tools: NotRequired[int | None]  # servers: how many tools it lists, None until listed
+        listing: NotRequired[str]  # servers: where that listing comes from ("unknown" when none)
+        error: NotRequired[str]  # servers: why it failed
+
     class CellContext(TypedDict):
         """What the bridge sends with a cell: the servers and catalog versions, and for a new sandbox the saved
         tools. The host sends only what changed since the last cell, so every field may be missing."""
 
-        servers: NotRequired[list[dict[str, Any]]]
+        servers: NotRequired[list[ServerEntry]]
         versions: NotRequired[dict[str, Any]]
         policy: NotRequired[CellPolicy]
         saved: NotRequired[list[SavedToolSource]]

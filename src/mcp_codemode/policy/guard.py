@@ -19,7 +19,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
@@ -27,11 +27,15 @@ from ..guest.protocol import ERROR_KIND_APPROVAL, ERROR_KIND_POLICY, ERROR_KIND_
 from ..reply_encoding import EncodedReply, encode_value
 from ..runs.approval_question import TooLongToShow, approval_question
 from ..runs.audit import AuditLog
-from ..runs.relay_params import Refusal, Reply
+from ..runs.relay_params import Refusal
 from ..runs.relay_run import MAX_CLIENT_REQUESTS, Run, upstream_log
 from ..upstream.call_links import CallLink, CannotAsk
 from ..upstream.gate import Refused
 from .rules import Policy, ToolNames
+
+if TYPE_CHECKING:
+    from ..guest.protocol import ReplyBody
+    from ..reply_encoding import Reply
 
 
 @dataclasses.dataclass
@@ -104,8 +108,9 @@ class CallGuard:
         self.audit = audit
         self.rate = RateLimiter(policy.max_calls_per_second)
 
-    async def audited(self, run: Run, answer: Callable[[CallNote], Awaitable[Reply]], kind: str = "tool") -> Reply:
-        """``answer``'s reply to one use of a server, with its audit line written whatever becomes of it.
+    async def audited(self, run: Run, answer: Callable[[CallNote], Awaitable[ReplyBody]], kind: str = "tool") -> Reply:
+        """``answer``'s reply to one use of a server, with its audit line written whatever becomes of it; a value
+        comes back encoded (``EncodedReply``) when it can be.
 
         ``kind`` is what was used: ``tool`` (``note.tool`` is its name), ``resource`` (the URI) or ``prompt``."""
         note = CallNote(kind=kind)
@@ -118,17 +123,18 @@ class CallGuard:
         except Exception as exc:  # a bug of ours; the worker turns it into an error reply
             self._audit(run, note, started, "error", error=type(exc).__name__)
             raise
-        if reply.get("ok"):
-            value = reply.get("value")
+        if reply["ok"]:
+            value = reply["value"]
             outcome = "tool_error" if isinstance(value, dict) and value.get("isError") else "ok"
             try:  # encoded once: the audit counts these bytes and the reply frame reuses them
-                reply = EncodedReply(reply, encode_value(value))
+                encoded = EncodedReply(reply, encode_value(value))
             except (TypeError, ValueError, RecursionError):  # the worker tells the code it could not be sent
                 self._audit(run, note, started, outcome)
             else:
-                self._audit(run, note, started, outcome, result_bytes=len(reply.value_json))
+                self._audit(run, note, started, outcome, result_bytes=len(encoded.value_json))
+                return encoded
         else:
-            kind = str(reply.get("error", {}).get("kind"))
+            kind = str(reply["error"].get("kind"))
             if kind in (ERROR_KIND_POLICY, ERROR_KIND_APPROVAL):
                 self._audit(run, note, started, "refused")
             elif kind == ERROR_KIND_TOOL_TIMEOUT:

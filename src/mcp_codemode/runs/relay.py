@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp import types
 
@@ -52,15 +52,18 @@ from .relay_params import (
     MAX_URI,
     SEARCH_KEYS,
     Refusal,
-    Reply,
     checked_detail,
     checked_int,
     checked_text,
     clipped_text,
     is_unicode,
 )
-from .relay_run import Caller, RelayFunction, Run, upstream_progress
+from .relay_run import Caller, Run, upstream_progress
 from .saved_tools import SavedToolProblem, SavedToolStore
+
+if TYPE_CHECKING:
+    from ..guest.protocol import CallFrame, CellContext, ReplyBody, ServerEntry
+    from ..reply_encoding import GuestRequestHandler, Reply
 
 log = logging.getLogger("mcp_codemode.relay")  # the name log lines have always shown
 
@@ -78,7 +81,7 @@ class Relay:
         self.policy = settings.policy
         self.guard = CallGuard(self.policy, audit if audit is not None else AuditLog(None))
         self._entries = self._server_entries()  # the configured servers never change; a worker sends them once
-        self._ops: dict[str, Callable[[str, dict[str, Any]], Awaitable[Any]]] = {
+        self._ops: dict[str, Callable[[str, CallFrame], Awaitable[Any]]] = {
             "servers": self._servers,
             "describe": self._describe,
             "loaded": self._loaded,
@@ -93,7 +96,7 @@ class Relay:
             "delete_saved_tool": self._delete_saved_tool,
         }
         # Uses of a server: policed, budgeted and audited as one kind each (CallGuard.audited).
-        self._uses: dict[str, tuple[str, Callable[[Run, dict[str, Any], CallNote], Awaitable[Any]]]] = {
+        self._uses: dict[str, tuple[str, Callable[[Run, CallFrame, CallNote], Awaitable[Any]]]] = {
             "call": ("tool", self._call),
             "read_resource": ("resource", self._read_resource),
             "get_prompt": ("prompt", self._get_prompt),
@@ -101,9 +104,9 @@ class Relay:
 
     # ------------------------------------------------------------------------------------ the guest's side
 
-    def context(self, owner: str, fresh: bool) -> dict[str, Any]:
+    def context(self, owner: str, fresh: bool) -> CellContext:
         """What a call sends the guest: the servers, their catalog versions, and for a new sandbox the saved tools."""
-        context: dict[str, Any] = {"servers": self._entries, "versions": dict(self.directory.versions)}
+        context: CellContext = {"servers": self._entries, "versions": dict(self.directory.versions)}
         # The guest checks the depth too, because its own JSON encoder fails on what is too deep to send.
         context["policy"] = {"max_argument_depth": self.policy.max_argument_depth, "where": self.policy.where}
         if fresh:
@@ -113,27 +116,27 @@ class Relay:
                 context["saved_problems"] = problems
         return context
 
-    def _server_entries(self) -> list[dict[str, Any]]:
+    def _server_entries(self) -> list[ServerEntry]:
         entries = []
         for name in self.hub.names():
             config = self.hub.config(name)
-            entry = {"name": name, "alias": config.alias, "transport": config.transport}
+            entry: ServerEntry = {"name": name, "alias": config.alias, "transport": config.transport}
             if config.description:
                 entry["description"] = config.description
             entries.append(entry)
         return entries
 
-    def for_run(self, owner: str, session: str, caller: Caller | None = None) -> RelayFunction:
+    def for_run(self, owner: str, session: str, caller: Caller | None = None) -> GuestRequestHandler:
         """The relay of one ``run_python`` call: ``owner``'s identity, a fresh call budget, and the call's client
         (``caller``: where upstream progress goes, how to ask its user to approve a tool call)."""
         run = Run(owner, session, caller=caller or Caller())
 
-        async def relay(message: dict[str, Any]) -> Reply:
+        async def relay(message: CallFrame) -> Reply:
             return await self.handle(owner, message, run)
 
         return relay
 
-    async def handle(self, owner: str, message: dict[str, Any], run: Run | None = None) -> Reply:
+    async def handle(self, owner: str, message: CallFrame, run: Run | None = None) -> Reply:
         op = message.get("op")
         use = self._uses.get(op) if isinstance(op, str) else None
         if use is not None:
@@ -147,7 +150,7 @@ class Relay:
             return Refusal(ERROR_KIND_MCP, f"unknown request {op!r:.40}").reply()
         return await self._answer(handler(owner, message), message)
 
-    async def _answer(self, work: Awaitable[Any], message: dict[str, Any]) -> Reply:
+    async def _answer(self, work: Awaitable[Any], message: CallFrame) -> ReplyBody:
         """The reply to one request: its value, or the error the guest raises as a runtime exception."""
         try:
             return {"ok": True, "value": await work}
@@ -172,7 +175,7 @@ class Relay:
 
     # ----------------------------------------------------------------------------------------- requests
 
-    async def _servers(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _servers(self, owner: str, message: CallFrame) -> list[ServerEntry]:
         await self.directory.load()
         entries = self._server_entries()
         for entry in entries:
@@ -185,8 +188,12 @@ class Relay:
                 entry["error"] = state.error
         return entries
 
-    async def _describe(self, owner: str, message: dict[str, Any]) -> dict[str, Any]:
-        server = self._server(message)
+    async def _describe(self, owner: str, message: CallFrame) -> dict[str, Any]:
+        return await self._description(message.get("server"))
+
+    async def _description(self, wanted: object) -> dict[str, Any]:
+        """``describe``'s answer for the server named ``wanted`` (checked here, as every name code sends)."""
+        server = self._server_named(wanted)
         config = self.hub.config(server)
         listing = await self.directory.listing(server)
         described: dict[str, Any] = {"name": server, "alias": config.alias, "transport": config.transport}
@@ -206,13 +213,11 @@ class Relay:
         ]
         return described
 
-    async def _loaded(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _loaded(self, owner: str, message: CallFrame) -> list[dict[str, Any]]:
         """``describe`` of every loaded server: one the hub runs or is starting (a ``servers`` hint, an earlier
         call or search started it). Nothing is started here; a server whose start fails is left out."""
         names = [name for name in self.hub.names() if self.hub.state(name).status in ("ready", "connecting")]
-        described = await asyncio.gather(
-            *(self._describe(owner, {"server": name}) for name in names), return_exceptions=True
-        )
+        described = await asyncio.gather(*(self._description(name) for name in names), return_exceptions=True)
         loaded = []
         for name, entry in zip(names, described, strict=True):
             if isinstance(entry, dict):
@@ -223,11 +228,11 @@ class Relay:
                 raise entry
         return loaded
 
-    async def _tools(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _tools(self, owner: str, message: CallFrame) -> list[dict[str, Any]]:
         listing = await self.directory.listing(self._server(message))
         return [catalog.proxy_info(tool, listing.aliases[tool.name]) for tool in listing.tools]
 
-    async def _docs(self, owner: str, message: dict[str, Any]) -> Any:
+    async def _docs(self, owner: str, message: CallFrame) -> Any:
         server = self._server(message)
         detail = checked_detail(message)
         listing = await self.directory.listing(server)
@@ -240,7 +245,7 @@ class Relay:
         tool = self._find_tool(server, listing, checked_text(wanted, "tool", MAX_NAME))
         return catalog.tool_doc(server, tool, listing.aliases[tool.name], detail)
 
-    async def _search(self, owner: str, message: dict[str, Any]) -> dict[str, Any]:
+    async def _search(self, owner: str, message: CallFrame) -> dict[str, Any]:
         unknown = [key for key in message if key not in SEARCH_KEYS]
         if unknown:
             named = ", ".join(f"{key!r:.40}" for key in unknown[:5])
@@ -257,7 +262,7 @@ class Relay:
         )
         return page.reply(detail)
 
-    async def _call(self, run: Run, message: dict[str, Any], note: CallNote) -> dict[str, Any]:
+    async def _call(self, run: Run, message: CallFrame, note: CallNote) -> dict[str, Any]:
         name = checked_text(message.get("server"), "server", MAX_NAME)
         note.server = name
         wanted = checked_text(message.get("tool"), "tool", MAX_NAME)
@@ -300,7 +305,7 @@ class Relay:
         result = await self.hub.call_tool(server, tool.name, arguments, timeout=timeout, progress=progress, link=link)
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
-    async def _read_resource(self, run: Run, message: dict[str, Any], note: CallNote) -> dict[str, Any]:
+    async def _read_resource(self, run: Run, message: CallFrame, note: CallNote) -> dict[str, Any]:
         name = checked_text(message.get("server"), "server", MAX_NAME)
         note.server = name
         uri = note.tool = checked_text(message.get("uri"), "uri", MAX_URI)
@@ -313,7 +318,7 @@ class Relay:
         result = await self.hub.read_resource(server, uri)
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
-    async def _get_prompt(self, run: Run, message: dict[str, Any], note: CallNote) -> dict[str, Any]:
+    async def _get_prompt(self, run: Run, message: CallFrame, note: CallNote) -> dict[str, Any]:
         name = checked_text(message.get("server"), "server", MAX_NAME)
         note.server = name
         prompt = note.tool = checked_text(message.get("prompt"), "prompt", MAX_NAME)
@@ -353,21 +358,21 @@ class Relay:
             note.server = config.name
             raise self.guard.refused(f"{config.name}/{tool}", refused, note, config.name, tool) from None
 
-    async def _resources(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _resources(self, owner: str, message: CallFrame) -> list[dict[str, Any]]:
         server = self._server(message)
         alias = self.hub.config(server).alias
         resources = await self.hub.list_resources(server)
         allowed = [item for item in resources if self.policy.resource_refusal(server, alias, str(item.uri)) is None]
         return [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in allowed]
 
-    async def _resource_templates(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _resource_templates(self, owner: str, message: CallFrame) -> list[dict[str, Any]]:
         server = self._server(message)
         alias = self.hub.config(server).alias
         templates = await self.hub.list_resource_templates(server)
         allowed = [item for item in templates if self.policy.resource_refusal(server, alias, item.uri_template) is None]
         return [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in allowed]
 
-    async def _prompts(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _prompts(self, owner: str, message: CallFrame) -> list[dict[str, Any]]:
         prompts = await self._allowed_prompts(self._server(message))
         return [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in prompts]
 
@@ -376,13 +381,13 @@ class Relay:
         prompts = await self.hub.list_prompts(server)
         return [item for item in prompts if self.policy.prompt_refusal(server, alias, item.name) is None]
 
-    async def _save_tool(self, owner: str, message: dict[str, Any]) -> dict[str, Any]:
+    async def _save_tool(self, owner: str, message: CallFrame) -> dict[str, Any]:
         tool = await asyncio.to_thread(
             self.store.save, owner, message.get("name"), message.get("source"), message.get("description", "")
         )
         return {"name": tool.name, "saved": True}
 
-    async def _saved_tools(self, owner: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _saved_tools(self, owner: str, message: CallFrame) -> list[dict[str, Any]]:
         tools, problems = await asyncio.to_thread(self.store.load, owner)
         listed: list[dict[str, Any]] = [
             {"name": tool.name, "description": tool.description, "saved_at": tool.saved_at} for tool in tools
@@ -390,14 +395,17 @@ class Relay:
         listed += [{"problem": problem} for problem in problems]
         return listed
 
-    async def _delete_saved_tool(self, owner: str, message: dict[str, Any]) -> bool:
+    async def _delete_saved_tool(self, owner: str, message: CallFrame) -> bool:
         return await asyncio.to_thread(self.store.delete, owner, message.get("name"))
 
     # ------------------------------------------------------------------------------------------ helpers
 
-    def _server(self, message: dict[str, Any]) -> str:
+    def _server(self, message: CallFrame) -> str:
         """The configured server a request names (by name or alias); the hub's UnknownServer carries suggestions."""
-        return self.hub.config(checked_text(message.get("server"), "server", MAX_NAME)).name
+        return self._server_named(message.get("server"))
+
+    def _server_named(self, wanted: object) -> str:
+        return self.hub.config(checked_text(wanted, "server", MAX_NAME)).name
 
     def _unknown_server(self, name: str) -> Refusal:
         """ServerNotFound in the words sandboxed code sees everywhere (the same as ``mcp_servers[...]``), or the

@@ -15,9 +15,7 @@ from ..guest.protocol import ERROR_KIND_ARGUMENT
 from ..upstream import catalog
 
 if TYPE_CHECKING:
-    from ..guest.protocol import ErrorInfo
-
-Reply = dict[str, Any]
+    from ..guest.protocol import CallFrame, ErrorInfo, ReplyRefusal
 MAX_NAME = 256
 MAX_QUERY = 2_000
 MAX_URI = 8_192
@@ -39,7 +37,7 @@ class Refusal(Exception):
         self.tool = tool
         self.details = details
 
-    def reply(self) -> Reply:
+    def reply(self) -> ReplyRefusal:
         error: ErrorInfo = {"kind": self.kind, "message": self.message}
         if self.server is not None:
             error["server"] = self.server
@@ -50,7 +48,7 @@ class Refusal(Exception):
         return {"ok": False, "error": error}
 
 
-def checked_detail(message: dict[str, Any]) -> catalog.Detail:
+def checked_detail(message: CallFrame) -> catalog.Detail:
     detail = message.get("detail", "summary")
     for known in catalog.DETAILS:
         if detail == known:
@@ -58,7 +56,7 @@ def checked_detail(message: dict[str, Any]) -> catalog.Detail:
     raise Refusal(ERROR_KIND_ARGUMENT, f"detail must be one of {', '.join(catalog.DETAILS)}, not {detail!r:.40}")
 
 
-def clipped_text(message: dict[str, Any], key: str) -> str | None:
+def clipped_text(message: CallFrame, key: str) -> str | None:
     value = message.get(key)
     return value[:MAX_NAME] if isinstance(value, str) else None
 

@@ -11,15 +11,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import mcp_types as types
 
 from ..upstream.call_links import Elicit, Sample, UpstreamLog
 from ..upstream.hub import Progress
-from .relay_params import Reply
 
-RelayFunction = Callable[[dict[str, Any]], Awaitable[Reply]]
 # One line of news for the client of a running call (an upstream server's progress on a tool the code called).
 News = Callable[[str], Awaitable[None]]
 

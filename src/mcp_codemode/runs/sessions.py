@@ -23,16 +23,20 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import SessionLimitError
 from ..guest.protocol import SESSION_KEY_PATTERN
 from ..sandbox.base import Backend
 from ..sandbox.results import ExecutionResult
-from ..sandbox.worker import GuestRequestHandler, OutputCallback, Worker
+from ..sandbox.worker import OutputCallback, Worker
 from ..settings import Settings
 from .relay_run import Caller
 from .warm_pool import WarmPool
+
+if TYPE_CHECKING:
+    from ..guest.protocol import CellContext
+    from ..reply_encoding import GuestRequestHandler
 
 log = logging.getLogger("mcp_codemode.sessions")  # the name log lines have always shown
 SESSION_NAME = re.compile(SESSION_KEY_PATTERN)  # the internal key (prefix and principal); users name with fewer
@@ -51,7 +55,7 @@ def check_session_name(name: str) -> str:
 class GuestServices(Protocol):
     """What a session's guest is given and who answers it, per owner (the bridge's ``Relay`` is one)."""
 
-    def context(self, owner: str, fresh: bool) -> dict[str, Any]:
+    def context(self, owner: str, fresh: bool) -> CellContext:
         """What to send the guest with a call (``fresh``: a new sandbox, which needs everything)."""
         ...
 

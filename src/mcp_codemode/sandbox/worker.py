@@ -22,8 +22,8 @@ import itertools
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import anyio
 
@@ -51,14 +51,20 @@ from .output import BoundedStream
 from .results import ExecutionResult, Status, guest_error, guest_images, guest_links, guest_notes
 
 if TYPE_CHECKING:
-    from ..guest.protocol import CellContext, ExecuteFrame, FilesFrame
+    from ..guest.protocol import (
+        CallFrame,
+        CellContext,
+        ExecuteFrame,
+        FileReplyFrame,
+        FilesFrame,
+        GuestFrame,
+        ResultFrame,
+    )
+    from ..reply_encoding import GuestRequestHandler, Reply
 
 log = logging.getLogger(__name__)
 
 OutputCallback = Callable[[str, str], None]
-# Answers one request of sandboxed code (a "call" frame: op and parameters, all untrusted) with a reply body:
-# {"ok": True, "value": ...} or {"ok": False, "error": {"kind": ..., "message": ...}}.
-GuestRequestHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 MAX_CALLS_IN_FLIGHT = 1024  # per cell; more get an immediate error (asyncio.gather over thousands still works)
 CONCURRENT_CALLS = 64  # per cell, relayed at once; the rest wait their turn
 MAX_REPLY_BYTES = 48 * 1024 * 1024  # the guest refuses frames over 64 MiB
@@ -75,7 +81,7 @@ _MAX_REQUEST_ID = 1 << 53  # the largest integer every JSON implementation reads
 _STDERR_KEEP = 8192
 _GRACEFUL_EXIT_SECONDS = 1.0
 # What the guest keeps from one cell to the next (guest/mcp/runtime.py _configure), so it is sent only on change.
-_STICKY_CONTEXT = ("servers", "versions", "policy")
+_STICKY_CONTEXT: Final[tuple[Literal["servers", "versions", "policy"], ...]] = ("servers", "versions", "policy")
 _UNSENT = object()
 _GUEST_TEXT_LIMITS = 3 * 200_000  # value, message and traceback, each clipped by the guest (TEXT_LIMIT)
 MAX_FILE_REQUESTS = 8  # file requests waiting for the guest at once, per worker; more are refused
@@ -88,7 +94,7 @@ class FileRequestError(Exception):
 @dataclasses.dataclass
 class _Cell:
     id: int
-    done: asyncio.Future[dict[str, Any]]
+    done: asyncio.Future[ResultFrame]
     streams: dict[str, BoundedStream]
     on_output: OutputCallback | None
     relay: GuestRequestHandler | None = None
@@ -117,15 +123,15 @@ class Worker:
         self.python_version = ""
         self.started_at = 0.0
         self.keepalives_sent = 0
-        self._file_waits: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._file_waits: dict[int, asyncio.Future[FileReplyFrame]] = {}
         self._guest_summary: str | None = None  # what the guest was last sent, not sent again while unchanged
-        self._guest_context: dict[str, Any] = {}
+        self._guest_context: CellContext = {}
         # JSON may escape a character into 6 bytes; the guest bounds output, values and tracebacks in characters.
         text_bytes = 6 * (settings.capture_limit + _GUEST_TEXT_LIMITS) + 65536
         image_bytes = settings.max_images * (settings.image_limit * 4 // 3 + 256)
         self._max_frame = max(MAX_FRAME_BYTES, text_bytes + image_bytes)
 
-    def _context_changes(self, context: dict[str, Any]) -> dict[str, Any]:
+    def _context_changes(self, context: CellContext) -> CellContext:
         """What of ``context`` this worker's guest does not hold yet; it keeps the rest from earlier cells.
 
         The servers, their catalog versions and the policy went with every cell, encoded here and decoded
@@ -133,7 +139,8 @@ class Worker:
         whenever given (only a fresh sandbox is given them). New servers go with their versions, because the
         guest reads a server list without versions as "no version known".
         """
-        changes = {key: value for key, value in context.items() if self._guest_context.get(key, _UNSENT) != value}
+        sent = self._guest_context
+        changes = cast("CellContext", {key: value for key, value in context.items() if sent.get(key, _UNSENT) != value})
         if "servers" in changes and "versions" in context:
             changes["versions"] = context["versions"]
         for key in _STICKY_CONTEXT:
@@ -204,7 +211,8 @@ class Worker:
                 payload = await read_payload(reader, self._max_frame)
                 if payload is None:
                     break
-                self._dispatch(decode_frame(payload), len(payload))
+                # Typed by its ``type`` as a well-behaved guest sends it; every other field is checked before use.
+                self._dispatch(cast("GuestFrame", decode_frame(payload)), len(payload))
         except FrameError as exc:
             # The first violation is the cause: a worker killed for another one ends its output mid-frame.
             self._violation = self._violation or str(exc)
@@ -219,11 +227,10 @@ class Worker:
         finally:
             self._dead.set()
 
-    def _dispatch(self, message: dict[str, Any], size: int = 0) -> None:
+    def _dispatch(self, message: GuestFrame, size: int = 0) -> None:
         """Act on one checked frame (``size``: its payload bytes). Unknown types and stray frames are ignored."""
-        kind = message["type"]
         cell = self._cell
-        if kind == READY and not self._ready.is_set():
+        if message["type"] == READY and not self._ready.is_set():
             protocol = message.get("protocol")
             if type(protocol) is not int or protocol != PROTOCOL_VERSION:
                 self._end_for_violation(_protocol_mismatch(protocol))
@@ -231,22 +238,24 @@ class Worker:
             version = message.get("python")
             self.python_version = version[:32] if isinstance(version, str) else ""
             self._ready.set()
-        elif kind == OUTPUT and cell is not None:
+        elif message["type"] == OUTPUT and cell is not None:
             stream, data = message.get("stream"), message.get("data")
             if isinstance(stream, str) and stream in cell.streams and isinstance(data, str):
                 kept = cell.streams[stream].add(data)
                 if kept and cell.on_output is not None:
                     cell.on_output(stream, kept)
-        elif kind == RESULT and cell is not None and _request_id(message) == cell.id and not cell.done.done():
+        elif (
+            message["type"] == RESULT and cell is not None and _request_id(message) == cell.id and not cell.done.done()
+        ):
             cell.done.set_result(message)
-        elif kind == CALL:
+        elif message["type"] == CALL:
             self._accept_call(cell, message, size)
-        elif kind == FILE_REPLY:
+        elif message["type"] == FILE_REPLY:
             waiting = self._file_waits.pop(_request_id(message) or 0, None)
             if waiting is not None and not waiting.done():
                 waiting.set_result(message)
 
-    def _accept_call(self, cell: _Cell | None, message: dict[str, Any], size: int = 0) -> None:
+    def _accept_call(self, cell: _Cell | None, message: CallFrame, size: int = 0) -> None:
         """Start relaying one request of the running cell; anything else gets an error reply, never a crash."""
         request_id = _request_id(message)
         if request_id is None:
@@ -274,9 +283,10 @@ class Worker:
 
         task.add_done_callback(finished)
 
-    async def _serve_call(self, cell: _Cell, request_id: int, message: dict[str, Any]) -> None:
+    async def _serve_call(self, cell: _Cell, request_id: int, message: CallFrame) -> None:
         assert cell.relay is not None
         async with cell.gate:
+            body: Reply
             try:
                 body = await cell.relay(message)
             except Exception as exc:  # a bug of ours must reach the code as an error, not hang it
@@ -297,7 +307,7 @@ class Worker:
             except (ConnectionError, RuntimeError):
                 return
 
-    def _reply(self, request_id: int, body: dict[str, Any]) -> None:
+    def _reply(self, request_id: int, body: Reply) -> None:
         try:
             frame = encode_reply(request_id, body)
         except (TypeError, ValueError, RecursionError) as exc:
@@ -372,7 +382,7 @@ class Worker:
         if len(self._file_waits) >= MAX_FILE_REQUESTS:
             raise FileRequestError(f"{MAX_FILE_REQUESTS} file requests to this session are waiting; retry shortly")
         request_id = next(self._ids)
-        waiting: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        waiting: asyncio.Future[FileReplyFrame] = asyncio.get_running_loop().create_future()
         self._file_waits[request_id] = waiting
         frame = cast("FilesFrame", {**request, "type": FILES, "id": request_id})
         dead: asyncio.Future[Any] = asyncio.ensure_future(self._dead.wait())
@@ -402,7 +412,7 @@ class Worker:
         on_output: OutputCallback | None = None,
         summary: str | None = None,
         *,
-        context: dict[str, Any] | None = None,
+        context: CellContext | None = None,
         relay: GuestRequestHandler | None = None,
     ) -> ExecutionResult:
         """Run one cell. ``context`` goes to the guest with it (servers, saved tools); ``relay`` answers its calls."""
@@ -420,7 +430,7 @@ class Worker:
                 request["summary"] = self._guest_summary = summary
             changes = self._context_changes(context or {})
             if changes:
-                request["context"] = cast("CellContext", changes)
+                request["context"] = changes
             self._send(request)
             if await self._wait(cell, timeout):
                 return self._finish(cell, started)
@@ -548,7 +558,7 @@ def _protocol_mismatch(version: object) -> str:
     )
 
 
-def _request_id(message: dict[str, Any]) -> int | None:
+def _request_id(message: GuestFrame) -> int | None:
     """A frame's id when it is one the host could have issued or would answer: a positive JSON integer, not a
     bool or a float (``True == 1`` and ``1.0 == 1`` in Python), below 2**53."""
     value = message.get("id")
