@@ -94,9 +94,9 @@ from mcp.shared.exceptions import MCPError
 from common import BenchmarkError, Stats, emit, fill_defaults, machine_info, positive, settings_info, summarize
 from mcp_codemode.errors import CodemodeError
 from mcp_codemode.runs.bridge import Bridge, RunRequest
+from mcp_codemode.sandbox.calls import CONCURRENT_CALLS
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import AUTO_ORDER, choose_backend
-from mcp_codemode.sandbox.worker import CONCURRENT_CALLS
 from mcp_codemode.settings import Settings
 from mcp_codemode.upstream.catalog import identifier
 from mcp_codemode.upstream.model import Discovery, ServerConfig

@@ -28,7 +28,9 @@ from tests.support.parsing import parse
 SRC = Path(protocol.__file__).resolve().parents[1]
 GUEST_FILES = [*sorted((SRC / "guest").glob("worker*.py")), SRC / "guest" / "mcp" / "_rpc.py"]
 RELAY_FILES = [SRC / "runs" / "relay.py", SRC / "runs" / "relay_params.py", SRC / "policy" / "guard.py"]
-HOST_FILES = [SRC / "sandbox" / "worker.py", SRC / "sandbox" / "frames.py", *RELAY_FILES]
+# The host side of one worker: the frame loop, and the guest's calls it hands on (relayed and answered there).
+WORKER_FILES = [SRC / "sandbox" / "worker.py", SRC / "sandbox" / "calls.py"]
+HOST_FILES = [*WORKER_FILES, SRC / "sandbox" / "frames.py", *RELAY_FILES]
 NAMES = {value: name for name, value in vars(protocol).items() if name.isupper() and isinstance(value, str)}
 
 
@@ -57,7 +59,7 @@ def test_the_two_directions_are_disjoint_and_complete() -> None:
 
 
 def test_every_frame_the_guest_sends_the_host_decodes_and_back() -> None:
-    host = _values(_protocol_names_used(SRC / "sandbox" / "worker.py"))
+    host = _values(set().union(*(_protocol_names_used(path) for path in WORKER_FILES)))
     guest = _values(set().union(*(_protocol_names_used(path) for path in GUEST_FILES)))
     assert host >= protocol.GUEST_FRAME_TYPES, "the host does not handle every frame the guest sends"
     assert guest >= protocol.HOST_FRAME_TYPES, "the guest does not handle every frame the host sends"
@@ -126,7 +128,7 @@ def test_every_error_kind_the_host_sends_the_guest_raises_as_its_class() -> None
             f"{path.name} refuses with {sorted(kinds)}: use the ERROR_KIND_* constants of guest/protocol.py"
         )
         sent |= {getattr(protocol, name) for name in kinds}
-    sent |= _values(_protocol_names_used(SRC / "sandbox" / "worker.py")) & protocol.ERROR_KINDS
+    sent |= _values(set().union(*(_protocol_names_used(path) for path in WORKER_FILES))) & protocol.ERROR_KINDS
     assert sent <= set(_rpc.ERRORS)
     # And back: every kind but the guest's own is one the host sends in some case.
     assert sent == protocol.ERROR_KINDS - protocol.GUEST_ONLY_ERROR_KINDS

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from mcp_codemode.guest import worker_channel as guest
 from mcp_codemode.guest.protocol import MAX_DEPTH
 from mcp_codemode.reply_encoding import EncodedReply, encode_value
+from mcp_codemode.sandbox.calls import CellCalls
 from mcp_codemode.sandbox.frames import HEADER, FrameError, encode_frame, encode_reply, read_frame
 from mcp_codemode.sandbox.output import BoundedStream
 from mcp_codemode.sandbox.results import ExecutionResult
@@ -295,8 +296,8 @@ def test_the_dispatcher_survives_any_message(live_worker: tuple[LoopThread, Work
         return {"ok": True, "value": None}
 
     async def go() -> ExecutionResult | None:
-        cell = _Cell(next(Worker._ids), asyncio.get_running_loop().create_future(),
-                     {"stdout": BoundedStream(1000), "stderr": BoundedStream(1000)}, None, relay)  # fmt: skip
+        streams = {"stdout": BoundedStream(1000), "stderr": BoundedStream(1000)}
+        cell = _Cell(next(Worker._ids), asyncio.get_running_loop().create_future(), streams, None, CellCalls(relay))
         if message.get("id") == "CELL":
             message["id"] = cell.id
         worker._cell = cell
@@ -307,8 +308,7 @@ def test_the_dispatcher_survives_any_message(live_worker: tuple[LoopThread, Work
             return worker._finish(cell, time.monotonic()) if cell.done.done() else None
         finally:
             worker._cell = None
-            for task in list(cell.calls):
-                task.cancel()
+            cell.calls.close()
 
     result = loop.run(go())
     assert result is None or result.status in ("ok", "error")

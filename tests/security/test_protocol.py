@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 
 from mcp_codemode.runs.bridge import Bridge, RunRequest
+from mcp_codemode.sandbox import calls as calls_module
 from mcp_codemode.sandbox import worker as worker_module
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.upstream.hub import Hub
@@ -435,7 +436,7 @@ def test_a_guest_that_stops_reading_and_keeps_calling_is_killed(target: Target, 
     300,000 refused frames to reach, and the mechanism under test is the same."""
     session = f"deaf-flood-{uuid.uuid4().hex[:8]}"
     real_bound = worker_module._UNREAD_KILL_BYTES
-    worker_module._UNREAD_KILL_BYTES = worker_module.REPLY_BACKLOG_BYTES + (1 << 20)
+    worker_module._UNREAD_KILL_BYTES = calls_module.REPLY_BACKLOG_BYTES + (1 << 20)
     try:
         attack = target.run(
             FIND_CHANNEL

@@ -4,11 +4,13 @@ Everything the guest sends is treated as hostile: frames are bounded and validat
 again here (the guest's own cap is a courtesy, not a guarantee), and a protocol violation ends the
 worker. The guest cannot make the host wait longer than the call's timeout plus the interrupt grace.
 
-The result types and their decoding from the guest's result frame live in ``results.py``, the host's bound on
-one output stream in ``output.py``. What stays here is one thing, the process handle and its frame loop, and it
-is over 400 lines because every part shares the same state: the launch, the running cell, the reply turn and the
-violation that ends the worker. Relaying the guest's calls (admission, the reply backlog, the kill past it) reads
-and writes that state at each step, so moving it out would hand half of the worker across a module boundary.
+What stays here is the process handle, its frame loop and the running cell; each frame is acted on here or
+handed to the part whose job it is. The guest's calls to the bridge go to ``calls.py`` (admission, the relay
+to the cell's request handler, the reply backlog), which shares three things with the worker, handed over
+when it starts: the channel, the writer of frames (whose kill of a guest that stops reading stays here,
+since every frame written counts) and whether the worker is alive; a cell's calls end with the cell. The
+result types and their decoding from the guest's result frame live in ``results.py``, the host's bound on
+one output stream in ``output.py``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import anyio
 from ..errors import SandboxStartError
 from ..guest.protocol import (
     CALL,
-    ERROR_KIND_MCP,
     EXECUTE,
     FILE_REPLY,
     FILES,
@@ -40,19 +41,18 @@ from ..guest.protocol import (
     OUTPUT,
     PROTOCOL_VERSION,
     READY,
-    REPLY,
     RESULT,
     SHUTDOWN,
 )
 from ..settings import Settings
 from .base import Backend, Launch
-from .frames import FrameError, decode_frame, encode_frame, encode_reply, read_payload
+from .calls import MAX_REPLY_BYTES, REPLY_BACKLOG_BYTES, CallRelay, CellCalls
+from .frames import FrameError, decode_frame, encode_frame, read_payload
 from .output import BoundedStream
 from .results import ExecutionResult, Status, guest_error, guest_images, guest_links, guest_notes
 
 if TYPE_CHECKING:
     from ..guest.protocol import (
-        CallFrame,
         CellContext,
         ExecuteFrame,
         FileReplyFrame,
@@ -60,22 +60,14 @@ if TYPE_CHECKING:
         GuestFrame,
         ResultFrame,
     )
-    from ..reply_encoding import GuestRequestHandler, Reply
+    from ..reply_encoding import GuestRequestHandler
 
 log = logging.getLogger(__name__)
 
 OutputCallback = Callable[[str, str], None]
-MAX_CALLS_IN_FLIGHT = 1024  # per cell; more get an immediate error (asyncio.gather over thousands still works)
-CONCURRENT_CALLS = 64  # per cell, relayed at once; the rest wait their turn
-MAX_REPLY_BYTES = 48 * 1024 * 1024  # the guest refuses frames over 64 MiB
-# Request frames held by one cell at once (queued or being relayed), so 1,024 calls of a full-size frame each
-# cannot hold gigabytes of the bridge's memory; more get an immediate error until some finish.
-MAX_CALL_BYTES_IN_FLIGHT = 64 * 1024 * 1024
-# Replies written to the guest and not yet read by it. Past this, a relayed call's reply waits until the guest has
-# read the backlog (and the relay slot it holds keeps the next calls from going upstream), so a guest that stops
-# reading cannot make the bridge buffer its answers without end. A guest that also keeps sending calls that are
-# refused at once (whose short answers cannot wait) is killed once the backlog passes _UNREAD_KILL_BYTES.
-REPLY_BACKLOG_BYTES = 8 * 1024 * 1024
+# Bytes written to the guest and not yet read by it past which it is killed: relayed replies wait below
+# REPLY_BACKLOG_BYTES (calls.py), but a guest that stops reading and keeps sending calls that are refused at once
+# (whose short answers cannot wait) would make the bridge buffer one refusal per frame without end.
 _UNREAD_KILL_BYTES = REPLY_BACKLOG_BYTES + MAX_REPLY_BYTES + 16 * 1024 * 1024
 _MAX_REQUEST_ID = 1 << 53  # the largest integer every JSON implementation reads exactly
 _STDERR_KEEP = 8192
@@ -97,10 +89,7 @@ class _Cell:
     done: asyncio.Future[ResultFrame]
     streams: dict[str, BoundedStream]
     on_output: OutputCallback | None
-    relay: GuestRequestHandler | None = None
-    calls: set[asyncio.Task[None]] = dataclasses.field(default_factory=set)
-    call_bytes: int = 0  # request frame bytes held by the calls in flight
-    gate: asyncio.Semaphore = dataclasses.field(default_factory=lambda: asyncio.Semaphore(CONCURRENT_CALLS))
+    calls: CellCalls
 
 
 class Worker:
@@ -119,7 +108,7 @@ class Worker:
         self._violation: str | None = None
         self._stderr_tail: collections.deque[bytes] = collections.deque()
         self._tasks: list[asyncio.Task[None]] = []
-        self._reply_turn = asyncio.Lock()  # relayed replies wait their turn while the guest has a backlog to read
+        self._calls: CallRelay | None = None  # made with the launch, before the first frame is read
         self.python_version = ""
         self.started_at = 0.0
         self.keepalives_sent = 0
@@ -161,6 +150,7 @@ class Worker:
         }
         launch = await self._launch_uncancelled(config)
         self._launch = launch
+        self._calls = CallRelay(self.worker_id, launch.channel, self._write, lambda: self.alive)
         self._tasks = [asyncio.create_task(self._pump()), asyncio.create_task(self._drain_stderr())]
         ready = asyncio.create_task(self._ready.wait())
         dead = asyncio.create_task(self._dead.wait())
@@ -249,82 +239,13 @@ class Worker:
         ):
             cell.done.set_result(message)
         elif message["type"] == CALL:
-            self._accept_call(cell, message, size)
+            request_id = _request_id(message)
+            if request_id is not None and self._calls is not None:  # no id: nothing to answer (never sent)
+                self._calls.accept(cell.calls if cell is not None else None, request_id, message, size)
         elif message["type"] == FILE_REPLY:
             waiting = self._file_waits.pop(_request_id(message) or 0, None)
             if waiting is not None and not waiting.done():
                 waiting.set_result(message)
-
-    def _accept_call(self, cell: _Cell | None, message: CallFrame, size: int = 0) -> None:
-        """Start relaying one request of the running cell; anything else gets an error reply, never a crash."""
-        request_id = _request_id(message)
-        if request_id is None:
-            return  # nothing to answer to; a well-behaved guest never sends this
-        problem = ""
-        if cell is None or cell.relay is None:
-            problem = "calls to MCP servers work only while a run_python call is running"
-        elif len(cell.calls) >= MAX_CALLS_IN_FLIGHT:
-            problem = f"more than {MAX_CALLS_IN_FLIGHT} calls are in flight; await some before starting more"
-        elif cell.call_bytes + size > MAX_CALL_BYTES_IN_FLIGHT and cell.calls:
-            problem = (
-                f"the calls in flight carry more than {MAX_CALL_BYTES_IN_FLIGHT >> 20} MiB of requests; "
-                "await some before starting more"
-            )
-        if problem or cell is None:
-            self._reply(request_id, {"ok": False, "error": {"kind": ERROR_KIND_MCP, "message": problem}})
-            return
-        cell.call_bytes += size
-        task = asyncio.create_task(self._serve_call(cell, request_id, message))
-        cell.calls.add(task)
-
-        def finished(task: asyncio.Task[None]) -> None:
-            cell.calls.discard(task)
-            cell.call_bytes -= size
-
-        task.add_done_callback(finished)
-
-    async def _serve_call(self, cell: _Cell, request_id: int, message: CallFrame) -> None:
-        assert cell.relay is not None
-        async with cell.gate:
-            body: Reply
-            try:
-                body = await cell.relay(message)
-            except Exception as exc:  # a bug of ours must reach the code as an error, not hang it
-                log.exception("relaying a call of worker %s failed", self.worker_id)
-                body = {"ok": False, "error": {"kind": ERROR_KIND_MCP, "message": f"the bridge failed: {exc}"}}
-            async with self._reply_turn:  # uncontended unless replies are waiting for the guest to read
-                await self._wait_for_reader()
-                if self._cell is cell and self.alive:
-                    self._reply(request_id, body)
-
-    async def _wait_for_reader(self) -> None:
-        """Return once the guest has read all but ``REPLY_BACKLOG_BYTES`` of what was written to it."""
-        assert self._launch is not None
-        channel = self._launch.channel
-        while self.alive and channel.unsent() > REPLY_BACKLOG_BYTES:
-            try:
-                await channel.drain()  # wakes once the backlog falls under the channel's low-water mark
-            except (ConnectionError, RuntimeError):
-                return
-
-    def _reply(self, request_id: int, body: Reply) -> None:
-        try:
-            frame = encode_reply(request_id, body)
-        except (TypeError, ValueError, RecursionError) as exc:
-            # An answer JSON cannot carry (a value nested past the recursion limit, say): the code must hear so.
-            log.warning("a reply to worker %s could not be encoded: %s", self.worker_id, exc)
-            message = f"the answer could not be sent into the sandbox ({type(exc).__name__})"
-            frame = encode_frame({"type": REPLY, "id": request_id, "ok": False,
-                                  "error": {"kind": ERROR_KIND_MCP, "message": message}})  # fmt: skip
-        if len(frame) > MAX_REPLY_BYTES:
-            size = len(frame) / (1 << 20)
-            message = (
-                f"the answer is {size:.1f} MB, more than the {MAX_REPLY_BYTES >> 20} MB one reply may carry; "
-                "ask the server for less (a page, a range, a filter)"
-            )
-            frame = encode_frame({"type": REPLY, "id": request_id, "ok": False,
-                                  "error": {"kind": ERROR_KIND_MCP, "message": message}})  # fmt: skip
-        self._write(frame)
 
     async def _drain_stderr(self) -> None:
         """The worker's own stderr carries only bwrap/runtime errors and fatal crashes; keep its tail."""
@@ -421,7 +342,7 @@ class Worker:
         loop = asyncio.get_running_loop()
         limit = self.settings.capture_limit
         streams = {"stdout": BoundedStream(limit), "stderr": BoundedStream(limit)}
-        cell = _Cell(next(self._ids), loop.create_future(), streams, on_output, relay)
+        cell = _Cell(next(self._ids), loop.create_future(), streams, on_output, CellCalls(relay))
         self._cell = cell
         started = time.monotonic()
         try:
@@ -455,8 +376,7 @@ class Worker:
             raise
         finally:
             self._cell = None
-            for task in list(cell.calls):
-                task.cancel()
+            cell.calls.close()
 
     async def _abort(self, cell: _Cell) -> None:
         """The caller gave up (client cancelled): interrupt, and kill if the code ignores it."""
