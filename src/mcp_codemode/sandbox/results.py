@@ -2,8 +2,10 @@
 
 Apart from the worker because these are plain data that the faces (rendering, the CLI, the bridge) consume
 without needing the process handle, its asyncio machinery or the backends; and the decoding lives with the types
-because it is where the guest's untrusted result frame becomes them: every field is checked here (images by
-type, size and magic bytes, notes and texts by type and length), and anything that fails is dropped.
+because it is where the guest's untrusted result frame becomes them (``cell_result``): every field is checked
+here (images by type, size and magic bytes, notes and texts by type and length, the output's tails and dropped
+counts by ``output.py``), and anything that fails is dropped. A cell that ended without a frame (timed out past
+its interrupt, or its worker died) gets its result here too, from the output the host kept (``lost_result``).
 """
 
 from __future__ import annotations
@@ -12,11 +14,17 @@ import base64
 import binascii
 import dataclasses
 import re
-from typing import Any, Literal
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..guest.mcp._images import IMAGE_TYPES, sniff
 from ..guest.protocol import workspace_path_problem
 from ..settings import Settings
+from .output import BoundedStream
+
+if TYPE_CHECKING:
+    from ..guest.protocol import ResultFrame
 
 Status = Literal["ok", "error", "timeout", "crashed"]
 
@@ -71,6 +79,40 @@ class ExecutionResult:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+
+def cell_result(
+    frame: ResultFrame,
+    streams: Mapping[str, BoundedStream],
+    settings: Settings,
+    started: float,
+    timed_out: float | None = None,
+) -> ExecutionResult:
+    """The result of a cell started at ``started`` (``time.monotonic``) from its result frame and the output the host
+    kept of it (``streams``). ``timed_out``: it ran past that many seconds and stopped when interrupted."""
+    stdout = streams["stdout"].render(frame.get("stdout_tail"), frame.get("stdout_dropped"))
+    stderr = streams["stderr"].render(frame.get("stderr_tail"), frame.get("stderr_dropped"))
+    error = guest_error(frame.get("error"))
+    value = frame.get("value") if isinstance(frame.get("value"), str) else None
+    duration = time.monotonic() - started
+    images, notes = guest_images(frame.get("images"), settings), guest_notes(frame.get("notes"))
+    links = guest_links(frame.get("links"))
+    notice = " ".join(f"Note: {note}." for note in notes)
+    if timed_out is not None:
+        notice = f"Timed out after {timed_out:g} s; the code was interrupted and the session's state was kept."
+        return ExecutionResult("timeout", stdout, stderr, None, error, duration, False, notice, images, links)
+    status: Status = "ok" if frame.get("status") == "ok" else "error"
+    return ExecutionResult(
+        status, stdout, stderr, value if status == "ok" else None, error if status == "error" else None,
+        duration, notice=notice, images=images, links=links,
+    )  # fmt: skip
+
+
+def lost_result(streams: Mapping[str, BoundedStream], started: float, status: Status, notice: str) -> ExecutionResult:
+    """The result of a cell that ended without a result frame, its state lost: ``notice`` says why."""
+    stdout = streams["stdout"].render("", 0)
+    stderr = streams["stderr"].render("", 0)
+    return ExecutionResult(status, stdout, stderr, None, None, time.monotonic() - started, True, notice)
 
 
 def guest_error(raw: Any) -> GuestError | None:

@@ -49,7 +49,7 @@ from .base import Backend, Launch
 from .calls import MAX_REPLY_BYTES, REPLY_BACKLOG_BYTES, CallRelay, CellCalls
 from .frames import FrameError, decode_frame, encode_frame, read_payload
 from .output import BoundedStream
-from .results import ExecutionResult, Status, guest_error, guest_images, guest_links, guest_notes
+from .results import ExecutionResult, cell_result, lost_result
 
 if TYPE_CHECKING:
     from ..guest.protocol import (
@@ -363,8 +363,8 @@ class Worker:
             if not self.alive:
                 return await self._died(cell, started)
             await self.kill()
-            return self._result_without_frame(
-                cell, started, "timeout", f"Timed out after {timeout:g} s and did not stop within "
+            return lost_result(
+                cell.streams, started, "timeout", f"Timed out after {timeout:g} s and did not stop within "
                 f"{self.settings.interrupt_grace:g} s of an interrupt, so the sandbox was killed: the session's "
                 "state (variables, imports, functions) was lost and the next call starts fresh.",
             )  # fmt: skip
@@ -395,38 +395,17 @@ class Worker:
         return cell.done.done()
 
     def _finish(self, cell: _Cell, started: float, timed_out: float | None = None) -> ExecutionResult:
-        frame = cell.done.result()
-        stdout = cell.streams["stdout"].render(frame.get("stdout_tail"), frame.get("stdout_dropped"))
-        stderr = cell.streams["stderr"].render(frame.get("stderr_tail"), frame.get("stderr_dropped"))
-        error = guest_error(frame.get("error"))
-        value = frame.get("value") if isinstance(frame.get("value"), str) else None
-        duration = time.monotonic() - started
-        images, notes = guest_images(frame.get("images"), self.settings), guest_notes(frame.get("notes"))
-        links = guest_links(frame.get("links"))
-        notice = " ".join(f"Note: {note}." for note in notes)
-        if timed_out is not None:
-            notice = f"Timed out after {timed_out:g} s; the code was interrupted and the session's state was kept."
-            return ExecutionResult("timeout", stdout, stderr, None, error, duration, False, notice, images, links)
-        status: Status = "ok" if frame.get("status") == "ok" else "error"
-        return ExecutionResult(
-            status, stdout, stderr, value if status == "ok" else None, error if status == "error" else None,
-            duration, notice=notice, images=images, links=links,
-        )  # fmt: skip
+        return cell_result(cell.done.result(), cell.streams, self.settings, started, timed_out)
 
     async def _died(self, cell: _Cell, started: float) -> ExecutionResult:
         # The output channel closes a moment before the exit status (and the OOM verdict) is known.
         if self._launch is not None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._launch.channel.wait(), _GRACEFUL_EXIT_SECONDS)
-        return self._result_without_frame(
-            cell, started, "crashed", f"The sandbox worker died ({self.death_reason()}). The session's state "
+        return lost_result(
+            cell.streams, started, "crashed", f"The sandbox worker died ({self.death_reason()}). The session's state "
             "was lost; the next call starts a fresh one.",
         )  # fmt: skip
-
-    def _result_without_frame(self, cell: _Cell, started: float, status: Status, notice: str) -> ExecutionResult:
-        stdout = cell.streams["stdout"].render("", 0)
-        stderr = cell.streams["stderr"].render("", 0)
-        return ExecutionResult(status, stdout, stderr, None, None, time.monotonic() - started, True, notice)
 
     def death_reason(self) -> str:
         if self._launch is None:
