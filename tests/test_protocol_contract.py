@@ -28,8 +28,8 @@ from tests.support.parsing import parse
 SRC = Path(protocol.__file__).resolve().parents[1]
 GUEST_FILES = [*sorted((SRC / "guest").glob("worker*.py")), SRC / "guest" / "mcp" / "_rpc.py"]
 RELAY_FILES = [SRC / "runs" / "relay.py", SRC / "runs" / "relay_params.py", SRC / "policy" / "guard.py"]
-# The host side of one worker: the frame loop, and the guest's calls it hands on (relayed and answered there).
-WORKER_FILES = [SRC / "sandbox" / "worker.py", SRC / "sandbox" / "calls.py"]
+# The host side of one worker: its frame loop, the guest's calls it relays and the client's file requests it sends.
+WORKER_FILES = [SRC / "sandbox" / name for name in ("worker.py", "calls.py", "file_requests.py")]
 HOST_FILES = [*WORKER_FILES, SRC / "sandbox" / "frames.py", *RELAY_FILES]
 NAMES = {value: name for name, value in vars(protocol).items() if name.isupper() and isinstance(value, str)}
 

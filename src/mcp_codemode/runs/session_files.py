@@ -20,7 +20,8 @@ from typing import Any
 
 from ..errors import CodemodeError
 from ..guest.protocol import FILE_CHUNK, MAX_LISTED_FILES, workspace_path_problem
-from ..sandbox.worker import FileRequestError, Worker
+from ..sandbox.file_requests import FileRequestError
+from ..sandbox.worker import Worker
 from ..settings import Settings
 from .read_budget import ReadBudget
 from .sessions import SessionManager

@@ -15,8 +15,8 @@ with its own limits and its own hostile case, a guest that floods the bridge wit
 What this needs of the worker is handed in when the worker starts: its channel (for the backlog), its writer of
 frames (which also kills a guest that stops reading while it keeps sending calls: every frame written to it counts,
 so that check stays with the worker's writer) and whether it is alive. A cell's calls end with the cell
-(``CellCalls.close``): no reply is written for it after that. Apart from the worker because none of this is the
-process, the frame loop or the running cell's result, and the worker read as one 550-line class with it inside.
+(``CellCalls.close``): no reply is written for it after that. Apart from the worker because none of it is the
+process, the frame loop or the cell's result, and its limits are easier to read and to test as one piece.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ The host side of a worker (``worker.py``) needs exactly what a pipe to a child p
 still unsent (the reply backlog and the kill past it are measured on that), and the exit status once it has ended.
 A local backend gets that from an asyncio subprocess; a remote one (a Kubernetes ``pods/exec`` stream) from a
 network stream with the same three channels. ``WorkerChannel`` is that contract, so the frame loop, the limits and
-every hostile-input check in ``worker.py`` are written once and hold for every backend.
+every hostile-input check in ``worker.py`` (and the modules it hands frames to: ``calls.py``, ``file_requests.py``,
+``results.py``) are written once and hold for every backend.
 
 ``PipeChannel`` is the local kind: a thin view of an ``asyncio.subprocess.Process`` that adds nothing on the hot
 path (``benchmarks/channel.py`` measures it against the raw pipes in the same run).

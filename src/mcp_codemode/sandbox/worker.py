@@ -4,13 +4,15 @@ Everything the guest sends is treated as hostile: frames are bounded and validat
 again here (the guest's own cap is a courtesy, not a guarantee), and a protocol violation ends the
 worker. The guest cannot make the host wait longer than the call's timeout plus the interrupt grace.
 
-What stays here is the process handle, its frame loop and the running cell; each frame is acted on here or
-handed to the part whose job it is. The guest's calls to the bridge go to ``calls.py`` (admission, the relay
-to the cell's request handler, the reply backlog), which shares three things with the worker, handed over
-when it starts: the channel, the writer of frames (whose kill of a guest that stops reading stays here,
-since every frame written counts) and whether the worker is alive; a cell's calls end with the cell. The
-result types and their decoding from the guest's result frame live in ``results.py``, the host's bound on
-one output stream in ``output.py``.
+What stays here is the process handle, its frame loop and the running cell: the launch, the frames written to
+the guest (and the kill of a guest that stops reading them, since every frame written counts), the violation
+that ends the worker and why it died. The frame loop hands each frame on to the part whose job it is, and those
+parts are modules of their own because each has its own limits and its own hostile case and needs of the worker
+only what it is handed: the guest's calls to the bridge go to ``calls.py`` (admission, the relay to the cell's
+request handler, the reply backlog; given the channel, the writer and whether the worker lives, when it starts),
+the client's file requests and their answers to ``file_requests.py`` (given the writer, the death, the ids), and
+the cell's result frame to ``results.py``, which checks it into an ``ExecutionResult``; ``output.py`` bounds one
+output stream.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from ..guest.protocol import (
     CALL,
     EXECUTE,
     FILE_REPLY,
-    FILES,
     INTERRUPT,
     KEEPALIVE,
     MAX_FRAME_BYTES,
@@ -47,19 +48,13 @@ from ..guest.protocol import (
 from ..settings import Settings
 from .base import Backend, Launch
 from .calls import MAX_REPLY_BYTES, REPLY_BACKLOG_BYTES, CallRelay, CellCalls
+from .file_requests import FileRequestError, FileRequests, answer_value
 from .frames import FrameError, decode_frame, encode_frame, read_payload
 from .output import BoundedStream
 from .results import ExecutionResult, cell_result, lost_result
 
 if TYPE_CHECKING:
-    from ..guest.protocol import (
-        CellContext,
-        ExecuteFrame,
-        FileReplyFrame,
-        FilesFrame,
-        GuestFrame,
-        ResultFrame,
-    )
+    from ..guest.protocol import CellContext, ExecuteFrame, GuestFrame, ResultFrame
     from ..reply_encoding import GuestRequestHandler
 
 log = logging.getLogger(__name__)
@@ -76,11 +71,6 @@ _GRACEFUL_EXIT_SECONDS = 1.0
 _STICKY_CONTEXT: Final[tuple[Literal["servers", "versions", "policy"], ...]] = ("servers", "versions", "policy")
 _UNSENT = object()
 _GUEST_TEXT_LIMITS = 3 * 200_000  # value, message and traceback, each clipped by the guest (TEXT_LIMIT)
-MAX_FILE_REQUESTS = 8  # file requests waiting for the guest at once, per worker; more are refused
-
-
-class FileRequestError(Exception):
-    """A file request the guest refused or could not answer; the message is for the client."""
 
 
 @dataclasses.dataclass
@@ -112,7 +102,7 @@ class Worker:
         self.python_version = ""
         self.started_at = 0.0
         self.keepalives_sent = 0
-        self._file_waits: dict[int, asyncio.Future[FileReplyFrame]] = {}
+        self._files = FileRequests(self._send, self._dead, self._ids)
         self._guest_summary: str | None = None  # what the guest was last sent, not sent again while unchanged
         self._guest_context: CellContext = {}
         # JSON may escape a character into 6 bytes; the guest bounds output, values and tracebacks in characters.
@@ -243,9 +233,7 @@ class Worker:
             if request_id is not None and self._calls is not None:  # no id: nothing to answer (never sent)
                 self._calls.accept(cell.calls if cell is not None else None, request_id, message, size)
         elif message["type"] == FILE_REPLY:
-            waiting = self._file_waits.pop(_request_id(message) or 0, None)
-            if waiting is not None and not waiting.done():
-                waiting.set_result(message)
+            self._files.answered(_request_id(message), message)
 
     async def _drain_stderr(self) -> None:
         """The worker's own stderr carries only bwrap/runtime errors and fatal crashes; keep its tail."""
@@ -300,31 +288,12 @@ class Worker:
         control thread. Raises ``FileRequestError`` when the guest refuses, dies or does not answer in ``timeout``."""
         if not self.alive:
             raise FileRequestError(f"the session's sandbox is not running ({self.death_reason()})")
-        if len(self._file_waits) >= MAX_FILE_REQUESTS:
-            raise FileRequestError(f"{MAX_FILE_REQUESTS} file requests to this session are waiting; retry shortly")
-        request_id = next(self._ids)
-        waiting: asyncio.Future[FileReplyFrame] = asyncio.get_running_loop().create_future()
-        self._file_waits[request_id] = waiting
-        frame = cast("FilesFrame", {**request, "type": FILES, "id": request_id})
-        dead: asyncio.Future[Any] = asyncio.ensure_future(self._dead.wait())
-        either: set[asyncio.Future[Any]] = {waiting, dead}
-        try:
-            self._send(frame)
-            await asyncio.wait(either, timeout=timeout, return_when="FIRST_COMPLETED")
-        finally:
-            dead.cancel()
-            self._file_waits.pop(request_id, None)
-        if not waiting.done():
+        answer = await self._files.ask(request, timeout)
+        if answer is None:
             if not self.alive:
                 raise FileRequestError(f"the session's sandbox stopped ({self.death_reason()})")
             raise FileRequestError(f"the sandbox did not answer within {timeout:g} s")
-        answer = waiting.result()
-        if answer.get("ok") is True and isinstance(answer.get("value"), dict):
-            value: dict[str, Any] = answer["value"]
-            return value
-        error = answer.get("error")
-        message = error.get("message") if isinstance(error, dict) else None
-        raise FileRequestError(message[:500] if isinstance(message, str) else "the sandbox refused the request")
+        return answer_value(answer)
 
     async def execute(
         self,
