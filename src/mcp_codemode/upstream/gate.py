@@ -1,6 +1,6 @@
 """What the tool directory asks of a policy: whether a server or a tool is refused, and why.
 
-The policy (``mcp_codemode.runs.policy``) belongs to the bridge and is read from the settings; the directory is
+The policy (``mcp_codemode.policy.rules.Policy``) belongs to the bridge and is read from the settings; the directory is
 below both and applies it to every view of the servers. So the directory declares here the questions it
 asks (``Gate``) and the answer's type (``Refused``), and the composition root hands it the policy, which
 answers them. Nothing here decides anything: the rules stay in ``policy``.
