@@ -34,6 +34,7 @@ def test_sizes_parse_like_container_runtimes(text, value):
         ("MCP_BRIDGE_PIDS", "3", "at least 8"),
         ("MCP_BRIDGE_CONTAINER_USER", "nobody", "UID or UID:GID"),
         ("MCP_BRIDGE_CAPTURE_LIMIT", "1g", "from 1k to 16m"),
+        ("MCP_BRIDGE_KUBE_RUNTIME_CLASS", "gVisor", "or none to accept pods without one"),
     ],
 )
 def test_a_bad_environment_value_names_the_variable_and_what_to_send(variable, raw, expect):
@@ -42,6 +43,12 @@ def test_a_bad_environment_value_names_the_variable_and_what_to_send(variable, r
     message = str(caught.value)
     assert message.startswith(f"{variable}={raw!r} is not valid")
     assert expect in message
+
+
+@pytest.mark.parametrize("name", ["gvisor", "none", "kata-qemu", "sandbox.example.com"])
+def test_a_runtime_class_is_a_kubernetes_name_or_none(name):
+    assert Settings.load(env={"MCP_BRIDGE_KUBE_RUNTIME_CLASS": name}).kube_runtime_class == name
+    assert Settings.load(env={}).kube_runtime_class == "gvisor"
 
 
 @pytest.mark.parametrize(

@@ -112,6 +112,9 @@ class Settings:
     kube_context: str = ""
     kube_config: Path | None = None
     kube_claim_ttl: float = 1200.0
+    # The RuntimeClass a claimed sandbox's pod must run under, checked on its Sandbox before the guest starts:
+    # "none" accepts pods without one (the node's runc), which only overlays/no-gvisor sets.
+    kube_runtime_class: str = "gvisor"
     # This replica's name, written on the claims it owns; a pod's hostname is its pod name.
     replica: str = dataclasses.field(default_factory=socket.gethostname)
     # Face replicas that share sessions (face/replicas.py): a session belongs to the replica holding its Lease, and

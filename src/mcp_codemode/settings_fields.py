@@ -192,6 +192,14 @@ def _dns_label(text: str) -> str:
     return value
 
 
+def _runtime_class(text: str) -> str:
+    """A RuntimeClass name (DNS-1123 subdomain), or ``none`` for sandbox pods without one (overlays/no-gvisor)."""
+    value = text.strip()
+    if len(value) > 253 or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", value):
+        raise ValueError(text)
+    return value
+
+
 AuditLog = Path | Literal["off"] | None  # None: the default place under the state directory
 
 
@@ -340,6 +348,14 @@ FIELDS: tuple[Field, ...] = (
         _float_in(60, 10**7),
         "seconds a claim outlives its last use if the bridge dies, at least 60",
         "1200",
+    ),
+    Field(
+        "kube_runtime_class",
+        "MCP_BRIDGE_KUBE_RUNTIME_CLASS",
+        _runtime_class,
+        "the RuntimeClass every sandbox pod must run under, or none to accept pods without one (the node's runc: "
+        "overlays/no-gvisor sets it, knowingly)",
+        "gvisor",
     ),
     Field("replica", "MCP_BRIDGE_REPLICA", _nonempty, "this bridge replica's name", "mcp-codemode-0"),
     Field(

@@ -87,6 +87,7 @@ def test_a_strong_setup_has_nothing_to_say():
         ({"mounts": (Mount(Path("/srv/out"), "/mnt/out", True),)}, "mount-rw", "warn"),
         ({"mount_problems": (("uid 65534 cannot read /srv", "chmod o+rx /srv"),)}, "mount-access", "warn"),
         ({"shared_mounts": (SHARED, dataclasses.replace(SHARED, accepted=True))}, "mount-shared", "warn"),
+        ({"backend": "kubernetes", "kube_runtime_class": "none"}, "kube-no-gvisor", "warn"),
     ],
 )
 def test_each_weak_spot_is_named_with_its_level(change: dict[str, Any], topic: str, level: str):
@@ -107,6 +108,9 @@ def test_weak_spots_that_do_not_apply_to_the_backend_stay_quiet():
     assert "no-policy" not in topics(dataclasses.replace(STRONG, servers=0, policy_narrows=False))
     # a read-only mount the sandbox can use is what the user asked for: nothing to say
     assert findings(dataclasses.replace(STRONG, mounts=(Mount(Path("/srv/data"), "/mnt/data", False),))) == []
+    # cluster sandboxes under gVisor (or another runtime class the face requires) are what the manifests promise
+    assert findings(dataclasses.replace(STRONG, backend="kubernetes")) == []
+    assert findings(dataclasses.replace(STRONG, backend="kubernetes", kube_runtime_class="kata")) == []
     # tokens make a non-loopback address fine
     assert "http-exposed" not in topics(dataclasses.replace(STRONG, http_host="0.0.0.0", http_tokens=1))
 

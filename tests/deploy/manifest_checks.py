@@ -19,6 +19,7 @@ NAMESPACE = "mcp-codemode"
 SANDBOX_UID = 65534
 SANDBOX_COMMAND = ["sleep", "infinity"]
 CLAIMS_QUOTA_KEY = "count/sandboxclaims.extensions.agents.x-k8s.io"
+RUNTIME_CLASS_ENV = "MCP_BRIDGE_KUBE_RUNTIME_CLASS"
 # Every (verb, apiGroup, resource, subresource) the bridge uses: the table doctor checks, so the two cannot drift.
 NEEDED = {(p.verb, p.group, p.resource, p.subresource) for p in PERMISSIONS}
 _UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "k": 10**3, "M": 10**6, "G": 10**9}
@@ -90,11 +91,10 @@ def _memory_volume(pod: Obj, container: Obj, path: str) -> Obj | None:
 
 
 def sandbox_problems(template: Obj, settings: Settings) -> list[str]:
-    """The sandbox pod: gVisor, no token, uid 65534, idle PID 1, memory /tmp and /workspace sized as the bridge's."""
+    """The sandbox pod: no token, uid 65534, idle PID 1, memory /tmp and /workspace sized as the bridge's (its
+    runtime class: ``runtime_class_problems``, which reads the face's setting too)."""
     pod = template["spec"]["podTemplate"]["spec"]
     problems = container_problems(pod, "sandbox pod", SANDBOX_UID)
-    if pod.get("runtimeClassName") != "gvisor":
-        problems.append(f"sandbox pod: runtimeClassName is {pod.get('runtimeClassName')!r}, not gvisor")
     if pod.get("automountServiceAccountToken") is not False:
         problems.append("sandbox pod: the service account token is mounted")
     if len(pod["containers"]) != 1:
@@ -111,6 +111,26 @@ def sandbox_problems(template: Obj, settings: Settings) -> list[str]:
             problems.append(f"sandbox pod: {path} is not a memory-backed emptyDir")
         elif "sizeLimit" not in volume or quantity(volume["sizeLimit"]) != size:
             problems.append(f"sandbox pod: {path} sizeLimit is {volume.get('sizeLimit')}, not {size} bytes")
+    return problems
+
+
+def runtime_class_problems(objects: list[Obj]) -> list[str]:
+    """gVisor, or no runtime class only where the face was told so (MCP_BRIDGE_KUBE_RUNTIME_CLASS=none: the
+    no-gvisor overlay's explicit choice); a face that requires what the template does not name would refuse every
+    sandbox, and one told "none" under a gVisor template is a choice nobody needed."""
+    deployments = find(objects, "Deployment")
+    env = {e["name"]: e.get("value") for e in deployments[0]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    wanted = env.get(RUNTIME_CLASS_ENV) or Settings().kube_runtime_class
+    problems = []
+    for template in find(objects, "SandboxTemplate"):
+        has = template["spec"]["podTemplate"]["spec"].get("runtimeClassName")
+        if has is None and wanted == "none":
+            continue
+        if has != "gvisor":
+            chosen = "" if wanted == "none" else f" and the face does not say {RUNTIME_CLASS_ENV}=none"
+            problems.append(f"sandbox pod: runtimeClassName is {has!r}, not gvisor{chosen}")
+        elif wanted != has:
+            problems.append(f"face: {RUNTIME_CLASS_ENV}={wanted!r}, but the sandbox pods run under {has!r}")
     return problems
 
 

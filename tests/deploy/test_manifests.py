@@ -34,7 +34,7 @@ CRDS = DEPLOY / "vendor" / "agent-sandbox-v0.5.6" / "crds"
 # The Kubernetes release whose schemas judge the built-in kinds. kubernetes-validate 1.37 ships 1.25 to 1.37; an
 # older one than the newest catches a field a still-common cluster would not know.
 KUBERNETES_VERSION = "1.34"
-KUSTOMIZATIONS = ("base", "overlays/example", "overlays/handshake-affinity")
+KUSTOMIZATIONS = ("base", "overlays/example", "overlays/handshake-affinity", "overlays/no-gvisor")
 
 Obj = dict[str, Any]
 
@@ -141,6 +141,7 @@ def test_the_warm_pool_points_at_the_template(objects: list[Obj]) -> None:
 def test_security_rules_hold(objects: list[Obj]) -> None:
     (template,) = checks.find(objects, "SandboxTemplate")
     problems = checks.sandbox_problems(template, Settings())
+    problems += checks.runtime_class_problems(objects)
     problems += checks.network_problems(objects)
     problems += checks.face_network_problems(objects)
     problems += checks.rbac_problems(objects)
@@ -162,6 +163,29 @@ def test_the_example_overlay_names_real_images() -> None:
     assert all("/" in image and image.endswith(":0.1.0") for image in images), images
 
 
+def _face_setting(objects: list[Obj]) -> str | None:
+    env = checks.find(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    found = [e.get("value") for e in env if e["name"] == checks.RUNTIME_CLASS_ENV]
+    return found[0] if found else None
+
+
+def test_only_the_no_gvisor_overlay_runs_sandboxes_without_gvisor_and_it_tells_the_face_so() -> None:
+    """Chosen explicitly: its template drops runtimeClassName AND its face says MCP_BRIDGE_KUBE_RUNTIME_CLASS=none
+    (without which the face refuses those sandboxes); every other rendering keeps gVisor and says nothing."""
+    for name in KUSTOMIZATIONS:
+        objects = list(_rendered(name))
+        if name == "overlays/no-gvisor":
+            assert ("runtimeClassName" not in _pod(objects), _face_setting(objects)) == (True, "none")
+        else:
+            assert (_pod(objects)["runtimeClassName"], _face_setting(objects)) == ("gvisor", None), name
+    unchosen = copy.deepcopy(list(_rendered("overlays/no-gvisor")))
+    env = checks.find(unchosen, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    env[:] = [e for e in env if e["name"] != checks.RUNTIME_CLASS_ENV]
+    assert checks.runtime_class_problems(unchosen) == [
+        f"sandbox pod: runtimeClassName is None, not gvisor and the face does not say {checks.RUNTIME_CLASS_ENV}=none"
+    ]
+
+
 def _pod(objects: list[Obj]) -> Obj:
     pod: Obj = checks.find(objects, "SandboxTemplate")[0]["spec"]["podTemplate"]["spec"]
     return pod
@@ -170,6 +194,13 @@ def _pod(objects: list[Obj]) -> Obj:
 def _container(objects: list[Obj]) -> Obj:
     container: Obj = _pod(objects)["containers"][0]
     return container
+
+
+def _face_env(objects: list[Obj], value: str) -> object:
+    """Tell the face which runtime class its sandboxes must run under (MCP_BRIDGE_KUBE_RUNTIME_CLASS)."""
+    env: list[Obj] = checks.find(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    env.append({"name": checks.RUNTIME_CLASS_ENV, "value": value})
+    return env
 
 
 def _volume(objects: list[Obj], name: str) -> Obj:
@@ -198,6 +229,9 @@ ANY_PATH_INGRESS = {
 BREAKAGES: dict[str, Callable[[list[Obj]], object]] = {
     "no runtime class": lambda o: _pod(o).pop("runtimeClassName"),
     "runc runtime class": lambda o: _pod(o).update(runtimeClassName="runc"),
+    "runc runtime class, face told none": lambda o: (_pod(o).update(runtimeClassName="runc"), _face_env(o, "none")),
+    "gVisor template, face told none": lambda o: _face_env(o, "none"),
+    "gVisor template, face told another": lambda o: _face_env(o, "kata"),
     "token mounted": lambda o: _pod(o).pop("automountServiceAccountToken"),
     "uid 1000": lambda o: _container(o)["securityContext"].update(runAsUser=1000),
     "root in pod, not set in container": lambda o: (
@@ -263,6 +297,7 @@ def test_each_security_rule_notices_its_breakage(breakage: str) -> None:
     BREAKAGES[breakage](broken)
     sandbox_templates = checks.find(broken, "SandboxTemplate")
     problems = checks.sandbox_problems(sandbox_templates[0], Settings())
+    problems += checks.runtime_class_problems(broken)
     problems += checks.network_problems(broken)
     problems += checks.face_network_problems(broken)
     problems += checks.rbac_problems(broken)

@@ -66,6 +66,16 @@ async def test_emulated_api_a_ready_install_passes_every_check_but_the_runtime_c
     assert found["runtime class"].ok is None and "smoke.sh" in found["runtime class"].fix
 
 
+async def test_emulated_api_the_runtime_class_line_says_what_each_claim_must_run_under(
+    cluster: tuple[Any, Path],
+) -> None:
+    _, kubeconfig = cluster
+    for wanted, said in (("gvisor", "must run under RuntimeClass 'gvisor'"), ("none", "without gVisor")):
+        settings = sandbox_settings(kube_config=kubeconfig, runtime="kubernetes", kube_runtime_class=wanted)
+        (line,) = [check for check in await cluster_checks(settings) if check.name == "runtime class"]
+        assert line.ok is None and said in line.detail, line
+
+
 async def test_emulated_api_missing_crds_an_empty_pool_and_a_denied_verb_each_name_a_fix(
     cluster: tuple[Any, Path], tmp_path: Path
 ) -> None:

@@ -242,9 +242,13 @@ def schema_problems(objects: Iterable[dict[str, Any]], schema: dict[str, Any]) -
 
 
 @contextlib.asynccontextmanager
-async def agent_sandbox_controller(emulator: ClusterEmulator, namespace: str) -> AsyncIterator[list[str]]:
+async def agent_sandbox_controller(
+    emulator: ClusterEmulator, namespace: str, runtime_class: str | None = "gvisor"
+) -> AsyncIterator[list[str]]:
     """Play agent-sandbox's controller: bind every new claim to a fresh Sandbox whose pod was adopted from the warm
-    pool; yields the pods bound, in order."""
+    pool, its pod template naming ``runtime_class`` as deploy/kubernetes/base's template does (None: a template
+    without one, as overlays/no-gvisor renders it); yields the pods bound, in order."""
+    runtime = {"runtimeClassName": runtime_class} if runtime_class is not None else {}
     claims = emulator.declare(naming.GROUP, naming.VERSION, naming.CLAIMS)
     sandboxes = emulator.declare(naming.SANDBOX_GROUP, naming.VERSION, naming.SANDBOXES)
     pods: list[str] = []
@@ -260,7 +264,7 @@ async def agent_sandbox_controller(emulator: ClusterEmulator, namespace: str) ->
                     "apiVersion": f"{naming.SANDBOX_GROUP}/{naming.VERSION}", "kind": "Sandbox",
                     "metadata": {"name": sandbox, "namespace": namespace,
                                  "annotations": {naming.POD_NAME_ANNOTATION: pod}},
-                    "spec": {"podTemplate": {"spec": {"containers": [{"name": "sandbox", "image": "x"}]}}},
+                    "spec": {"podTemplate": {"spec": {**runtime, "containers": [{"name": "sandbox", "image": "x"}]}}},
                 }  # fmt: skip
                 emulator.write_status(claims, namespace, name, {
                     "sandbox": {"name": sandbox},

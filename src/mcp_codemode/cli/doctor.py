@@ -117,6 +117,7 @@ def setup_facts(
         shared_mounts=tuple(
             shared_with_servers(settings.mounts, allowed, settings.roots, settings.mounts_shared, Path.cwd())
         ),
+        kube_runtime_class=settings.kube_runtime_class,
     )
 
 

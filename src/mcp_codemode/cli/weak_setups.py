@@ -56,6 +56,7 @@ class SetupFacts:
     mounts: tuple[Mount, ...] = ()  # MCP_BRIDGE_MOUNTS
     mount_problems: tuple[tuple[str, str], ...] = ()  # (why the sandbox uid cannot use a mount, the fix)
     shared_mounts: tuple[SharedPlace, ...] = ()  # rw mounts that host-side upstream servers work in too
+    kube_runtime_class: str = "gvisor"  # MCP_BRIDGE_KUBE_RUNTIME_CLASS: what the cluster's sandbox pods must run under
 
 
 def findings(facts: SetupFacts) -> list[Finding]:
@@ -158,6 +159,23 @@ def _containers(facts: SetupFacts) -> list[Finding]:
             )
         )
     return found
+
+
+def _cluster(facts: SetupFacts) -> list[Finding]:
+    """Sandbox pods without gVisor were chosen (overlays/no-gvisor): they run, but not as docs/security.md says."""
+    if facts.backend != "kubernetes" or facts.kube_runtime_class != "none":
+        return []
+    return [
+        Finding(
+            "warn",
+            "kube-no-gvisor",
+            "MCP_BRIDGE_KUBE_RUNTIME_CLASS=none: sandbox pods run under the node's runc, so the guest's system calls "
+            "reach the node's kernel, with only namespaces, the RuntimeDefault seccomp profile and the pod's "
+            "settings between them; a kernel or container escape is the node, its other pods and its credentials",
+            "install gVisor on the nodes and apply an overlay without no-gvisor (its template names runtimeClassName "
+            "gvisor); docs/kubernetes.md, 'Clusters without gVisor'",
+        )
+    ]
 
 
 def _is_gvisor(runtime: str) -> bool:
@@ -287,7 +305,7 @@ def _control(facts: SetupFacts) -> list[Finding]:
     return found
 
 
-_RULES = (_limits, _cpu, _containers, _mounts, _processes, _http, _secrets, _control)
+_RULES = (_limits, _cpu, _containers, _cluster, _mounts, _processes, _http, _secrets, _control)
 
 
 # Commands in fix texts that only root may run. Backends write their fixes as root would type them; `doctor` shows

@@ -23,6 +23,7 @@ import logging
 import ssl
 from typing import TYPE_CHECKING, Any
 
+from ...errors import SandboxUnavailable
 from ...settings import Settings
 from ..base import Availability, Backend, EnforcedLimit, Launch, guest_argv
 from .api import connect, exec_refused, failures, require_client
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 CONTAINER = "sandbox"  # the container of deploy/kubernetes/base/sandbox-template.yaml
 # exec runs with the container's environment, which Kubernetes fills with the addresses of every Service in the
 # namespace (KUBERNETES_SERVICE_HOST and the like): the guest starts from an empty one instead.
+NO_RUNTIME_CLASS = "none"  # MCP_BRIDGE_KUBE_RUNTIME_CLASS for pods without one: overlays/no-gvisor's choice
 GUEST_ENV = ("PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "TMPDIR=/tmp", "LANG=C.UTF-8")
 
 
@@ -78,8 +80,15 @@ class KubernetesBackend(Backend):
             EnforcedLimit("memory", "as the template sets it", f"container limits of {where}"),
             EnforcedLimit("cpus", "as the template sets it", f"container limits of {where}"),
             EnforcedLimit("processes", str(self.settings.pids), "RLIMIT_NPROC, set by the guest at boot"),
-            EnforcedLimit("isolation", "gVisor", f"runtimeClassName of {where}"),
+            self._isolation(where),
         ]
+
+    def _isolation(self, where: str) -> EnforcedLimit:
+        wanted = self.settings.kube_runtime_class
+        if wanted == NO_RUNTIME_CLASS:
+            return EnforcedLimit("isolation", "runc", "no runtime class (overlays/no-gvisor): the node's kernel")
+        shown = "gVisor" if wanted == "gvisor" else f"RuntimeClass {wanted}"
+        return EnforcedLimit("isolation", shown, f"runtimeClassName of {where}, checked on every claim")
 
     def rlimits(self) -> dict[str, int]:
         """What the guest sets on itself at boot: Kubernetes has no per-pod limit on processes (only the kubelet's
@@ -108,6 +117,7 @@ class KubernetesBackend(Backend):
         claim = await cluster.claims.acquire(key)
         try:
             bound = await cluster.claims.wait_bound(claim.name, self.settings.startup_timeout)
+            self._check_runtime(bound.sandbox, bound.runtime_class)
             config = dict(guest_config, rlimits=self.rlimits())
             argv = ["env", "-i", *GUEST_ENV, *guest_argv("python3", config)]
             url = exec_url(cluster.base_url, self.settings.kube_namespace, bound.pod, CONTAINER, argv)
@@ -134,6 +144,27 @@ class KubernetesBackend(Backend):
                 log.warning("could not delete SandboxClaim %s: %s", claim.name, exc)
 
         return Launch(channel, end, end, lambda: channel.cause)
+
+    def _check_runtime(self, sandbox: str, runtime_class: str) -> None:
+        """Refuse a sandbox whose pod does not run under the runtime class this face was told to require.
+
+        Why here, on each claim, and not once at start: what isolates the guest is the pod the claim got, and the
+        template it came from can change while the face runs; the Sandbox (which the face reads anyway, to find
+        the pod) carries the pod template it was made from. A template without ``runtimeClassName`` runs the
+        guest under the node's runc, its system calls served by the node's kernel: accepted only when
+        MCP_BRIDGE_KUBE_RUNTIME_CLASS=none says so (overlays/no-gvisor), never by accident.
+        """
+        wanted = self.settings.kube_runtime_class
+        if (runtime_class or NO_RUNTIME_CLASS) == wanted:
+            return
+        has = f"RuntimeClass {runtime_class!r}" if runtime_class else "no runtime class (the node's runc)"
+        raise SandboxUnavailable(
+            f"Sandbox {sandbox} in namespace {self.settings.kube_namespace!r} runs its pod with {has}, and this face "
+            f"requires {wanted!r} (MCP_BRIDGE_KUBE_RUNTIME_CLASS): no code was run there",
+            fix="set runtimeClassName in the SandboxTemplate (deploy/kubernetes/base has gvisor); to run without "
+            "gVisor knowingly, apply deploy/kubernetes/overlays/no-gvisor, which sets MCP_BRIDGE_KUBE_RUNTIME_CLASS"
+            "=none (docs/kubernetes.md, 'Clusters without gVisor')",
+        )
 
     async def _open_exec(self, cluster: _Cluster, url: str, pod: str) -> ExecChannel:
         """Open the exec stream; a refused handshake becomes the error that names its cause and fix.

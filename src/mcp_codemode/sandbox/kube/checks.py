@@ -3,8 +3,8 @@
 Why these questions: they are what a first claim fails on, in the order it would fail (credentials, the CRDs, the
 warm pool, each verb the backend uses: the rows of ``permissions.py``), asked before any session so the user meets
 them in ``doctor`` rather than in an agent's first cell. The runtime class cannot be asked: RuntimeClass is
-cluster-scoped and the face's Role is namespaced on purpose, so the check says so and names ``smoke.sh``, which
-checks gVisor inside a real sandbox.
+cluster-scoped and the face's Role is namespaced on purpose, so the check says what each claim must run under
+(the backend refuses any other) and names ``smoke.sh``, which checks gVisor inside a real sandbox.
 """
 
 from __future__ import annotations
@@ -44,17 +44,30 @@ async def cluster_checks(settings: Settings) -> list[Check]:
         checks.append(await _crds(api))
         checks.append(await _warm_pool(api, settings.kube_namespace, settings.kube_warm_pool))
         checks += await _access(api, settings.kube_namespace)
-        checks.append(
-            Check(
-                "runtime class",
-                None,
-                "RuntimeClass is cluster-scoped; the face's namespaced Role cannot read it",
-                "run deploy/kubernetes/smoke.sh, which checks that a sandbox runs under gVisor",
-            )
-        )
+        checks.append(_runtime_class(settings.kube_runtime_class))
         return checks
     finally:
         await api.close()
+
+
+def _runtime_class(wanted: str) -> Check:
+    """What the face requires of each claim's pod (checked on its Sandbox before the guest starts); whether the
+    RuntimeClass exists cannot be asked, since it is cluster-scoped and the face's Role is namespaced on purpose."""
+    if wanted == "none":
+        return Check(
+            "runtime class",
+            None,
+            "none required (MCP_BRIDGE_KUBE_RUNTIME_CLASS=none, overlays/no-gvisor): sandbox pods run under the "
+            "node's runc, without gVisor (see the weak spots above)",
+            "install gVisor on the nodes and drop overlays/no-gvisor (docs/kubernetes.md, 'Clusters without gVisor')",
+        )
+    return Check(
+        "runtime class",
+        None,
+        f"each claimed sandbox must run under RuntimeClass {wanted!r} (MCP_BRIDGE_KUBE_RUNTIME_CLASS) or it is "
+        "refused; that the RuntimeClass exists cannot be asked: it is cluster-scoped and the face's Role is not",
+        "run deploy/kubernetes/smoke.sh, which checks that a sandbox runs under gVisor",
+    )
 
 
 async def _crds(api: ApiClient) -> Check:

@@ -68,10 +68,12 @@ class Claim:
 
 @dataclasses.dataclass(frozen=True)
 class BoundSandbox:
-    """Where a ready claim's guest runs: the Sandbox's name and the pod to exec into."""
+    """Where a ready claim's guest runs: the Sandbox's name, the pod to exec into, and the RuntimeClass its pod
+    template names ("" for none: the node's default runtime, runc), which the backend checks before it execs."""
 
     sandbox: str
     pod: str
+    runtime_class: str = ""
 
 
 class ClaimNotReady(KubeApiError):
@@ -158,7 +160,7 @@ class ClaimStore:
                 if reason in FINAL_REASONS and ready.get("status") != "True":
                     raise ClaimNotReady(f"SandboxClaim {name} cannot become ready: {last}", fix=FINAL_REASONS[reason])
                 if ready.get("status") == "True" and isinstance(sandbox, str) and sandbox:
-                    return BoundSandbox(sandbox, await self._pod_of(sandbox))
+                    return await self._bound(sandbox)
             if self._monotonic() + pause > end:
                 raise ClaimNotReady(
                     f"SandboxClaim {name} was not ready within {deadline:g} s: {last}",
@@ -169,8 +171,9 @@ class ClaimStore:
             await asyncio.sleep(pause)
             pause = min(pause * 2, LAST_POLL)
 
-    async def _pod_of(self, sandbox: str) -> str:
-        """The pod of a Sandbox: named in its annotation when adopted from the warm pool, else the Sandbox's name."""
+    async def _bound(self, sandbox: str) -> BoundSandbox:
+        """The pod of a Sandbox (named in its annotation when adopted from the warm pool, else the Sandbox's name)
+        and the runtime class of the pod template it was made from (agent-sandbox copies the SandboxTemplate's)."""
         try:
             found = await self._objects.get_namespaced_custom_object(
                 SANDBOX_GROUP, VERSION, self.namespace, SANDBOXES, sandbox
@@ -178,7 +181,13 @@ class ClaimStore:
         except self._failures as exc:
             raise explain(exc, verb="get", what=SANDBOXES, namespace=self.namespace) from None
         pod = ((found.get("metadata") or {}).get("annotations") or {}).get(POD_NAME_ANNOTATION)
-        return pod if isinstance(pod, str) and pod else sandbox
+        spec = (((found.get("spec") or {}).get("podTemplate") or {}).get("spec")) or {}
+        runtime_class = spec.get("runtimeClassName") if isinstance(spec, dict) else None
+        return BoundSandbox(
+            sandbox,
+            pod if isinstance(pod, str) and pod else sandbox,
+            runtime_class if isinstance(runtime_class, str) else "",
+        )
 
     async def touch(self, name: str) -> bool:
         """Push the claim's shutdownTime forward, at most once per refresh interval; whether it wrote."""
