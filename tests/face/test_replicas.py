@@ -27,8 +27,6 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import HEADER_MISMATCH
 
 from mcp_codemode.face.replicas import INTERNAL_PATH
-from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
-from mcp_codemode.sandbox.kube import naming
 from mcp_codemode.sandbox.kube.leases import (
     LEASE_GROUP,
     LEASE_VERSION,
@@ -38,39 +36,15 @@ from mcp_codemode.sandbox.kube.leases import (
     replica_lease_name,
 )
 from mcp_codemode.sandbox.kube.naming import ClaimKey
-from tests.support.backends import require_usable, sandbox_settings
-from tests.support.cells import private_state_dir
 from tests.support.clients import HttpServer, http_client_for, require_bubblewrap, text_of
-from tests.support.exec_endpoint import ExecEndpoint
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 from tests.support.patience import patient
-from tests.support.replicas import PeerRelay, replica_server
+from tests.support.replicas import PeerRelay, claims_of, replicas, replicas_on_cluster
 
 if not KUBE_TEST_DEPS_PROBLEM:
-    from tests.support.kube_emulator import agent_sandbox_controller, emulated_cluster, write_kubeconfig
+    from tests.support.kube_emulator import emulated_cluster
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backend]
-# Seconds a replica's hold lasts unrenewed (the least the setting allows, longer on a slow machine): a killed
-# owner's sessions are taken over within this, and a live one renews three times in it.
-LEASE = str(max(5, round(patient(5))))
-
-
-@contextlib.asynccontextmanager
-async def replicas(tmp_path: Path, kubeconfig: Path, a_settings: dict[str, str] | None = None,
-                   **settings: str) -> AsyncIterator[tuple[HttpServer, HttpServer]]:  # fmt: skip
-    """Replicas a and b of one deployment, sharing sessions through Leases on the API ``kubeconfig`` names;
-    ``a_settings``: replica a's own (where the others reach it)."""
-    servers = [
-        replica_server(tmp_path, kubeconfig, name, MCP_BRIDGE_SESSION_LEASE=LEASE, **settings, **own)
-        for name, own in (("replica-a", a_settings or {}), ("replica-b", {}))
-    ]
-    try:
-        for server in servers:  # in a thread: the emulator answers on this event loop meanwhile
-            await anyio.to_thread.run_sync(server.start)
-        yield servers[0], servers[1]
-    finally:
-        for server in servers:
-            await anyio.to_thread.run_sync(server.stop)
 
 
 @contextlib.asynccontextmanager
@@ -233,33 +207,6 @@ async def test_a_session_is_served_by_either_replica_and_survives_its_owner_only
         assert "lived on replica replica-a, which stopped answering, so its state was lost" in text_of(taken)
         assert (kept.is_error, text_of(kept)) == (False, "1")
         assert "replica-b" in holders(emulator)
-
-
-def claims_of(emulator: Any) -> dict[str, str]:
-    """Live claims by name, with the replica each is annotated as owned by."""
-    found = [obj.raw for obj in emulator.objects.values() if not obj.deleted and obj.get("kind") == "SandboxClaim"]
-    return {claim["metadata"]["name"]: claim["metadata"]["annotations"][naming.OWNER_ANNOTATION] for claim in found}
-
-
-@contextlib.asynccontextmanager
-async def replicas_on_cluster(tmp_path: Path) -> AsyncIterator[tuple[Any, HttpServer, HttpServer]]:
-    """The replicas on MCP_BRIDGE_RUNTIME=kubernetes, all on STAND-INS: claims and Leases on the emulated API (the
-    test plays agent-sandbox's controller), each claimed pod a real bubblewrap worker behind the loopback exec
-    endpoint. Yields after both are stopped: the last one's shutdown is checked by the caller."""
-    require_kube_test_deps()
-    with private_state_dir() as state:
-        base = sandbox_settings(state_dir=state)
-        require_usable(BubblewrapBackend(base))
-        async with (
-            emulated_cluster(tmp_path) as (emulator, _),
-            agent_sandbox_controller(emulator, "mcp-codemode"),
-            ExecEndpoint(base, api_url=emulator.address, authorize=emulator.decide) as endpoint,
-        ):
-            emulator.declare(LEASE_GROUP, LEASE_VERSION, LEASES)
-            kubeconfig = write_kubeconfig(tmp_path / "through-endpoint", endpoint.url)
-            async with replicas(tmp_path, kubeconfig, MCP_BRIDGE_RUNTIME="kubernetes") as (a, b):
-                yield emulator, a, b
-            assert claims_of(emulator) == {}, "the last replica's shutdown deletes its claims"
 
 
 async def test_on_the_kubernetes_backend_the_dead_owners_claims_go_with_the_takeover(tmp_path: Path) -> None:

@@ -7,6 +7,9 @@ channel is tested against this: an aiohttp WebSocket server on 127.0.0.1 that sp
 worker, pumps its stdin, stdout and stderr over the socket and sends the channel-3 ``Status`` with its real exit
 code when it ends. A socket that closes kills the worker behind it, as the end of an exec session does.
 
+Each worker's hostname is its pod's name, as a container's is in a pod (the UTS name the kubelet sets): smoke.sh
+finds the claim a session runs in by the hostname its code reads.
+
 ``LoopbackExecBackend`` is a test-only ``Backend`` whose launch opens an ``ExecChannel`` to it: the same client
 code the kubernetes backend uses. Its kill closes the stream and kills the worker behind it, as deleting the
 claim would. What it does not model: the apiserver's authentication and proxying, a kubelet's own limits, and
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import json
 from collections.abc import Callable
@@ -61,6 +65,19 @@ def status_json(code: int) -> bytes:
     }).encode()  # fmt: skip
 
 
+_POD: contextvars.ContextVar[str] = contextvars.ContextVar("pod", default="")
+
+
+class _PodNamedBubblewrap(BubblewrapBackend):
+    """bubblewrap workers named like their pod: the hostname of the launch's task's pod (``_POD``), not "sandbox"."""
+
+    def _argv(self, seccomp_fd: int, command: list[str]) -> list[str]:
+        argv = super()._argv(seccomp_fd, command)
+        if _POD.get():
+            argv[argv.index("--hostname") + 1] = _POD.get()
+        return argv
+
+
 @dataclasses.dataclass
 class Session:
     """One exec stream and the real worker behind it."""
@@ -82,7 +99,7 @@ class ExecEndpoint:
         """``api_url``: an emulated API server (tests/support/kube_emulator.py) that every other request is passed
         to, so one address serves the API and exec, as an apiserver does. ``authorize``: that server's authorizer,
         asked about each exec handshake before it upgrades (``EXEC_VERBS``); without it every handshake is let in."""
-        self.backend = BubblewrapBackend(settings)
+        self.backend: BubblewrapBackend = _PodNamedBubblewrap(settings)
         self.api_url = api_url
         self.authorize = authorize
         self.protocols = protocols
@@ -149,6 +166,7 @@ class ExecEndpoint:
         argv = request.query.getall("command")
         self.commands.append(list(argv))
         config = json.loads(argv[-1])  # the guest's boot config, as guest_argv put it last
+        _POD.set(pod)  # this request's own task: concurrent launches each see their own pod
         launch = await self.backend.launch(pod, config)
         channel = launch.channel
         process = getattr(channel, "process")  # noqa: B009 - PipeChannel's child, for its tree and its stdin

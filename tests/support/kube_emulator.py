@@ -18,7 +18,8 @@ conversion, controllers, pods or exec. The shims make it answer as an API server
   account its Deployment runs as; kube_manifests.py), and refused with 403 Forbidden as an API server refuses it;
   a request without the kubeconfig's bearer token gets 401. Allowed beyond the Role, as on a default cluster to
   every authenticated account: discovery (``system:discovery``) and creating a ``SelfSubjectAccessReview``
-  (``system:basic-user``), which is answered from ``grants`` too. The exec stand-in (exec_endpoint.py) asks
+  (``system:basic-user``), which is answered from ``grants`` too. An operator's token (``admin_token``, none unless
+  a test sets one) may do everything, as a cluster admin's kubectl does. The exec stand-in (exec_endpoint.py) asks
   ``decide`` for its WebSocket GET as an API server from 1.35 does: ``get`` AND ``create`` on ``pods/exec``.
   What it does not model: ClusterRoles and aggregated roles, impersonation, webhooks, and any API server's own
   version of these rules (only a real cluster proves those).
@@ -63,12 +64,15 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         self.patch_types: list[str | None] = []  # the Content-Type of every PATCH, in order
         self.address = ""  # http://127.0.0.1:PORT once served
         self.grants: Grants = base_grants()  # what the face's account may do (kube_manifests.face_grants)
-        self.token = TOKEN  # the one bearer token the emulator accepts
+        self.token = TOKEN  # the bearer token of the face's account
+        self.admin_token = ""  # an operator's, allowed everything (tests/support/kubectl_stand_in.py reads with it)
         self.declare("authorization.k8s.io", "v1", "selfsubjectaccessreviews")  # every API server serves it
         self.decisions: list[tuple[Attributes, bool]] = []  # every request authorized, in order, and the answer
 
     def decide(self, attributes: Attributes, namespace: str | None, authorization: str) -> aiohttp.web.Response | None:
         """None when the request may go on, else the 401 or 403 an API server answers (with its Status body)."""
+        if self.admin_token and authorization == f"Bearer {self.admin_token}":
+            return None
         if authorization != f"Bearer {self.token}":
             return _unauthorized()
         verb, group, resource, subresource = attributes

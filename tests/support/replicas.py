@@ -1,5 +1,6 @@
 """Face replicas that share sessions, as the replica tests start them: ``serve`` processes with Leases on an API,
-and a relay that makes one unreachable for a while without stopping it."""
+the same on the kubernetes backend against stand-ins, and a relay that makes one unreachable for a while without
+stopping it."""
 
 from __future__ import annotations
 
@@ -9,10 +10,28 @@ import math
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import anyio
+
+from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
+from mcp_codemode.sandbox.kube import naming
+from mcp_codemode.sandbox.kube.leases import LEASE_GROUP, LEASE_VERSION, LEASES
+
+from .backends import require_usable, sandbox_settings
+from .cells import private_state_dir
 from .clients import HttpServer
+from .exec_endpoint import ExecEndpoint
+from .kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
+from .patience import patient
+
+if not KUBE_TEST_DEPS_PROBLEM:
+    from .kube_emulator import agent_sandbox_controller, emulated_cluster, write_kubeconfig
 
 PEER_TOKEN = uuid.uuid4().hex + uuid.uuid4().hex  # the secret every replica of one test deployment shares
+# Seconds a replica's hold lasts unrenewed (the least the setting allows, longer on a slow machine): a killed
+# owner's sessions are taken over within this, and a live one renews three times in it.
+LEASE = str(max(5, round(patient(5))))
 
 
 def replica_server(tmp_path: Path, kubeconfig: Path, name: str, **settings: str) -> HttpServer:
@@ -32,6 +51,51 @@ def replica_server(tmp_path: Path, kubeconfig: Path, name: str, **settings: str)
         "MCP_BRIDGE_INTERRUPT_GRACE": "30",
     }
     return HttpServer(tmp_path / f"{name}.log", **(defaults | settings))
+
+
+@contextlib.asynccontextmanager
+async def replicas(tmp_path: Path, kubeconfig: Path, a_settings: dict[str, str] | None = None,
+                   **settings: str) -> AsyncIterator[tuple[HttpServer, HttpServer]]:  # fmt: skip
+    """Replicas a and b of one deployment, sharing sessions through Leases on the API ``kubeconfig`` names;
+    ``a_settings``: replica a's own (where the others reach it)."""
+    servers = [
+        replica_server(tmp_path, kubeconfig, name, MCP_BRIDGE_SESSION_LEASE=LEASE, **settings, **own)
+        for name, own in (("replica-a", a_settings or {}), ("replica-b", {}))
+    ]
+    try:
+        for server in servers:  # in a thread: the emulator answers on this event loop meanwhile
+            await anyio.to_thread.run_sync(server.start)
+        yield servers[0], servers[1]
+    finally:
+        for server in servers:
+            await anyio.to_thread.run_sync(server.stop)
+
+
+def claims_of(emulator: Any) -> dict[str, str]:
+    """Live claims by name, with the replica each is annotated as owned by."""
+    found = [obj.raw for obj in emulator.objects.values() if not obj.deleted and obj.get("kind") == "SandboxClaim"]
+    return {claim["metadata"]["name"]: claim["metadata"]["annotations"][naming.OWNER_ANNOTATION] for claim in found}
+
+
+@contextlib.asynccontextmanager
+async def replicas_on_cluster(tmp_path: Path, **settings: str) -> AsyncIterator[tuple[Any, HttpServer, HttpServer]]:
+    """The replicas on MCP_BRIDGE_RUNTIME=kubernetes, all on STAND-INS: claims and Leases on the emulated API (the
+    test plays agent-sandbox's controller), each claimed pod a real bubblewrap worker behind the loopback exec
+    endpoint. Once both are stopped, it checks that the last one's shutdown left no claim."""
+    require_kube_test_deps()
+    with private_state_dir() as state:
+        base = sandbox_settings(state_dir=state)
+        require_usable(BubblewrapBackend(base))
+        async with (
+            emulated_cluster(tmp_path) as (emulator, _),
+            agent_sandbox_controller(emulator, "mcp-codemode"),
+            ExecEndpoint(base, api_url=emulator.address, authorize=emulator.decide) as endpoint,
+        ):
+            emulator.declare(LEASE_GROUP, LEASE_VERSION, LEASES)
+            kubeconfig = write_kubeconfig(tmp_path / "through-endpoint", endpoint.url)
+            async with replicas(tmp_path, kubeconfig, None, MCP_BRIDGE_RUNTIME="kubernetes", **settings) as (a, b):
+                yield emulator, a, b
+            assert claims_of(emulator) == {}, "the last replica's shutdown deletes its claims"
 
 
 class PeerRelay:
