@@ -34,7 +34,7 @@ CRDS = DEPLOY / "vendor" / "agent-sandbox-v0.5.6" / "crds"
 # The Kubernetes release whose schemas judge the built-in kinds. kubernetes-validate 1.37 ships 1.25 to 1.37; an
 # older one than the newest catches a field a still-common cluster would not know.
 KUBERNETES_VERSION = "1.34"
-KUSTOMIZATIONS = ("base", "overlays/example", "overlays/handshake-affinity", "overlays/no-gvisor")
+KUSTOMIZATIONS = ("base", "overlays/example", "overlays/handshake-affinity", "overlays/no-gvisor", "local")
 
 Obj = dict[str, Any]
 

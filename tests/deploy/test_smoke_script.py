@@ -60,7 +60,7 @@ def test_smoke_script_parses_with_bash_no_cluster_involved() -> None:
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.parametrize("script", [SMOKE], ids=["smoke.sh"])
+@pytest.mark.parametrize("script", [SMOKE, DEPLOY / "local" / "kind-up.sh"], ids=["smoke.sh", "kind-up.sh"])
 def test_scripts_are_shellcheck_clean_and_executable_no_cluster_involved(script: Path) -> None:
     shellcheck = shutil.which("shellcheck")
     fail_unless(
