@@ -32,7 +32,7 @@ while getopts "n:p:d:s:t:h" option; do
         d) deployment="$OPTARG" ;;
         s) service="$OPTARG" ;;
         t) ready_timeout="$OPTARG" ;;
-        *) sed -n '2,22p' "$0"; exit 2 ;;
+        *) sed -n '2,20p' "$0"; exit 2 ;;
     esac
 done
 export KUBECTL="${KUBECTL:-kubectl}"
@@ -130,7 +130,9 @@ read -r face_account runtime_class secret_name secret_key ready selector face_po
 as="system:serviceaccount:$namespace:$face_account"
 can_i() {  # VERB RESOURCE [SUBRESOURCE]: yes, no, or what kubectl said when it could not answer
     local answer
-    answer="$("$kubectl" auth can-i "$1" "$2" ${3:+--subresource="$3"} --as="$as" -n "$namespace" 2>&1)" || true
+    answer="$("$kubectl" auth can-i "$1" "$2" ${3:+--subresource="$3"} --as="$as" -n "$namespace" \
+        2>"$work/can-i.err")" || true  # a warning on stderr is not the answer
+    [ -n "$answer" ] || answer="$(cat "$work/can-i.err")"
     printf '%s' "${answer%%$'\n'*}"
 }
 denied=()
