@@ -117,6 +117,8 @@ def setup_facts(
         shared_mounts=tuple(
             shared_with_servers(settings.mounts, allowed, settings.roots, settings.mounts_shared, Path.cwd())
         ),
+        shares_sessions=settings.shares_sessions,
+        shared_state=settings.shared_state,
     )
 
 
