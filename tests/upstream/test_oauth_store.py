@@ -14,7 +14,7 @@ import pytest
 from mcp.shared.auth import OAuthToken
 
 from mcp_codemode.upstream.model import ServerConfig
-from mcp_codemode.upstream.oauth import SignInRequired, StoredSignIn, TokenRefused, bridge_auth
+from mcp_codemode.upstream.oauth import SignInRequired, StoredSignIn, TokenRefused, bridge_auth, configured_client
 from mcp_codemode.upstream.sign_ins import TURN_SECONDS, FileSignIns, sign_in_key
 
 
@@ -107,3 +107,33 @@ def test_a_refresh_turn_waits_for_the_holders_tokens_and_a_lapsed_one_is_taken_o
     # Signed out meanwhile (logout on another bridge): the record without tokens is the answer, nothing to refresh.
     asyncio.run(a.forget())
     assert asyncio.run(b.take_turn(fresh, "b")) == {}
+
+
+def test_a_refresh_refused_because_another_bridge_spent_the_token_adopts_what_that_bridge_stored(
+    tmp_path: Path,
+) -> None:
+    """A bridge that does not take turns (an older release) refreshes while this one holds the turn: the provider
+    refuses this one's spent refresh token, and instead of signing out it uses the tokens the other one stored."""
+    key = sign_in_key(remote())
+    storage = StoredSignIn(FileSignIns(tmp_path / "oauth"), key)
+    other = StoredSignIn(FileSignIns(tmp_path / "oauth"), key)
+    signed: list[str] = []
+
+    async def provider_and_server(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/token":
+            await other.set_tokens(OAuthToken(access_token="a-new", refresh_token="r-new", token_type="Bearer"))
+            return httpx2.Response(400, json={"error": "invalid_grant"})
+        signed.append(request.headers.get("Authorization", ""))
+        return httpx2.Response(200 if request.headers.get("Authorization") == "Bearer a-new" else 401)
+
+    async def call() -> int:
+        await storage.keep_client(configured_client("cid", None, "http://127.0.0.1:9/callback"))
+        await storage.set_tokens(OAuthToken(access_token="a-old", refresh_token="r-old", token_type="Bearer"))
+        await storage.change(lambda record: record | {"tokens": record["tokens"] | {"expires_at": time.time() - 60}})
+        auth = await bridge_auth(remote(), storage.store)
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(provider_and_server), auth=auth) as http:
+            return (await http.post("https://docs.example.com/mcp", json={})).status_code
+
+    assert asyncio.run(call()) == 200
+    assert signed == ["Bearer a-new"]
+    assert "refreshing" not in asyncio.run(other.load())

@@ -28,7 +28,7 @@ from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from .model import ServerConfig
-from .sign_ins import Record, SignIn, SignInStore, sign_in_key
+from .sign_ins import Record, SignIn, SignInStore, same_tokens, sign_in_key
 
 CLIENT_NAME = "mcp-codemode"
 
@@ -302,10 +302,12 @@ class StoredTokens(OAuthClientProvider):
                 self._turns.release()
 
     async def _handle_refresh_response(self, response: httpx2.Response) -> bool:
+        tried = self._held()
         refreshed = await super()._handle_refresh_response(response)  # stores the new tokens, ending the turn
         if not refreshed and self._turn_held and self.sign_in is not None:
             record = await self.sign_in.end_turn(self.holder)
-            if isinstance(record.get("tokens"), dict):  # stored by another bridge meanwhile (this one's were cleared)
+            tokens = record.get("tokens")
+            if isinstance(tokens, dict) and not same_tokens(tokens, tried):  # stored by another bridge meanwhile
                 self._adopt(record)
                 self._initialized = True
                 refreshed = self.context.is_token_valid()
