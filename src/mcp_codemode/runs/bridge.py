@@ -114,10 +114,12 @@ class Bridge:
     ) -> None:
         try:
             with anyio.CancelScope(shield=True):
-                if self.sessions is not None:
-                    await self.sessions.close()
-                await self.directory.__aexit__(exc_type, exc, tb)
-                await self.shared.aclose()
+                try:
+                    if self.sessions is not None:
+                        await self.sessions.close()
+                    await self.directory.__aexit__(exc_type, exc, tb)
+                finally:
+                    await self.shared.aclose()  # the cluster's API client, when the state is kept there
         finally:
             self.audit.flush()  # the lines of calls that ended while closing
 

@@ -20,7 +20,8 @@ import dataclasses
 import logging
 from typing import Any
 
-from ..sandbox.kube.api import KubeApiError, require_client
+from ..errors import SandboxUnavailable, SettingsError
+from ..sandbox.kube.api import EXTRA_FIX, KubeApiError, require_client
 from ..sandbox.kube.naming import saved_tool_object
 from ..sandbox.kube.shared_state import LazyApi, SecretRecords, ToolConfigMaps
 from ..settings import Settings
@@ -58,7 +59,14 @@ class SharedState:
 def shared_state(settings: Settings) -> SharedState:
     """The stores ``settings.shared_state`` names; for ``kubernetes``, refused at once without the client."""
     if settings.shared_state == "kubernetes":
-        require_client()
+        try:
+            require_client()
+        except SandboxUnavailable:
+            raise SettingsError(
+                "MCP_BRIDGE_SHARED_STATE=kubernetes keeps sign-ins and saved tools in the cluster, which needs the "
+                "optional Kubernetes client; it is not installed",
+                fix=f"{EXTRA_FIX}, or set MCP_BRIDGE_SHARED_STATE=files",
+            ) from None
         api = LazyApi(settings.kube_config, settings.kube_context)
         namespace = settings.kube_namespace
         return SharedState(SecretRecords(api, namespace), ClusterSavedTools(ToolConfigMaps(api, namespace)), api)
