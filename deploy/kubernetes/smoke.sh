@@ -46,7 +46,7 @@ report="$work/report"
 : >"$report"
 forwards=()
 
-# The verbs the face uses, as "verb resource[.group] [subresource]": the rows of
+# The verbs the face uses, as "verb resource[.group][/name] [subresource]": the rows of
 # src/mcp_codemode/sandbox/kube/permissions.py (tests/deploy/test_smoke_script.py fails when the two differ).
 face_may=(
     "create sandboxclaims.extensions.agents.x-k8s.io"
@@ -62,8 +62,15 @@ face_may=(
     "create leases.coordination.k8s.io"
     "patch leases.coordination.k8s.io"
     "delete leases.coordination.k8s.io"
+    "get secrets/mcp-codemode-oauth"
+    "patch secrets/mcp-codemode-oauth"
+    "create configmaps"
+    "list configmaps"
+    "patch configmaps"
+    "delete configmaps"
 )
-# What the face must never be able to do: read the namespace's secrets (the face's own tokens are among them), start
+# What the face must never be able to do: read the namespace's other secrets (the face's own tokens are among them:
+# it may read only its sign-ins, by name, so an unnamed get or a list is refused), start
 # or remove pods of its own, or change what a sandbox is.
 face_may_not=(
     "get secrets"

@@ -34,6 +34,7 @@ from .settings_fields import (
     Field,
     OutputMode,
     RuntimeChoice,
+    SharedState,
     format_size,
     parse_value,
 )
@@ -124,6 +125,9 @@ class Settings:
     # Forwarded calls arrive on a port of their own, so a NetworkPolicy can open it to the face pods alone.
     peer_port: int = 8766
     session_lease: float = 30.0
+    # Where sign-ins (the OAuth tokens of `login`) and saved tools are kept: files under state_dir, or, for replicas
+    # that must all see them, a Secret and ConfigMaps in kube_namespace (runs/shared_state.py).
+    shared_state: SharedState = "files"
     # Where the values came from, for `doctor` and for error messages.
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 

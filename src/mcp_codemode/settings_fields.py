@@ -22,6 +22,8 @@ from .mounts import MountError, parse_mounts, parse_shared
 
 T = TypeVar("T", int, float)
 RuntimeChoice = Literal["auto", "bubblewrap", "podman", "docker", "kubernetes"]
+SharedState = Literal["files", "kubernetes"]
+SHARED_STATES: tuple[SharedState, ...] = ("files", "kubernetes")
 OutputMode = Literal["compact", "toon", "json"]
 OUTPUT_MODES: tuple[OutputMode, ...] = ("compact", "toon", "json")
 RUNTIME_CHOICES: tuple[RuntimeChoice, ...] = ("auto", "bubblewrap", "podman", "docker", "kubernetes")
@@ -90,6 +92,13 @@ def _runtime(text: str) -> RuntimeChoice:
     value = text.strip().lower()
     value = _RUNTIME_ALIASES.get(value, value)
     if value not in RUNTIME_CHOICES:
+        raise ValueError(text)
+    return value
+
+
+def _shared_state(text: str) -> SharedState:
+    value = text.strip().lower()
+    if value not in SHARED_STATES:
         raise ValueError(text)
     return value
 
@@ -386,6 +395,14 @@ FIELDS: tuple[Field, ...] = (
         _float_in(5, 3600),
         "seconds a replica's claim on a session lasts without renewal, from 5 to 3600",
         "30",
+    ),
+    Field(
+        "shared_state",
+        "MCP_BRIDGE_SHARED_STATE",
+        _shared_state,
+        "files (under the state directory, this machine's) or kubernetes (a Secret and ConfigMaps every replica "
+        "reads and writes through the API)",
+        "kubernetes",
     ),
 )
 SECRET_FIELDS = frozenset({"http_tokens", "peer_token"})

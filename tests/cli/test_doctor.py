@@ -88,11 +88,16 @@ def test_a_strong_setup_has_nothing_to_say():
         ({"mount_problems": (("uid 65534 cannot read /srv", "chmod o+rx /srv"),)}, "mount-access", "warn"),
         ({"shared_mounts": (SHARED, dataclasses.replace(SHARED, accepted=True))}, "mount-shared", "warn"),
         ({"backend": "kubernetes", "kube_runtime_class": "none"}, "kube-no-gvisor", "warn"),
+        ({"shares_sessions": True}, "state-per-replica", "warn"),
     ],
 )
 def test_each_weak_spot_is_named_with_its_level(change: dict[str, Any], topic: str, level: str):
     found = topics(dataclasses.replace(STRONG, **change))
     assert found == {topic: level}
+
+
+def test_replicas_that_keep_sign_ins_and_saved_tools_in_the_cluster_have_nothing_to_say_about_them():
+    assert findings(dataclasses.replace(STRONG, shares_sessions=True, shared_state="kubernetes")) == []
 
 
 def test_weak_spots_that_do_not_apply_to_the_backend_stay_quiet():

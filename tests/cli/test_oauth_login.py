@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import stat
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from tests.support import oauth_server
 from tests.support.clients import free_port, require_bubblewrap
 from tests.support.conformance_auth_client import start_login
 from tests.support.patience import patient
@@ -57,27 +57,9 @@ def token_seconds() -> int | None:
 def authorization_server(callback_port: int, token_seconds: int | None) -> Iterator[str]:
     """The SDK's authorization + MCP server on a free loopback port, with one client registered beforehand; its
     MCP endpoint's URL."""
-    port = free_port()
     redirect = f"http://127.0.0.1:{callback_port}/callback"
-    lifetime = {"OAUTH_TOKEN_SECONDS": str(token_seconds)} if token_seconds is not None else {}
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "support" / "oauth_server.py"), str(port), PRECONFIGURED, redirect],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **lifetime},
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + patient(60)
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                assert process.poll() is None, process.stderr.read() if process.stderr else ""
-                assert time.monotonic() < deadline, "the authorization server did not start"
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with oauth_server.running(free_port(), (PRECONFIGURED, redirect), token_seconds, patient(60)) as url:
+        yield url
 
 
 @pytest.fixture

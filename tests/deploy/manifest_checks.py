@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from mcp_codemode.sandbox.kube.naming import SIGN_INS_SECRET
 from mcp_codemode.sandbox.kube.permissions import PERMISSIONS
 from mcp_codemode.settings import Settings
 from tests.support.kube_manifests import face_grants
@@ -21,7 +22,7 @@ SANDBOX_COMMAND = ["sleep", "infinity"]
 CLAIMS_QUOTA_KEY = "count/sandboxclaims.extensions.agents.x-k8s.io"
 RUNTIME_CLASS_ENV = "MCP_BRIDGE_KUBE_RUNTIME_CLASS"
 # Every (verb, apiGroup, resource, subresource) the bridge uses: the table doctor checks, so the two cannot drift.
-NEEDED = {(p.verb, p.group, p.resource, p.subresource) for p in PERMISSIONS}
+NEEDED = {(p.verb, p.group, p.resource, p.subresource, name) for p in PERMISSIONS for name in p.names or ("",)}
 _UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "k": 10**3, "M": 10**6, "G": 10**9}
 
 
@@ -201,7 +202,7 @@ def rbac_problems(objects: list[Obj]) -> list[str]:
         problems += [f"a {kind} {o['metadata']['name']}: nothing may be cluster-wide" for o in find(objects, kind)]
     for role in find(objects, "Role"):
         for rule in role.get("rules", []):
-            if rule.get("nonResourceURLs") or rule.get("resourceNames") is not None:
+            if rule.get("nonResourceURLs") or rule.get("resourceNames") == []:
                 problems.append(f"role {role['metadata']['name']}: unexpected rule {rule}")
     for binding in find(objects, "RoleBinding"):
         if binding["roleRef"]["kind"] != "Role":
@@ -210,10 +211,10 @@ def rbac_problems(objects: list[Obj]) -> list[str]:
             if subject["kind"] != "ServiceAccount" or subject.get("namespace") != NAMESPACE:
                 problems.append(f"rolebinding {binding['metadata']['name']}: subject {subject}")
     granted = face_grants(objects).granted()
-    problems += [f"the face's Role lacks {verb} on {group}/{resource} {sub}" for verb, group, resource, sub
-                 in sorted(NEEDED - granted)]  # fmt: skip
-    problems += [f"the face's Role grants {verb} on {group}/{resource} {sub}, which the bridge does not use"
-                 for verb, group, resource, sub in sorted(granted - NEEDED)]  # fmt: skip
+    problems += [f"the face's Role lacks {verb} on {group}/{resource} {sub} {name or '(any name)'}"
+                 for verb, group, resource, sub, name in sorted(NEEDED - granted)]  # fmt: skip
+    problems += [f"the face's Role grants {verb} on {group}/{resource} {sub} {name or '(any name)'}, which the bridge "
+                 "does not use" for verb, group, resource, sub, name in sorted(granted - NEEDED)]  # fmt: skip
     return problems
 
 
@@ -249,6 +250,13 @@ def face_problems(objects: list[Obj]) -> list[str]:
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         if probe not in container:
             problems.append(f"face: no {probe}")
+    env = {item["name"]: item.get("value") for item in container.get("env", [])}
+    if env.get("MCP_BRIDGE_SHARED_STATE") != "kubernetes":
+        problems.append("face: MCP_BRIDGE_SHARED_STATE is not kubernetes: each replica would keep its own sign-ins and "
+                        "saved tools in its emptyDir, lost with the pod")  # fmt: skip
+    elif not find(objects, "Secret", SIGN_INS_SECRET):
+        problems.append(f"face: no Secret {SIGN_INS_SECRET} for the sign-ins replicas share (the Role names it, and "
+                        "the face may not create Secrets)")  # fmt: skip
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     name = deployment["metadata"]["name"]
     for service in find(objects, "Service"):

@@ -121,7 +121,7 @@ def test_kubectl_is_the_venvs_and_kustomize_renders_every_kind(objects: list[Obj
     kinds = {o["kind"] for o in objects} - {"Ingress"}  # the handshake-affinity overlay's
     assert kinds == {
         "Namespace", "ServiceAccount", "Role", "RoleBinding", "ResourceQuota", "NetworkPolicy", "Deployment",
-        "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "SandboxTemplate", "SandboxWarmPool",
+        "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "SandboxTemplate", "SandboxWarmPool", "Secret",
     }  # fmt: skip
 
 
@@ -196,9 +196,14 @@ def _container(objects: list[Obj]) -> Obj:
     return container
 
 
+def _face_env_list(objects: list[Obj]) -> list[Obj]:
+    env: list[Obj] = checks.find(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    return env
+
+
 def _face_env(objects: list[Obj], value: str) -> object:
     """Tell the face which runtime class its sandboxes must run under (MCP_BRIDGE_KUBE_RUNTIME_CLASS)."""
-    env: list[Obj] = checks.find(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    env = _face_env_list(objects)
     env.append({"name": checks.RUNTIME_CLASS_ENV, "value": value})
     return env
 
@@ -273,6 +278,14 @@ BREAKAGES: dict[str, Callable[[list[Obj]], object]] = {
     "exec without get (refused before 1.35)": lambda o: _rule(o, "pods/exec")["verbs"].remove("get"),
     "exec without create (refused from 1.35)": lambda o: _rule(o, "pods/exec")["verbs"].remove("create"),
     "leases not renewable": lambda o: _rule(o, "leases")["verbs"].remove("patch"),
+    "every secret readable, not only the sign-ins": lambda o: _rule(o, "secrets").pop("resourceNames"),
+    "another secret named": lambda o: _rule(o, "secrets")["resourceNames"].append("mcp-codemode-http"),
+    "sign-ins not writable (a refresh is lost)": lambda o: _rule(o, "secrets")["verbs"].remove("patch"),
+    "saved tools not listable": lambda o: _rule(o, "configmaps")["verbs"].remove("list"),
+    "the sign-ins secret gone": lambda o: o.remove(checks.find(o, "Secret", "mcp-codemode-oauth")[0]),
+    "sign-ins and saved tools per replica": lambda o: [
+        item.update(value="files") for item in _face_env_list(o) if item["name"] == "MCP_BRIDGE_SHARED_STATE"
+    ],
     "no claims quota": lambda o: checks.find(o, "ResourceQuota")[0]["spec"].update(hard={"pods": "10"}),
     "namespace not restricted": lambda o: checks.find(o, "Namespace")[0]["metadata"].update(labels={}),
     "face writable root": lambda o: checks.find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0][

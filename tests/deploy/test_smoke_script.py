@@ -72,29 +72,35 @@ def test_scripts_are_shellcheck_clean_and_executable_no_cluster_involved(script:
     assert script.stat().st_mode & 0o111
 
 
-def _rows(name: str) -> list[tuple[str, str, str, str]]:
-    """smoke.sh's array ``name`` of "verb resource[.group] [subresource]" rows, as (verb, group, resource, sub)."""
+def _rows(name: str) -> list[tuple[str, str, str, str, str]]:
+    """smoke.sh's array ``name`` of "verb resource[.group][/name] [subresource]" rows, as (verb, group, resource,
+    sub, object name)."""
     found = re.search(rf"^{name}=\((.*?)^\)", SMOKE.read_text(), re.MULTILINE | re.DOTALL)
     assert found, f"smoke.sh has no array {name}"
     rows = []
     for row in re.findall(r'"([^"]+)"', found.group(1)):
         verb, what, *sub = row.split()
+        what, _, object_name = what.partition("/")
         resource, _, group = what.partition(".")
-        rows.append((verb, group, resource, sub[0] if sub else ""))
+        rows.append((verb, group, resource, sub[0] if sub else "", object_name))
     return rows
+
+
+TABLE = {(p.verb, p.group, p.resource, p.subresource, p.names[0] if p.names else "") for p in PERMISSIONS}
 
 
 def test_smoke_asks_the_face_account_about_exactly_the_verbs_of_the_permissions_table() -> None:
     asked = _rows("face_may")
     assert len(asked) == len(set(asked))
-    assert set(asked) == {(p.verb, p.group, p.resource, p.subresource) for p in PERMISSIONS}
+    assert set(asked) == TABLE
 
 
 def test_what_smoke_says_the_face_must_not_do_the_rendered_role_refuses() -> None:
     refused = _rows("face_may_not")
-    assert refused and not set(refused) & {(p.verb, p.group, p.resource, p.subresource) for p in PERMISSIONS}
+    assert refused and not set(refused) & TABLE
     grants = base_grants()
-    assert [row for row in refused if grants.allows(row, grants.namespace)] == []
+    allowed = [row for row in refused if grants.allows(row[:4], grants.namespace, row[4] or None)]
+    assert allowed == []
 
 
 def test_smoke_client_is_standard_library_python_3_8_no_cluster_involved() -> None:
@@ -206,7 +212,7 @@ async def test_smoke_script_against_a_kubectl_stand_in_and_two_real_face_replica
         killed = a.process is not None and a.process.poll() is not None
     assert alone.returncode == 0, alone.stdout + alone.stderr
     for said in (
-        "ok    as system:serviceaccount:mcp-codemode:mcp-codemode: all 13 verbs the bridge uses are allowed",
+        f"ok    as system:serviceaccount:mcp-codemode:mcp-codemode: all {len(PERMISSIONS)} verbs the bridge uses",
         "none of the 5 rights it must not have is allowed",
         "skip  RuntimeClass: the face accepts sandboxes without one",
         "ok    runc (no-gvisor overlay, chosen)",

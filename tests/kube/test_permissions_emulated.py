@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp.shared.auth import OAuthToken
 
+from mcp_codemode.runs.shared_state import shared_state
 from mcp_codemode.sandbox.kube import naming
 from mcp_codemode.sandbox.kube.api import KubeApiError, connect
 from mcp_codemode.sandbox.kube.backend import KubernetesBackend
@@ -23,6 +25,7 @@ from mcp_codemode.sandbox.kube.checks import cluster_checks
 from mcp_codemode.sandbox.kube.claims import ClaimStore
 from mcp_codemode.sandbox.kube.leases import SessionLeases, lease_signing_key
 from mcp_codemode.sandbox.kube.permissions import PERMISSIONS
+from mcp_codemode.upstream.oauth import StoredSignIn
 from tests.support.backends import sandbox_settings
 from tests.support.cells import private_state_dir
 from tests.support.exec_endpoint import ExecEndpoint
@@ -33,6 +36,7 @@ if not KUBE_TEST_DEPS_PROBLEM:
         ClusterEmulator,
         agent_sandbox_controller,
         emulated_cluster,
+        shared_state_objects,
         write_kubeconfig,
     )
     from tests.support.kube_manifests import grants_without
@@ -148,11 +152,12 @@ async def test_a_quota_refusal_of_a_claim_is_reported_as_the_quota_not_rbac(clus
     assert "RBAC" not in message and "MCP_BRIDGE_MAX_SESSIONS" in message and "resourcequota.yaml" in message
 
 
-async def test_claims_leases_and_doctor_use_exactly_the_table_and_the_role_allows_all_of_it(
+async def test_claims_leases_shared_state_and_doctor_use_exactly_the_table_and_the_role_allows_all_of_it(
     cluster: tuple[Any, Path],
 ) -> None:
     """Every API call but the exec stream's (test_backend_emulated covers it) under the rendered Role, denying by
-    default: nothing is refused, and the calls made are exactly the table's rows for these resources."""
+    default: nothing is refused, and the calls made are exactly the table's rows for these resources (the sign-ins'
+    Secret by its name, as the Role's resourceNames allow)."""
     emulator, kubeconfig = cluster
     emulator.declare(naming.LEASE_GROUP, naming.LEASE_VERSION, naming.LEASES)
     emulator.declare(naming.GROUP, naming.VERSION, naming.WARM_POOLS)
@@ -178,6 +183,16 @@ async def test_claims_leases_and_doctor_use_exactly_the_table_and_the_role_allow
     await leases[1].release_all()  # delete
     await api.close()
     await cluster_checks(sandbox_settings(kube_config=kubeconfig, runtime="kubernetes"))
+    shared_state_objects(emulator)
+    shared = shared_state(sandbox_settings(kube_config=kubeconfig, shared_state="kubernetes"))
+    sign_in = StoredSignIn(shared.sign_ins, "docs-0123456789abcdef")
+    await sign_in.set_tokens(OAuthToken(access_token="a-1", token_type="Bearer"))  # get, patch
+    await shared.saved_tools.save("alice", "f", "def f(): pass")  # list, create
+    await shared.saved_tools.save("alice", "f", "def f(): return 1")  # list, create (409), patch
+    assert [tool.name for tool in (await shared.saved_tools.load("alice"))[0]] == ["f"]
+    assert await shared.saved_tools.delete("alice", "f")
+    await sign_in.forget()
+    await shared.aclose()
 
     refused = [attributes for attributes, ok in emulator.decisions if not ok]
     assert refused == []

@@ -23,7 +23,7 @@ from mcp_codemode.runs.audit import AuditLog
 from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.runs.relay import Relay
 from mcp_codemode.runs.relay_run import Run
-from mcp_codemode.runs.saved_tools import SavedToolStore
+from mcp_codemode.runs.saved_tools import FileSavedTools, SavedToolStore
 from mcp_codemode.settings import Settings
 from mcp_codemode.upstream.directory import ToolDirectory
 from mcp_codemode.upstream.model import Discovery
@@ -208,7 +208,7 @@ async def test_a_call_cancelled_in_flight_gets_a_line_and_an_unwritable_log_brea
     for path in (tmp_path / "audit.jsonl", blocker / "audit.jsonl"):
         settings = sandbox_settings(state_dir=tmp_path / "state")
         async with ToolDirectory((upstreams.everything(),), settings) as directory:
-            relay = Relay(directory, SavedToolStore(tmp_path / "saved"), settings, AuditLog(path))
+            relay = Relay(directory, FileSavedTools(SavedToolStore(tmp_path / "saved")), settings, AuditLog(path))
             run_ = Run("local", "cancelled")
             echo = {"op": "call", "server": "everything", "tool": "echo", "arguments": {"message": "hi"}}
             reply = await relay.handle("local", cast("CallFrame", echo), run_)

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from mcp_codemode.guest import protocol
 from mcp_codemode.guest.mcp import _rpc
 from mcp_codemode.runs.relay import Relay
-from mcp_codemode.runs.saved_tools import SavedToolStore
+from mcp_codemode.runs.saved_tools import FileSavedTools, SavedToolStore
 from mcp_codemode.sandbox.frames import FrameError, decode_frame, encode_frame
 from mcp_codemode.upstream.directory import ToolDirectory
 from tests.support import upstreams
@@ -49,7 +49,7 @@ def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LoopThread
     async def start() -> Relay:
         await directory.__aenter__()
         await directory.listing("everything", live=True)  # started once, before the examples
-        return Relay(directory, SavedToolStore(Path(state) / "saved-tools"), config)
+        return Relay(directory, FileSavedTools(SavedToolStore(Path(state) / "saved-tools")), config)
 
     try:
         yield loop, loop.run(start())

@@ -28,6 +28,7 @@ import mcp_types as types
 import pytest
 
 from mcp_codemode.runs.bridge import Bridge, RunRequest
+from mcp_codemode.runs.saved_tools import FileSavedTools, SavedToolStore
 from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.upstream.model import Discovery
@@ -474,9 +475,16 @@ async def test_resources_are_listed_and_read_as_text_or_bytes(shared: Shared) ->
 # ------------------------------------------------------------------------------------ 7. saved tools
 
 
+def files_of(bridge: Bridge) -> SavedToolStore:
+    """The files of the bridge's saved tools (MCP_BRIDGE_SHARED_STATE=files, the default)."""
+    store = bridge.relay.store
+    assert isinstance(store, FileSavedTools), store
+    return store.files
+
+
 def owner_dir(bridge: Bridge, owner: str) -> Path:
     """Where the store keeps one owner's tools (saved_tools.py: a folder per owner, named by a hash)."""
-    return bridge.relay.store.root / hashlib.sha256(owner.encode()).hexdigest()[:16]
+    return files_of(bridge).root / hashlib.sha256(owner.encode()).hexdigest()[:16]
 
 
 @pytest.mark.anyio
@@ -544,7 +552,7 @@ async def test_saved_tools_are_defined_in_later_sessions_of_their_owner_only(sha
 async def test_unreadable_and_broken_saved_tools_are_reported_and_the_rest_still_load(shared: Shared) -> None:
     bridge = shared.bridge
     owner = f"owner-{uuid.uuid4().hex[:8]}"
-    store = bridge.relay.store
+    store = files_of(bridge)
     store.save(owner, "good_tool", "def good_tool():\n    return 'good'\n", "works")
     store.save(owner, "bad_syntax", "def bad_syntax(:\n    return 1\n", "does not compile")
     store.save(owner, "raises_on_load", "raise RuntimeError('boom at load')\n", "fails when defined")

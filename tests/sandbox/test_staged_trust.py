@@ -28,7 +28,8 @@ from mcp_codemode.sandbox.container import ContainerBackend
 from mcp_codemode.sandbox.staged_trust import UntrustedStaging
 from mcp_codemode.sandbox.staging import stage_guest
 from mcp_codemode.upstream.model import ServerConfig
-from mcp_codemode.upstream.oauth import TokenFile, token_path
+from mcp_codemode.upstream.oauth import StoredSignIn
+from mcp_codemode.upstream.sign_ins import FileSignIns, sign_in_key
 from tests.support.backends import SANDBOX_UID, fail_unless, require_usable, sandbox_settings
 
 PLANTED = "import os\nopen('/tmp/planted-by-another-user', 'w').close()\n"
@@ -51,7 +52,8 @@ def sign_in_stores_tokens(state: Path) -> None:
     """What ``mcp-codemode login`` does to the disk once the sign-in succeeds."""
     config = ServerConfig(name="remote", alias="remote", transport="http", url="https://example.invalid/mcp",
                           source="test")  # fmt: skip
-    asyncio.run(TokenFile(token_path(state, config)).set_tokens(OAuthToken(access_token="abcd", token_type="Bearer")))
+    stored = StoredSignIn(FileSignIns(state / "oauth"), sign_in_key(config))
+    asyncio.run(stored.set_tokens(OAuthToken(access_token="abcd", token_type="Bearer")))
 
 
 CREATORS: dict[str, Callable[[Path], object]] = {

@@ -115,7 +115,7 @@ class GuestServicesStub:
     context_of: Callable[[bool], CellContext]
     handler: GuestRequestHandler | None = None
 
-    def context(self, owner: str, fresh: bool) -> CellContext:
+    async def context(self, owner: str, fresh: bool) -> CellContext:
         return self.context_of(fresh)
 
     def for_run(self, owner: str, session: str, caller: Any = None) -> GuestRequestHandler:

@@ -11,12 +11,15 @@ conversion, controllers, pods or exec. The shims make it answer as an API server
 * a resource that was not declared answers 404, as a CRD that is not installed does (kmock would store it);
 * a list honours an equality ``labelSelector`` (kmock ignores it);
 * a patch that carries ``metadata.resourceVersion`` applies only to that version, else 409 Conflict (the optimistic
-  concurrency a Lease takeover relies on), and every patch gets a new ``resourceVersion``;
+  concurrency a Lease takeover and the shared sign-ins rely on), and every patch gets a new ``resourceVersion``;
+  patches are applied one at a time, the check with its write (kmock's own lock is taken after the check, so two
+  patches of one version could otherwise both pass it);
 * discovery answers at ``/apis/`` (the client's path) as at ``/apis``;
 * an authorizer, which kmock does not have, that denies by default: every request is checked against ``grants``,
   what the face's account may do by the RENDERED deploy/kubernetes/base (its Role, through the RoleBinding to the
   account its Deployment runs as; kube_manifests.py), and refused with 403 Forbidden as an API server refuses it;
-  a request without the kubeconfig's bearer token gets 401. Allowed beyond the Role, as on a default cluster to
+  a request without the kubeconfig's bearer token gets 401; a rule with ``resourceNames`` allows requests that
+  name one of them (as RBAC: never a create or a list). Allowed beyond the Role, as on a default cluster to
   every authenticated account: discovery (``system:discovery``) and creating a ``SelfSubjectAccessReview``
   (``system:basic-user``), which is answered from ``grants`` too. An operator's token (``admin_token``, none unless
   a test sets one) may do everything, as a cluster admin's kubectl does. The exec stand-in (exec_endpoint.py) asks
@@ -34,7 +37,7 @@ import contextlib
 import itertools
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +47,7 @@ import yaml
 
 from mcp_codemode.sandbox.kube import naming
 
-from .kube_manifests import Attributes, Grants, base_grants
+from .kube_manifests import Attributes, Grants, base_grants, base_objects
 
 TOKEN = "emulator-token"  # the bearer token of write_kubeconfig's user: the face's account
 REVIEWS = ("authorization.k8s.io", "selfsubjectaccessreviews")  # every authenticated account may create these
@@ -60,6 +63,9 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         super().__attrs_post_init__()
         self["get /apis/"] << self._serve_apis
         self._versions = itertools.count(1)
+        self._updates = asyncio.Lock()
+        self.conflicts = 0  # patches refused with 409 for naming a version that is no longer current
+        self.before_patches: list[Callable[[], None]] = []  # each runs once, just before the next patch is checked
         self.declared: set[tuple[str, str, str]] = set()
         self.patch_types: list[str | None] = []  # the Content-Type of every PATCH, in order
         self.address = ""  # http://127.0.0.1:PORT once served
@@ -69,14 +75,16 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         self.declare("authorization.k8s.io", "v1", "selfsubjectaccessreviews")  # every API server serves it
         self.decisions: list[tuple[Attributes, bool]] = []  # every request authorized, in order, and the answer
 
-    def decide(self, attributes: Attributes, namespace: str | None, authorization: str) -> aiohttp.web.Response | None:
+    def decide(
+        self, attributes: Attributes, namespace: str | None, authorization: str, name: str | None = None
+    ) -> aiohttp.web.Response | None:
         """None when the request may go on, else the 401 or 403 an API server answers (with its Status body)."""
         if self.admin_token and authorization == f"Bearer {self.admin_token}":
             return None
         if authorization != f"Bearer {self.token}":
             return _unauthorized()
         verb, group, resource, subresource = attributes
-        ok = (group, resource) == REVIEWS or self.grants.allows(attributes, namespace)
+        ok = (group, resource) == REVIEWS or self.grants.allows(attributes, namespace, name)
         self.decisions.append((attributes, ok))
         if ok:
             return None
@@ -102,7 +110,7 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         if resource is None:  # discovery and other non-resource URLs: any authenticated account
             refused = None if authorization == f"Bearer {self.token}" else _unauthorized()
         else:
-            refused = self.decide(_attributes(request, resource), request.namespace, authorization)
+            refused = self.decide(_attributes(request, resource), request.namespace, authorization, request.name)
         if refused is not None:
             return refused
         if resource is not None and (resource.group, resource.version, resource.plural) not in self.declared:
@@ -116,14 +124,19 @@ class ClusterEmulator(kmock.KubernetesEmulator):
             asked = (request.data.get("spec") or {}).get("resourceAttributes") or {}
             keys = ("verb", "group", "resource", "subresource")
             verb, group, plural, sub = (str(asked.get(key) or "") for key in keys)
-            allowed = self.grants.allows((verb, group, plural, sub), asked.get("namespace"))
+            allowed = self.grants.allows((verb, group, plural, sub), asked.get("namespace"), asked.get("name"))
             return aiohttp.web.json_response({**request.data, "status": {"allowed": allowed}}, status=201)
         if resource is not None and request.action == kmock.action.UPDATE:
             self.patch_types.append(request.headers.get("Content-Type"))
-            conflict = self._bump_version(resource, request)
-            if conflict:
-                return conflict
-        response = await super()._handle(request)
+            async with self._updates:  # the version check and the write are one step, as etcd's compare-and-swap
+                if self.before_patches:
+                    self.before_patches.pop(0)()  # another writer's write, landing between a read and this patch
+                conflict = self._bump_version(resource, request)
+                if conflict:
+                    return conflict
+                response = await super()._handle(request)
+        else:
+            response = await super()._handle(request)
         if resource is not None and request.action == kmock.action.CREATE and response.status == 200:
             response.set_status(201)
         selector = request.params.get("labelSelector") if resource is not None else None
@@ -146,6 +159,7 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         meta = request.data.setdefault("metadata", {})
         expected = meta.get("resourceVersion")
         if expected is not None and expected != (current.raw.get("metadata") or {}).get("resourceVersion"):
+            self.conflicts += 1
             status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409,
                       "message": f"the object has been modified; resourceVersion {expected} is stale"}  # fmt: skip
             return aiohttp.web.json_response(status, status=409)
@@ -162,6 +176,12 @@ class ClusterEmulator(kmock.KubernetesEmulator):
 
     def annotate(self, resource: kmock.resource, namespace: str, name: str, annotations: dict[str, str]) -> None:
         self.objects[resource, namespace, name].patch({"metadata": {"annotations": annotations}})
+
+    def write(self, resource: kmock.resource, namespace: str, name: str, changes: dict[str, Any]) -> None:
+        """Another client's write: ``changes`` merged into the object, which gets a new ``resourceVersion``."""
+        version = {"metadata": {"resourceVersion": str(next(self._versions))}}
+        self.objects[resource, namespace, name].patch(changes)
+        self.objects[resource, namespace, name].patch(version)
 
 
 def _attributes(request: kmock.Request, resource: kmock.resource) -> Attributes:
@@ -243,6 +263,20 @@ def schema_problems(objects: Iterable[dict[str, Any]], schema: dict[str, Any]) -
         for error in validator.iter_errors(obj):
             problems.append(f"{name}: {'/'.join(map(str, error.absolute_path))}: {error.message}")
     return problems
+
+
+def shared_state_objects(emulator: ClusterEmulator) -> tuple[kmock.resource, kmock.resource]:
+    """Serve Secrets and ConfigMaps, and hold the objects of them the rendered base applies (the sign-ins Secret,
+    empty), as a cluster does after ``kubectl apply -k deploy/kubernetes/base``; (secrets, configmaps)."""
+    secrets = emulator.declare("", "v1", naming.SECRETS)
+    configmaps = emulator.declare("", "v1", naming.CONFIGMAPS)
+    for obj in base_objects():
+        if obj["kind"] in ("Secret", "ConfigMap"):
+            resource = secrets if obj["kind"] == "Secret" else configmaps
+            meta = obj["metadata"]
+            stamped = {**meta, "uid": str(uuid.uuid4()), "resourceVersion": str(next(emulator._versions))}
+            emulator.objects[resource, meta["namespace"], meta["name"]] = {**obj, "metadata": stamped}
+    return secrets, configmaps
 
 
 @contextlib.asynccontextmanager

@@ -43,26 +43,30 @@ class Grants:
 
     namespace: str
     account: str  # system:serviceaccount:<namespace>:<name>
-    rules: tuple[tuple[frozenset[str], frozenset[str], frozenset[str]], ...]  # (apiGroups, resources, verbs)
+    # (apiGroups, resources, verbs, resourceNames): no names is any object
+    rules: tuple[tuple[frozenset[str], frozenset[str], frozenset[str], frozenset[str]], ...]
 
-    def allows(self, attributes: Attributes, namespace: str | None) -> bool:
+    def allows(self, attributes: Attributes, namespace: str | None, name: str | None = None) -> bool:
+        """RBAC's match; a rule with ``resourceNames`` allows only a request for one of them by name (so never a
+        create, a list or a watch: an API server does not know the name of those when it authorizes them)."""
         verb, group, resource, subresource = attributes
         what = f"{resource}/{subresource}" if subresource else resource
         if namespace != self.namespace:
             return False  # a Role grants nothing outside its namespace, nor anything cluster-scoped
         return any(
-            {group, "*"} & groups and {what, "*"} & resources and {verb, "*"} & verbs
-            for groups, resources, verbs in self.rules
+            {group, "*"} & groups and {what, "*"} & resources and {verb, "*"} & verbs and (not names or name in names)
+            for groups, resources, verbs, names in self.rules
         )
 
-    def granted(self) -> set[Attributes]:
-        """Every (verb, group, resource, subresource) the rules name (wildcards stay as "*")."""
+    def granted(self) -> set[tuple[str, str, str, str, str]]:
+        """Every (verb, group, resource, subresource, resource name) the rules name ("" for any object; wildcards
+        stay as "*")."""
         found = set()
-        for groups, resources, verbs in self.rules:
+        for groups, resources, verbs, names in self.rules:
             for group in groups:
                 for what in resources:
                     resource, _, subresource = what.partition("/")
-                    found |= {(verb, group, resource, subresource) for verb in verbs}
+                    found |= {(verb, group, resource, subresource, name) for verb in verbs for name in names or {""}}
         return found
 
 
@@ -79,16 +83,21 @@ def face_grants(objects: Iterable[Obj]) -> Grants:
         if binding["roleRef"]["kind"] != "Role" or not any(s.items() >= subject.items() for s in binding["subjects"]):
             continue
         for rule in roles[binding["roleRef"]["name"]].get("rules", []):
-            if rule.get("resourceNames") is None and not rule.get("nonResourceURLs"):
-                parts = (rule.get("apiGroups", []), rule.get("resources", []), rule.get("verbs", []))
-                rules.append((frozenset(parts[0]), frozenset(parts[1]), frozenset(parts[2])))
+            if not rule.get("nonResourceURLs"):
+                parts = [rule.get(key) or [] for key in ("apiGroups", "resources", "verbs", "resourceNames")]
+                rules.append((frozenset(parts[0]), frozenset(parts[1]), frozenset(parts[2]), frozenset(parts[3])))
     return Grants(namespace, f"system:serviceaccount:{namespace}:{account}", tuple(rules))
 
 
 @cache
+def base_objects() -> tuple[Obj, ...]:
+    """deploy/kubernetes/base as rendered, once per process (the emulator asks every test)."""
+    return tuple(render(DEPLOY / "base"))
+
+
 def base_grants() -> Grants:
-    """The face's grants in deploy/kubernetes/base as rendered (once per process: the emulator asks every test)."""
-    return face_grants(render(DEPLOY / "base"))
+    """The face's grants in deploy/kubernetes/base as rendered."""
+    return face_grants(base_objects())
 
 
 def grants_without(tmp: Path, what: str, verb: str) -> Grants:

@@ -76,14 +76,18 @@ def api(method: str, path: str, token: str, body: dict[str, Any] | None = None) 
 
 
 def can_i(args: list[str]) -> int:
-    """``auth can-i VERB RESOURCE[.GROUP] [--subresource=S] --as=ACCOUNT``, answered by the emulated API's review."""
+    """``auth can-i VERB RESOURCE[.GROUP][/NAME] [--subresource=S] --as=ACCOUNT``, answered by the emulated API's
+    review."""
     subresource, account = option(args, "--subresource"), option(args, "--as")
     verb, what = args[2], args[3]
+    what, _, name = what.partition("/")
     resource, _, group = what.partition(".")
     allowed = False
     if account == state["account"]:
         attributes = {"namespace": state["namespace"], "verb": verb, "group": group, "resource": resource,
                       "subresource": subresource}  # fmt: skip
+        if name:
+            attributes["name"] = name
         review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
                   "spec": {"resourceAttributes": attributes}}  # fmt: skip
         status, answer = api("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", state["face_token"],

@@ -9,15 +9,23 @@ store clients and tokens, is ours, and it keeps them in memory; its "user" conse
 redirects straight back with a code), where a real one would show a login page. The one tool answers with the
 access token's client, so a test can see the call really was signed; another refuses with a JSON-RPC error that
 quotes the token it was signed with and the client's refresh tokens, as a careless server's error would.
-``OAUTH_TOKEN_SECONDS`` in its environment sets how long an access token lives (a test of refreshes).
+``OAUTH_TOKEN_SECONDS`` in its environment sets how long an access token lives (a test of refreshes). Refresh tokens
+rotate: each is honoured once, as providers that follow OAuth 2.1's advice for public clients do.
+
+Tests start it with ``running`` (a subprocess on a free port, stopped afterwards).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import socket
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -154,6 +162,32 @@ def build(port: int, preregistered: tuple[str, str] | None = None) -> Any:
                                         f"refresh token: {refresh})")  # fmt: skip
 
     return server.streamable_http_app()
+
+
+@contextlib.contextmanager
+def running(port: int, preregistered: tuple[str, str] | None = None, token_seconds: int | None = None,
+            patience: float = 60.0) -> Iterator[str]:  # fmt: skip
+    """This server in a subprocess on 127.0.0.1:``port`` (with a client registered beforehand, and access tokens
+    living ``token_seconds``, when given) until the block ends; its MCP endpoint's URL. ``patience``: how long its
+    start may take before the test fails (a hang guard, scaled by the caller)."""
+    lifetime = {"OAUTH_TOKEN_SECONDS": str(token_seconds)} if token_seconds is not None else {}
+    command = [sys.executable, str(Path(__file__)), str(port), *(preregistered or ())]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env={**os.environ, **lifetime})  # fmt: skip
+    try:
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert process.poll() is None, process.stderr.read() if process.stderr else ""
+                assert time.monotonic() < deadline, "the authorization server did not start"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,9 @@ from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.upstream.errors import HIDDEN, ServerUnavailable, secret_args, secret_values
 from mcp_codemode.upstream.hub import Hub
 from mcp_codemode.upstream.model import Discovery, ServerConfig
-from mcp_codemode.upstream.oauth import TokenFile, configured_client, token_path
+from mcp_codemode.upstream.oauth import StoredSignIn, configured_client
 from mcp_codemode.upstream.redaction import redaction_for
+from mcp_codemode.upstream.sign_ins import FileSignIns, sign_in_key
 from tests.support.backends import sandbox_settings
 from tests.support.cells import closed_port, private_state_dir, reported, run
 from tests.support.clients import require_bubblewrap
@@ -176,10 +177,10 @@ def test_what_counts_as_a_secret() -> None:
 def test_stored_oauth_secrets_are_hidden_and_a_refreshed_token_from_the_moment_it_is_stored(tmp_path: Path) -> None:
     """The client secret and every token ``login`` stored (and the SDK replaced at a refresh), old ones included."""
     config = ServerConfig(name="remote", alias="remote", transport="http", url="https://example.test/mcp", source="t")
-    store = TokenFile(token_path(tmp_path, config))
+    store = StoredSignIn(FileSignIns(tmp_path / "oauth"), sign_in_key(config))
     redaction = redaction_for(config, None, state_dir=tmp_path)
     assert redaction.for_sandbox("nothing stored yet") == "nothing stored yet"
-    store.keep_client(configured_client("client-id-1", "client-secret-77", "http://127.0.0.1:5/callback"))
+    asyncio.run(store.keep_client(configured_client("client-id-1", "client-secret-77", "http://127.0.0.1:5/callback")))
     asyncio.run(store.set_tokens(OAuthToken(access_token="access-one-11", refresh_token="refresh-one-22")))
     first = "Bearer access-one-11, refresh-one-22, client-secret-77"
     assert redaction.for_sandbox(first) == f"Bearer {HIDDEN}, {HIDDEN}, {HIDDEN}"

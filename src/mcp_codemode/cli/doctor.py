@@ -118,6 +118,8 @@ def setup_facts(
             shared_with_servers(settings.mounts, allowed, settings.roots, settings.mounts_shared, Path.cwd())
         ),
         kube_runtime_class=settings.kube_runtime_class,
+        shares_sessions=settings.shares_sessions,
+        shared_state=settings.shared_state,
     )
 
 

@@ -3,7 +3,8 @@
 The SDK's OAuth client does the protocol (discovery, dynamic client registration, PKCE, the token exchange); this
 module gives it the two things a person is needed for: a URL to open (printed, and handed to a browser unless
 ``--no-browser``), and a listener on 127.0.0.1 that the authorization server redirects back to with the code. The
-tokens go to ``upstream/oauth.py``'s private file, where the bridge finds them. Nothing secret is printed.
+tokens go to the sign-in store ``MCP_BRIDGE_SHARED_STATE`` names (``runs/shared_state.py``): a private file under the
+state directory, or the Secret that face replicas share, where the bridge finds them. Nothing secret is printed.
 """
 
 from __future__ import annotations
@@ -14,16 +15,18 @@ import sys
 import urllib.parse
 import webbrowser
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import TextIO
 
 from mcp import Client
 from mcp.shared.auth import AuthorizationCodeResult
 
 from ..errors import CodemodeError
+from ..runs.shared_state import shared_state
+from ..settings import Settings
 from ..upstream.launch import ServerLog
 from ..upstream.model import Discovery, ServerConfig
-from ..upstream.oauth import SigningIn, TokenFile, client_metadata, configured_client, token_path
+from ..upstream.oauth import SigningIn, client_metadata, configured_client, sign_in_of
+from ..upstream.sign_ins import SignInStore
 from ..upstream.transport import open_transport
 
 PAGE = b"<!doctype html><title>mcp-codemode</title><p>Signed in. You can close this tab.</p>\n"
@@ -96,17 +99,27 @@ class Redirect:
         return await self.result
 
 
-async def login(config: ServerConfig, state_dir: Path, *, port: int, browser: bool, out: TextIO,
+async def login(config: ServerConfig, settings: Settings, *, port: int, browser: bool, out: TextIO,
                 client_id: str | None = None, client_secret: str | None = None) -> int:  # fmt: skip
-    """Sign in to ``config``'s server once and keep its tokens; 0 when signed in.
+    """Sign in to ``config``'s server once and keep its tokens in the store the settings name; 0 when signed in.
 
     Without ``client_id`` the bridge registers itself (dynamic client registration) on each sign-in, for the
     redirect address of this one. With it, the client the provider's admin registered is used (and kept for
     later sign-ins); its redirect address must be the one registered, so ``port`` is required then."""
+    shared = shared_state(settings)
+    try:
+        return await sign_in(config, shared.sign_ins, port=port, browser=browser, out=out, client_id=client_id,
+                             client_secret=client_secret)  # fmt: skip
+    finally:
+        await shared.aclose()
+
+
+async def sign_in(config: ServerConfig, store: SignInStore, *, port: int, browser: bool, out: TextIO,
+                  client_id: str | None = None, client_secret: str | None = None) -> int:  # fmt: skip
+    """``login`` into ``store``."""
     assert config.url is not None
-    path = token_path(state_dir, config)
-    storage = TokenFile(path)
-    configured = storage.configured_client()
+    storage = sign_in_of(config, store)
+    configured = await storage.configured_client()
     if client_id is None and configured is not None and port == 0:
         port = urllib.parse.urlsplit(str(configured.redirect_uris[0] if configured.redirect_uris else "")).port or 0
     if client_id is not None and port == 0:
@@ -114,11 +127,11 @@ async def login(config: ServerConfig, state_dir: Path, *, port: int, browser: bo
                             "the client id", fix="give --port PORT, where http://127.0.0.1:PORT/callback is the "
                             "redirect URI registered for that client")  # fmt: skip
     async with Redirect(port).listening() as redirect:
-        storage.forget_tokens()  # a sign-in, even when the last one's tokens still work
+        await storage.forget_tokens()  # a sign-in, even when the last one's tokens still work
         if client_id is not None:
-            storage.keep_client(configured_client(client_id, client_secret, redirect.uri))
+            await storage.keep_client(configured_client(client_id, client_secret, redirect.uri))
         elif configured is None:
-            storage.keep_client(None)  # a registration from an earlier sign-in names another redirect port
+            await storage.keep_client(None)  # a registration from an earlier sign-in names another redirect port
 
         async def show(url: str) -> None:
             print(f"Open this address to sign in to {config.name}:\n\n  {url}\n", file=out, flush=True)
@@ -128,7 +141,7 @@ async def login(config: ServerConfig, state_dir: Path, *, port: int, browser: bo
             print(f"Waiting for the sign-in to come back to {redirect.uri} ...", file=out, flush=True)
 
         auth = SigningIn(config.url, client_metadata(redirect.uri), storage, redirect_handler=show,
-                         callback_handler=redirect.code, wanted=storage.wanted_scope())  # fmt: skip
+                         callback_handler=redirect.code, wanted=await storage.wanted_scope())  # fmt: skip
         # The bridge's own way to a remote server (transport.py), signed by the sign-in's provider.
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -142,11 +155,12 @@ async def login(config: ServerConfig, state_dir: Path, *, port: int, browser: bo
             cause = _innermost(exc)
             raise CodemodeError(f"signing in to {config.name} at {config.url} failed: {type(cause).__name__}: "
                                 f"{cause!s:.300}", fix="check the server's url, then try again") from None  # fmt: skip
-    storage.want_scope(None)  # asked for, and granted or not: the server says again if it wants more
-    if not storage.signed_in():
+    await storage.want_scope(None)  # asked for, and granted or not: the server says again if it wants more
+    if not await storage.signed_in():
         raise CodemodeError(f"{config.name} did not ask for a sign-in: its tools are listed without one",
                             fix="nothing to do: the bridge reaches it as it is")  # fmt: skip
-    print(f"Signed in to {config.name}. The bridge now uses (and refreshes) the tokens kept in {path}.", file=out)
+    print(f"Signed in to {config.name}. The bridge now uses (and refreshes) the tokens kept in {storage.where}.",
+          file=out)  # fmt: skip
     return 0
 
 
@@ -157,12 +171,15 @@ def _innermost(exc: BaseException) -> BaseException:
     return exc
 
 
-def logout(config: ServerConfig, state_dir: Path, out: TextIO = sys.stdout) -> int:
-    """Forget ``config``'s tokens; 0 whether or not there were any."""
-    path = token_path(state_dir, config)
-    if path.exists():
-        path.unlink()
-        print(f"Signed out of {config.name}: its tokens are deleted ({path}).", file=out)
-    else:
-        print(f"Not signed in to {config.name}: nothing to delete.", file=out)
+async def logout(config: ServerConfig, settings: Settings, out: TextIO = sys.stdout) -> int:
+    """Forget ``config``'s tokens, in the store the settings name; 0 whether or not there were any."""
+    shared = shared_state(settings)
+    try:
+        storage = sign_in_of(config, shared.sign_ins)
+        if await storage.forget():
+            print(f"Signed out of {config.name}: its tokens are deleted ({storage.where}).", file=out)
+        else:
+            print(f"Not signed in to {config.name}: nothing to delete.", file=out)
+    finally:
+        await shared.aclose()
     return 0

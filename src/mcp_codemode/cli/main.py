@@ -248,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("login", "logout"):
             server = remote_server(_discovery(settings, args), args.server)
             if args.command == "logout":
-                return logout(server, settings.state_dir)
+                return asyncio.run(logout(server, settings))
             secret = None
             if args.client_secret_env:
                 secret = os.environ.get(args.client_secret_env)
@@ -256,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     variable = args.client_secret_env
                     raise CodemodeError(f"--client-secret-env {variable}: that variable is not set",
                                         fix=f"export {variable}=... (the client's secret) first")  # fmt: skip
-            return asyncio.run(login(server, settings.state_dir, port=args.port, browser=not args.no_browser,
+            return asyncio.run(login(server, settings, port=args.port, browser=not args.no_browser,
                                      out=sys.stdout, client_id=args.client_id, client_secret=secret))  # fmt: skip
         if args.command == "doctor":
             report = diagnose(settings, _discovery(settings, args))

@@ -21,12 +21,14 @@ import dataclasses
 import time
 from typing import Any
 
+from ..runs.shared_state import shared_state
 from ..settings import Settings
 from ..upstream.directory import ToolDirectory
 from ..upstream.errors import SelfServerSkipped
 from ..upstream.listing import Listing
 from ..upstream.model import Discovery, ServerConfig
-from ..upstream.oauth import TokenFile, token_path
+from ..upstream.oauth import sign_in_of
+from ..upstream.sign_ins import SignInStore
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,8 +143,20 @@ async def servers_report(
     """The report; ``connect`` starts the servers whose listing is unknown or stale (all of them with ``refresh``)."""
     rows: list[ServerRow] = []
     catalog = ""
+    shared = shared_state(settings)
+    try:
+        rows, catalog = await _rows(settings, discovery, shared.sign_ins, connect, refresh)
+    finally:
+        await shared.aclose()
+    return ServersReport(tuple(rows), tuple(str(problem) for problem in discovery.problems), discovery.sources, catalog)
+
+
+async def _rows(settings: Settings, discovery: Discovery, sign_ins: SignInStore, connect: bool,
+                refresh: bool) -> tuple[list[ServerRow], str]:  # fmt: skip
+    rows: list[ServerRow] = []
+    catalog = ""
     if discovery.servers:
-        async with ToolDirectory(discovery.servers, settings) as directory:
+        async with ToolDirectory(discovery.servers, settings, sign_ins=sign_ins) as directory:
             catalog = str(directory.cache.root)
             await directory.load()
             wanted = []
@@ -181,12 +195,11 @@ async def servers_report(
                     rows.append(_row(config, "ready", log_file=log, **_counted(outcome, directory)))
     rows += [_row(skip.config, "skipped", detail=skip.reason) for skip in discovery.skipped]
     remote = {c.name: c for c in discovery.servers if c.transport in ("http", "sse")}
-    rows = [
-        dataclasses.replace(row, signed_in=TokenFile(token_path(settings.state_dir, remote[row.name])).signed_in())
-        if row.name in remote else row
-        for row in rows
-    ]  # fmt: skip
-    return ServersReport(tuple(rows), tuple(str(problem) for problem in discovery.problems), discovery.sources, catalog)
+    for index, row in enumerate(rows):
+        if row.name in remote:
+            signed_in = await sign_in_of(remote[row.name], sign_ins).signed_in()
+            rows[index] = dataclasses.replace(row, signed_in=signed_in)
+    return rows, catalog
 
 
 def _shown(error: BaseException) -> str:

@@ -57,6 +57,8 @@ class SetupFacts:
     mount_problems: tuple[tuple[str, str], ...] = ()  # (why the sandbox uid cannot use a mount, the fix)
     shared_mounts: tuple[SharedPlace, ...] = ()  # rw mounts that host-side upstream servers work in too
     kube_runtime_class: str = "gvisor"  # MCP_BRIDGE_KUBE_RUNTIME_CLASS: what the cluster's sandbox pods must run under
+    shares_sessions: bool = False  # a face replica among others (MCP_BRIDGE_PEER_TOKEN)
+    shared_state: str = "files"  # where sign-ins and saved tools are kept (MCP_BRIDGE_SHARED_STATE)
 
 
 def findings(facts: SetupFacts) -> list[Finding]:
@@ -268,6 +270,17 @@ def _secrets(facts: SetupFacts) -> list[Finding]:
         )
     if facts.state_dir_problem:
         found.append(Finding("warn", "state-dir", facts.state_dir_problem, "use a directory only you can write"))
+    if facts.shares_sessions and facts.shared_state == "files":
+        found.append(
+            Finding(
+                "warn",
+                "state-per-replica",
+                "this replica shares sessions with others but keeps sign-ins and saved tools in its own state "
+                "directory: a tool saved on one replica is missing on the others, a sign-in must be made on each, "
+                "and in a pod both are lost with it",
+                'set MCP_BRIDGE_SHARED_STATE=kubernetes (docs/kubernetes.md, "Shared state: sign-ins and saved tools")',
+            )
+        )
     return found
 
 

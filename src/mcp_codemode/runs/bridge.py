@@ -28,9 +28,9 @@ from ..upstream.model import Discovery
 from .audit import AuditLog
 from .relay import Relay
 from .relay_run import Caller
-from .saved_tools import SavedToolStore
 from .session_files import SessionFiles
 from .sessions import SessionManager
+from .shared_state import shared_state
 from .summary import capability_summary
 
 log = logging.getLogger("mcp_codemode.bridge")  # the name log lines have always shown
@@ -61,9 +61,11 @@ class Bridge:
         self.backend_name = "unavailable"
         self._choice = choice
         self.summary = ""
+        # Sign-ins and saved tools: in files here, or in the cluster for replicas that share them (shared_state.py).
+        self.shared = shared_state(settings)
         # The directory owns the hub (one connection per server) and the catalog cache of their listings; it
         # leaves out the servers the policy refuses, which nothing here may name to the agent either.
-        self.directory = ToolDirectory(self.discovery.servers, settings)
+        self.directory = ToolDirectory(self.discovery.servers, settings, sign_ins=self.shared.sign_ins)
         self.hub = self.directory.hub
         allowed = [self.hub.config(name) for name in self.hub.names()]
         self.servers: tuple[str, ...] = tuple(server.name for server in allowed)
@@ -72,8 +74,7 @@ class Bridge:
         shared = shared_with_servers(settings.mounts, allowed, settings.roots, settings.mounts_shared, Path.cwd())
         self.mount_refusal = refusal(shared)
         self.audit = AuditLog(settings.audit_path, settings.audit_max_bytes, settings.audit_backups)
-        store = SavedToolStore(settings.state_dir / "saved-tools")
-        self.relay = Relay(self.directory, store, settings, self.audit)
+        self.relay = Relay(self.directory, self.shared.saved_tools, settings, self.audit)
 
     async def __aenter__(self) -> Bridge:
         await self.directory.__aenter__()
@@ -113,9 +114,12 @@ class Bridge:
     ) -> None:
         try:
             with anyio.CancelScope(shield=True):
-                if self.sessions is not None:
-                    await self.sessions.close()
-                await self.directory.__aexit__(exc_type, exc, tb)
+                try:
+                    if self.sessions is not None:
+                        await self.sessions.close()
+                    await self.directory.__aexit__(exc_type, exc, tb)
+                finally:
+                    await self.shared.aclose()  # the cluster's API client, when the state is kept there
         finally:
             self.audit.flush()  # the lines of calls that ended while closing
 

@@ -59,7 +59,7 @@ from .relay_params import (
     is_unicode,
 )
 from .relay_run import Caller, Run, upstream_progress
-from .saved_tools import SavedToolProblem, SavedToolStore
+from .saved_tools import SavedToolProblem, SavedTools, SavedToolsUnavailable
 
 if TYPE_CHECKING:
     from ..guest.protocol import CallFrame, CellContext, ReplyBody, ServerEntry
@@ -72,7 +72,7 @@ class Relay:
     """Answers the requests of every session of one bridge; ``for_run`` binds one client and one run."""
 
     def __init__(
-        self, directory: ToolDirectory, store: SavedToolStore, settings: Settings, audit: AuditLog | None = None
+        self, directory: ToolDirectory, store: SavedTools, settings: Settings, audit: AuditLog | None = None
     ) -> None:
         self.directory = directory
         self.hub = directory.hub
@@ -104,13 +104,14 @@ class Relay:
 
     # ------------------------------------------------------------------------------------ the guest's side
 
-    def context(self, owner: str, fresh: bool) -> CellContext:
-        """What a call sends the guest: the servers, their catalog versions, and for a new sandbox the saved tools."""
+    async def context(self, owner: str, fresh: bool) -> CellContext:
+        """What a call sends the guest: the servers, their catalog versions, and for a new sandbox the saved tools
+        (read from the store each time: another replica may have saved or deleted one)."""
         context: CellContext = {"servers": self._entries, "versions": dict(self.directory.versions)}
         # The guest checks the depth too, because its own JSON encoder fails on what is too deep to send.
         context["policy"] = {"max_argument_depth": self.policy.max_argument_depth, "where": self.policy.where}
         if fresh:
-            tools, problems = self.store.load(owner)
+            tools, problems = await self.store.load(owner)
             context["saved"] = [{"name": tool.name, "source": tool.source} for tool in tools]
             if problems:
                 context["saved_problems"] = problems
@@ -172,6 +173,8 @@ class Relay:
             return Refusal(ERROR_KIND_MCP, str(exc), server, tool, **details).reply()
         except SavedToolProblem as exc:
             return Refusal(ERROR_KIND_ARGUMENT, str(exc)).reply()
+        except SavedToolsUnavailable as exc:
+            return Refusal(ERROR_KIND_MCP, str(exc)).reply()
 
     # ----------------------------------------------------------------------------------------- requests
 
@@ -382,13 +385,11 @@ class Relay:
         return [item for item in prompts if self.policy.prompt_refusal(server, alias, item.name) is None]
 
     async def _save_tool(self, owner: str, message: CallFrame) -> dict[str, Any]:
-        tool = await asyncio.to_thread(
-            self.store.save, owner, message.get("name"), message.get("source"), message.get("description", "")
-        )
+        tool = await self.store.save(owner, message.get("name"), message.get("source"), message.get("description", ""))
         return {"name": tool.name, "saved": True}
 
     async def _saved_tools(self, owner: str, message: CallFrame) -> list[dict[str, Any]]:
-        tools, problems = await asyncio.to_thread(self.store.load, owner)
+        tools, problems = await self.store.load(owner)
         listed: list[dict[str, Any]] = [
             {"name": tool.name, "description": tool.description, "saved_at": tool.saved_at} for tool in tools
         ]
@@ -396,7 +397,7 @@ class Relay:
         return listed
 
     async def _delete_saved_tool(self, owner: str, message: CallFrame) -> bool:
-        return await asyncio.to_thread(self.store.delete, owner, message.get("name"))
+        return await self.store.delete(owner, message.get("name"))
 
     # ------------------------------------------------------------------------------------------ helpers
 

@@ -4,17 +4,22 @@ The source travels over the frame channel and is written here, outside the sandb
 writable shared mount: a sandbox cannot plant files that another one would then run. Tools are kept per
 owner (the HTTP principal, or "local"), so one client's saved code never runs in another client's
 sessions. Files are written atomically; a file that cannot be read is reported, not fatal.
+
+The relay asks a ``SavedTools`` store: these files (``FileSavedTools``, on this machine), or ConfigMaps that every
+face replica reads (``saved_tools_cluster.py``); both check a tool the same way (``new_tool``) and read through on
+every load, so a tool saved or deleted on one replica is what the next new session on any replica gets.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import json
 import keyword
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import CodemodeError
 from ..state_files import make_private_dir, write_json
@@ -29,12 +34,45 @@ class SavedToolProblem(CodemodeError, ValueError):
     """A save or delete the store refuses; the message says what to change."""
 
 
+class SavedToolsUnavailable(CodemodeError):
+    """The store of saved tools could not be reached; the message is for sandboxed code (the log has the cause)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class SavedTool:
     name: str
     source: str
     description: str
     saved_at: float
+
+
+class SavedTools(Protocol):
+    """Where the relay keeps saved tools, per owner."""
+
+    async def save(self, owner: str, name: Any, source: Any, description: Any = "") -> SavedTool: ...
+
+    async def load(self, owner: str) -> tuple[list[SavedTool], list[str]]:
+        """Every readable saved tool of ``owner``, and a note for each one that could not be read."""
+        ...
+
+    async def delete(self, owner: str, name: Any) -> bool: ...
+
+
+def new_tool(name: Any, source: Any, description: Any) -> SavedTool:
+    """The tool a save asks for, checked (name, source size), or the problem to tell the code."""
+    name = check_name(name)
+    if not isinstance(source, str) or not source.strip():
+        raise SavedToolProblem("save_tool() needs the function's source text")
+    if len(source) > MAX_SOURCE_CHARS:
+        raise SavedToolProblem(f"the source is {len(source):,} characters; at most {MAX_SOURCE_CHARS:,} are kept")
+    text = description if isinstance(description, str) else ""
+    return SavedTool(name, source, text[:MAX_DESCRIPTION_CHARS], time.time())
+
+
+def too_many() -> SavedToolProblem:
+    return SavedToolProblem(
+        f"{MAX_TOOLS_PER_OWNER} tools are saved already; delete some with runtime.delete_saved_tool(name)"
+    )
 
 
 class SavedToolStore:
@@ -47,19 +85,11 @@ class SavedToolStore:
         return self.root / hashlib.sha256(owner.encode()).hexdigest()[:16]
 
     def save(self, owner: str, name: Any, source: Any, description: Any = "") -> SavedTool:
-        name = check_name(name)
-        if not isinstance(source, str) or not source.strip():
-            raise SavedToolProblem("save_tool() needs the function's source text")
-        if len(source) > MAX_SOURCE_CHARS:
-            raise SavedToolProblem(f"the source is {len(source):,} characters; at most {MAX_SOURCE_CHARS:,} are kept")
-        text = description if isinstance(description, str) else ""
+        tool = new_tool(name, source, description)
         folder = self._dir(owner)
-        target = folder / f"{name}.json"
+        target = folder / f"{tool.name}.json"
         if not target.exists() and len(self._files(folder)) >= MAX_TOOLS_PER_OWNER:
-            raise SavedToolProblem(
-                f"{MAX_TOOLS_PER_OWNER} tools are saved already; delete some with runtime.delete_saved_tool(name)"
-            )
-        tool = SavedTool(name, source, text[:MAX_DESCRIPTION_CHARS], time.time())
+            raise too_many()
         make_private_dir(self.root)
         make_private_dir(folder)
         write_json(target, dataclasses.asdict(tool))
@@ -95,6 +125,23 @@ class SavedToolStore:
             return sorted(p for p in folder.glob("*.json") if not p.name.startswith("."))
         except OSError:
             return []
+
+
+class FileSavedTools:
+    """``SavedTools`` on the files of a ``SavedToolStore``, read and written in a thread (the event loop serves
+    every session meanwhile)."""
+
+    def __init__(self, files: SavedToolStore) -> None:
+        self.files = files
+
+    async def save(self, owner: str, name: Any, source: Any, description: Any = "") -> SavedTool:
+        return await asyncio.to_thread(self.files.save, owner, name, source, description)
+
+    async def load(self, owner: str) -> tuple[list[SavedTool], list[str]]:
+        return await asyncio.to_thread(self.files.load, owner)
+
+    async def delete(self, owner: str, name: Any) -> bool:
+        return await asyncio.to_thread(self.files.delete, owner, name)
 
 
 def check_name(name: Any) -> str:

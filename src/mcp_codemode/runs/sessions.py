@@ -55,7 +55,7 @@ def check_session_name(name: str) -> str:
 class GuestServices(Protocol):
     """What a session's guest is given and who answers it, per owner (the bridge's ``Relay`` is one)."""
 
-    def context(self, owner: str, fresh: bool) -> CellContext:
+    async def context(self, owner: str, fresh: bool) -> CellContext:
         """What to send the guest with a call (``fresh``: a new sandbox, which needs everything)."""
         ...
 
@@ -185,7 +185,7 @@ class SessionManager:
                 self.settings.clamp_timeout(timeout),
                 on_output,
                 self.summary,
-                context=self.services.context(owner, fresh) if self.services is not None else None,
+                context=await self.services.context(owner, fresh) if self.services is not None else None,
                 relay=self.services.for_run(owner, session, with_approvals) if self.services is not None else None,
             )
             entry.last_used = time.monotonic()

@@ -43,6 +43,7 @@ from .paging import list_prompts, list_resource_templates, list_resources, list_
 from .redaction import redaction_for
 from .restart import STABLE_AFTER, backoff_delay
 from .roots import Roots
+from .sign_ins import sign_ins_for
 from .state import ServerState, Status
 from .transport import open_transport
 from .watch import watched
@@ -76,7 +77,7 @@ class Connection:
         state_dir: Path | None = None,
     ) -> None:
         self.config = config
-        self.state_dir = state_dir  # where signed-in servers' OAuth tokens are (oauth.py); None: none are used
+        self.state_dir = state_dir  # whose sign-ins (sign_ins.py) hold signed-in servers' tokens; None: none are used
         self.roots = roots or Roots()
         self.log_file = log_file
         self.server_log = ServerLog(config, log_file)
@@ -237,7 +238,9 @@ class Connection:
                         start=self._starts,
                         call_timeout=self._call_timeout,
                         setpriv=self._setpriv,
-                        auth=bridge_auth(self.config, self.state_dir) if self.state_dir is not None else None,
+                        auth=await bridge_auth(self.config, sign_ins_for(self.state_dir))
+                        if self.state_dir is not None
+                        else None,
                     )
                     try:
                         client = Client(

@@ -53,6 +53,7 @@ from .listing_cache import CachedListing, ListingCache, wire
 from .model import ServerConfig
 from .ranking import Entry, Ranker
 from .roots import Roots
+from .sign_ins import SignInStore, keep_in
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,10 @@ class ToolDirectory:
         *,
         cache: ListingCache | None = None,
         backoff: tuple[float, float] = (0.5, 30.0),
+        sign_ins: SignInStore | None = None,
     ) -> None:
+        """``sign_ins``: where the servers' sign-ins are (None: the files of the state directory), for the hub's
+        connections to find by the state directory while this directory lives (``sign_ins.keep_in``)."""
         self.settings = settings
         self.gate: Gate = settings.policy
         self.cache = cache if cache is not None else ListingCache(settings.state_dir, settings.catalog_ttl)
@@ -116,6 +120,8 @@ class ToolDirectory:
             else:
                 self.refused.setdefault(config.alias, (config, refused))
                 self.refused[config.name] = (config, refused)
+        self._sign_ins = contextlib.ExitStack()
+        self._sign_ins.enter_context(keep_in(settings.state_dir, sign_ins))
         self.hub = Hub(
             allowed,
             log_dir=settings.state_dir / "logs",
@@ -171,6 +177,7 @@ class ToolDirectory:
         if self._writer is not None:
             await asyncio.gather(self._writer, return_exceptions=True)
         await self.hub.aclose()
+        self._sign_ins.close()
 
     # -- what is known -----------------------------------------------------------------------------------------
 

@@ -1,26 +1,25 @@
 """OAuth 2.1 sign-in to remote upstream servers (Streamable HTTP and SSE), with the MCP SDK's client support.
 
 ``mcp-codemode login SERVER`` runs the browser sign-in once (``login.py``): discovery of the authorization server,
-dynamic client registration, PKCE, a redirect to a listener on loopback. What it gets is kept here, one file per
-server in ``<state_dir>/oauth/`` (directory 0700, file 0600, replaced atomically): the tokens and the registered
-client. The bridge then signs its requests with them and the SDK refreshes them; they are never logged, never
-audited, and never reach a sandbox: a server's error that quotes them is redacted (``StoredSecrets``). A server
-that wants sign-in and has no tokens answers 401, and the call fails with ``ServerUnavailable`` naming the command
-to run. ``logout`` deletes the file.
+dynamic client registration, PKCE, a redirect to a listener on loopback. What it gets is kept in the sign-in store
+(``sign_ins.py``: a private file per server under ``<state_dir>/oauth/``, or a key of one Secret that replicas share):
+the tokens and the registered client. The bridge then signs its requests with them and the SDK refreshes them, in
+turns with the other bridges that share them (``StoredTokens``); they are never logged, never audited, and never
+reach a sandbox: a server's error that quotes them is redacted (``StoredSecrets``). A server that wants sign-in and
+has no tokens answers 401, and the call fails with ``ServerUnavailable`` naming the command to run. ``logout``
+deletes the record.
 
-The file is keyed by the server's name and URL together, so a config that points a name at another server does
+A record is keyed by the server's name and URL together, so a config that points a name at another server does
 not send it the first one's tokens.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import re
+import asyncio
+import contextlib
+import secrets
 import time
-from collections.abc import Generator
-from pathlib import Path
+from collections.abc import AsyncGenerator, Generator
 from typing import Any
 
 import httpx2
@@ -28,8 +27,8 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
-from ..state_files import make_private_dir
 from .model import ServerConfig
+from .sign_ins import Record, SignIn, SignInStore, same_tokens, sign_in_key
 
 CLIENT_NAME = "mcp-codemode"
 
@@ -44,40 +43,13 @@ class SignInRequired(Exception):
         )
 
 
-def token_path(state_dir: Path, config: ServerConfig) -> Path:
-    """Where one server's tokens are kept: its name (readable) and a digest of name and URL (unambiguous)."""
-    digest = hashlib.sha256(f"{config.name}\0{config.url}".encode()).hexdigest()[:16]
-    readable = re.sub(r"[^A-Za-z0-9_.-]", "_", config.name)[:40]
-    return state_dir / "oauth" / f"{readable}-{digest}.json"
-
-
-class TokenFile:
-    """The SDK's ``TokenStorage`` on one private file: tokens and the registered client, written atomically."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def _read(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    def _write(self, key: str, value: dict[str, Any]) -> None:
-        self._replace({key: value})
-
-    def _replace(self, values: dict[str, Any]) -> None:
-        data = {key: value for key, value in (self._read() | values).items() if value is not None}
-        make_private_dir(self.path.parent)  # and the state directory, 0711 whatever the umask
-        partial = self.path.with_name(self.path.name + ".partial")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out)
-        os.replace(partial, self.path)
+class StoredSignIn(SignIn):
+    """The SDK's ``TokenStorage`` on one server's sign-in record (tokens and the registered client), and what
+    ``login`` keeps beside them; every write is a swap (``SignIn.change``), so writers on other replicas are not
+    overwritten. A new token ends any refresh turn (``SignIn.take_turn``): it is the outcome others wait for."""
 
     async def get_tokens(self) -> OAuthToken | None:
-        tokens = self._read().get("tokens")
+        tokens = (await self.load()).get("tokens")
         if not isinstance(tokens, dict):
             return None
         return OAuthToken.model_validate({key: value for key, value in tokens.items() if key != "expires_at"})
@@ -85,74 +57,84 @@ class TokenFile:
     async def set_tokens(self, tokens: OAuthToken) -> None:
         # When the access token expires, as a time: ``expires_in`` alone means nothing once read back later.
         expires_at = time.time() + tokens.expires_in if tokens.expires_in is not None else None
-        self._write("tokens", tokens.model_dump(mode="json", exclude_none=True) | {"expires_at": expires_at})
+        dumped = tokens.model_dump(mode="json", exclude_none=True) | {"expires_at": expires_at}
+        await self.change(lambda record: record | {"tokens": dumped, "refreshing": None})
 
     def expires_at(self) -> float | None:
-        tokens = self._read().get("tokens")
+        """When the access token last read or written here expires (None: unknown, or never)."""
+        tokens = self.record.get("tokens")
         when = tokens.get("expires_at") if isinstance(tokens, dict) else None
         return float(when) if isinstance(when, (int, float)) else None
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
-        client = self._read().get("client")
+        client = (await self.load()).get("client")
         return OAuthClientInformationFull.model_validate(client) if isinstance(client, dict) else None
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self._write("client", client_info.model_dump(mode="json", exclude_none=True))
+        dumped = client_info.model_dump(mode="json", exclude_none=True)
+        await self.change(lambda record: record | {"client": dumped})
 
-    def signed_in(self) -> bool:
-        return isinstance(self._read().get("tokens"), dict)
+    async def signed_in(self) -> bool:
+        return isinstance((await self.load()).get("tokens"), dict)
 
-    def wanted_scope(self) -> str | None:
+    async def wanted_scope(self) -> str | None:
         """The scope a server asked for that the bridge could not sign in for by itself (a step-up: 403
         ``insufficient_scope``), for the next ``login`` to ask for with the rest."""
-        wanted = self._read().get("wanted_scope")
+        wanted = (await self.load()).get("wanted_scope")
         return wanted if isinstance(wanted, str) and wanted else None
 
-    def want_scope(self, scope: str | None) -> None:
-        self._replace({"wanted_scope": scope})
+    async def want_scope(self, scope: str | None) -> None:
+        await self.change(lambda record: record | {"wanted_scope": scope})
 
-    def configured_client(self) -> OAuthClientInformationFull | None:
+    async def configured_client(self) -> OAuthClientInformationFull | None:
         """The client id given with ``login --client-id`` (kept for the next sign-in), if that is what is stored."""
-        data = self._read()
+        data = await self.load()
         client = data.get("client")
         return OAuthClientInformationFull.model_validate(client) if data.get("configured") and client else None
 
-    def forget_tokens(self) -> None:
+    async def forget_tokens(self) -> None:
         """Before a new sign-in: the old tokens would be used instead of asking."""
-        self._replace({"tokens": None})
+        await self.change(lambda record: record | {"tokens": None, "refreshing": None})
 
-    def keep_client(self, client: OAuthClientInformationFull | None) -> None:
+    async def keep_client(self, client: OAuthClientInformationFull | None) -> None:
         """Store a configured client (None: forget the stored one, so the sign-in registers afresh)."""
         dumped = client.model_dump(mode="json", exclude_none=True) if client is not None else None
-        self._replace({"client": dumped, "configured": client is not None})
+        await self.change(lambda record: record | {"client": dumped, "configured": client is not None})
+
+    async def forget(self) -> bool:
+        """``logout``: delete the record; whether there was one."""
+        existed = bool(await self.load())
+        await self.change(lambda record: None)
+        return existed
+
+
+def sign_in_of(config: ServerConfig, store: SignInStore) -> StoredSignIn:
+    return StoredSignIn(store, sign_in_key(config))
 
 
 class StoredSecrets:
     """The OAuth secrets stored for one server (tokens, the client's secret), for its redaction to hide.
 
-    The store is read again whenever it changed (a refresh replaces it), so a renewed token is hidden from the
-    moment the SDK stores it, before any request is signed with it. Tokens seen before are still hidden: an error
-    about a request signed with the old one can arrive after the refresh. The last ``KEPT`` values are kept.
+    What the store holds is looked at again whenever it changed (``SignInStore.known``: a refresh replaces it), so a
+    renewed token is hidden from the moment the SDK stores it, before any request is signed with it. Tokens seen
+    before are still hidden: an error about a request signed with the old one can arrive after the refresh. The last
+    ``KEPT`` values are kept.
     """
 
     KEPT = 64
     FIELDS = (("tokens", "access_token"), ("tokens", "refresh_token"), ("tokens", "id_token"),
               ("client", "client_secret"), ("client", "registration_access_token"))  # fmt: skip
 
-    def __init__(self, path: Path) -> None:
-        self.file = TokenFile(path)
-        self.stamp: tuple[int, int, int] | None = None
+    def __init__(self, store: SignInStore, key: str) -> None:
+        self.store = store
+        self.key = key
+        self.last: Record | None = None
         self.seen: dict[str, None] = {}  # in the order first seen
 
     def __call__(self) -> tuple[str, ...]:
-        try:
-            info = self.file.path.stat()
-        except OSError:
-            return tuple(self.seen)
-        stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
-        if stamp != self.stamp:
-            self.stamp = stamp
-            data = self.file._read()
+        data = self.store.known(self.key)
+        if data is not None and data is not self.last:
+            self.last = data
             for part, field in self.FIELDS:
                 section = data.get(part)
                 value = section.get(field) if isinstance(section, dict) else None
@@ -214,20 +196,21 @@ def configured_client(client_id: str, secret: str | None, redirect_uri: str) -> 
     )
 
 
-def bridge_auth(config: ServerConfig, state_dir: Path) -> httpx2.Auth | None:
-    """How the bridge signs its requests to a remote server: with the tokens it holds for it, refreshed by the SDK;
-    without, as they are (a 401 then says to sign in). It never starts a sign-in itself: a server that wants a new
-    one gets ``SignInRequired``, whose message names the command."""
+async def bridge_auth(config: ServerConfig, store: SignInStore) -> httpx2.Auth | None:
+    """How the bridge signs its requests to a remote server: with the tokens ``store`` holds for it, refreshed by
+    the SDK in turns with the other bridges that share them; without, as they are (a 401 then says to sign in). It
+    never starts a sign-in itself: a server that wants a new one gets ``SignInRequired``, whose message names the
+    command."""
     if config.transport not in ("http", "sse") or config.url is None:
         return None
-    storage = TokenFile(token_path(state_dir, config))
-    if not storage.signed_in():
+    storage = sign_in_of(config, store)
+    if not await storage.signed_in():
         return SignInHint(config)
-    client = storage._read().get("client") or {}
+    client = storage.record.get("client") or {}
     redirect = next(iter(client.get("redirect_uris") or []), "http://127.0.0.1/callback")
 
     async def cannot_open(url: str) -> None:  # called with the scope the SDK chose (a step-up's union) in place
-        storage.want_scope(provider.context.client_metadata.scope)
+        await storage.want_scope(provider.context.client_metadata.scope)
         raise SignInRequired(config.name)
 
     async def cannot_wait() -> AuthorizationCodeResult:  # never reached; the SDK only insists that there is one
@@ -254,12 +237,107 @@ class SigningIn(OAuthClientProvider):
 
 
 class StoredTokens(OAuthClientProvider):
-    """The SDK's provider, told when the stored access token expires: it refreshes a token it knows has expired,
-    but keeps only a relative lifetime, so a token read back hours later would be sent as it is, get a 401, and
-    start a sign-in the bridge cannot do. (A token revoked before it expires still needs ``login`` again.)"""
+    """The SDK's provider on a shared sign-in: told when the stored access token expires, and refreshing it in turns
+    with every other bridge that uses the same sign-in.
+
+    Expiry: the SDK keeps only a relative lifetime, so a token read back hours later would be sent as it is, get a
+    401, and start a sign-in the bridge cannot do (a token revoked before it expires still needs ``login`` again).
+
+    Turns: the SDK reads the store once and refreshes from memory when its token expires. Two bridges sharing a
+    sign-in hold the same token, which expires for both at once; each would refresh with the same refresh token, and
+    a provider that rotates them honours it once (the other bridge's sign-in is lost; some providers revoke both).
+    So before each request whose token has expired (``_take_turn``) this reads the store again: tokens someone else
+    stored since are adopted, no refresh needed; else it takes the turn (``SignIn.take_turn``, waiting while another
+    bridge holds it) and lets the SDK refresh, holding the turn, and this provider's other requests, until the
+    answer is stored. A refresh that fails gives the turn back and adopts tokens stored meanwhile, if any.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.holder = secrets.token_hex(8)  # this provider's name on the turns it takes
+        self._turns = asyncio.Lock()  # one request of this provider decides (and refreshes) at a time
+        self._turn_held = False
+
+    @property
+    def sign_in(self) -> StoredSignIn | None:
+        storage = self.context.storage
+        return storage if isinstance(storage, StoredSignIn) else None
 
     async def _initialize(self) -> None:
         await super()._initialize()
-        storage = self.context.storage
-        if isinstance(storage, TokenFile):
-            self.context.token_expiry_time = storage.expires_at()
+        if self.sign_in is not None:
+            self.context.token_expiry_time = self.sign_in.expires_at()
+
+    async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        await self._take_turn()
+        flow = super()._auth_flow(request)
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                outgoing = await flow.asend((yield outgoing))
+        except StopAsyncIteration:
+            return
+        finally:
+            await flow.aclose()
+            if self._turn_held:  # the flow ended before the refresh's answer (a network error, a cancel)
+                await self._end_turn()
+
+    async def _take_turn(self) -> None:
+        """Adopt what another bridge stored, or hold the turn to refresh (and ``_turns``) until the SDK has."""
+        sign_in = self.sign_in
+        await self._turns.acquire()
+        try:
+            if sign_in is None:
+                return
+            if not self._initialized:
+                await self._initialize()
+            while not self.context.is_token_valid() and self.context.can_refresh_token():
+                newer = await sign_in.take_turn(self._held(), self.holder)
+                if newer is None:
+                    self._turn_held = True
+                    return
+                self._adopt(newer)
+        finally:
+            if not self._turn_held:
+                self._turns.release()
+
+    async def _handle_refresh_response(self, response: httpx2.Response) -> bool:
+        tried = self._held()
+        refreshed = await super()._handle_refresh_response(response)  # stores the new tokens, ending the turn
+        if not refreshed and self._turn_held and self.sign_in is not None:
+            record = await self.sign_in.end_turn(self.holder)
+            tokens = record.get("tokens")
+            if isinstance(tokens, dict) and not same_tokens(tokens, tried):  # stored by another bridge meanwhile
+                self._adopt(record)
+                self._initialized = True
+                refreshed = self.context.is_token_valid()
+        self._release_turn()
+        return refreshed
+
+    async def _end_turn(self) -> None:
+        try:
+            if self.sign_in is not None:
+                with contextlib.suppress(Exception):  # it lapses on its own; the flow's own error is what matters
+                    await self.sign_in.end_turn(self.holder)
+        finally:
+            self._release_turn()
+
+    def _release_turn(self) -> None:
+        if self._turn_held:
+            self._turn_held = False
+            self._turns.release()
+
+    def _held(self) -> dict[str, Any] | None:
+        tokens = self.context.current_tokens
+        return {"access_token": tokens.access_token, "refresh_token": tokens.refresh_token} if tokens else None
+
+    def _adopt(self, record: Record) -> None:
+        """Use the tokens of ``record`` (stored by another bridge, or a new sign-in; none: signed out)."""
+        tokens = record.get("tokens")
+        if isinstance(tokens, dict):
+            fields = {key: value for key, value in tokens.items() if key != "expires_at"}
+            self.context.current_tokens = OAuthToken.model_validate(fields)
+            when = tokens.get("expires_at")
+            self.context.token_expiry_time = float(when) if isinstance(when, int | float) else None
+        else:
+            self.context.clear_tokens()

@@ -14,7 +14,8 @@ from mcp.client.stdio import get_default_environment
 
 from .errors import HIDDEN, Redaction, secret_args
 from .model import ServerConfig
-from .oauth import StoredSecrets, token_path
+from .oauth import StoredSecrets
+from .sign_ins import sign_in_key, sign_ins_for
 
 
 def redaction_for(
@@ -25,9 +26,9 @@ def redaction_for(
     Hidden from everyone: the values of its ``env`` and ``headers`` (and each word of a header value, so a
     quoted ``Bearer`` token is caught alone), credentials in its URL (user, password, query values) and in its
     args (``--token X``), ``secrets``, and, for a remote server, the OAuth tokens and client secret that
-    ``mcp-codemode login`` stored for it under ``state_dir`` (read again whenever the store changes, so a
-    refreshed token is hidden too). Hidden from sandboxed code only: its log file, its config file, its URL and
-    the bridge's ``PATH``, which say where things are on the host and help nobody in the sandbox.
+    ``mcp-codemode login`` stored for it in the sign-ins of ``state_dir`` (looked at again whenever the store
+    changes, so a refreshed token is hidden too). Hidden from sandboxed code only: its log file, its config file,
+    its URL and the bridge's ``PATH``, which say where things are on the host and help nobody in the sandbox.
     """
     hidden = [*config.env.values(), *config.headers.values(), *secret_args(config.args), *secrets]
     hidden += [word for value in config.headers.values() for word in value.split()]
@@ -47,5 +48,5 @@ def redaction_for(
     if path:
         host_only.append((path, HIDDEN))
     signed_in = config.transport in ("http", "sse") and config.url and state_dir is not None
-    live = StoredSecrets(token_path(state_dir, config)) if signed_in and state_dir is not None else None
+    live = StoredSecrets(sign_ins_for(state_dir), sign_in_key(config)) if signed_in and state_dir is not None else None
     return Redaction.of(hidden, host_only, live)

@@ -142,6 +142,12 @@ def _body(exc: BaseException) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
+def missing_namespace(exc: BaseException) -> bool:
+    """Whether a 404 is about the namespace (its Status's ``details.kind``), not the object asked for."""
+    details = _body(exc).get("details")
+    return api_status(exc) == 404 and isinstance(details, dict) and details.get("kind") == "namespaces"
+
+
 def explain(exc: BaseException, *, verb: str, what: str, namespace: str) -> KubeApiError:
     """The error to raise for a failed call: ``verb`` on ``what`` (e.g. "create", "sandboxclaims") in ``namespace``.
 

@@ -123,7 +123,9 @@ async def _warm_pool(api: ApiClient, namespace: str, name: str) -> Check:
 
 async def allowed(api: ApiClient, namespace: str, permission: Permission) -> bool:
     """Whether the cluster lets this bridge do ``permission`` in ``namespace`` (a SelfSubjectAccessReview, which
-    every authenticated account may create). Raises what the client raises when the review cannot be asked."""
+    every authenticated account may create; for a row limited to named objects, on each of them: a Role with
+    ``resourceNames`` answers no to the question about any object). Raises what the client raises when the review
+    cannot be asked."""
     from kubernetes_asyncio.client import (
         AuthorizationV1Api,
         V1ResourceAttributes,
@@ -131,20 +133,24 @@ async def allowed(api: ApiClient, namespace: str, permission: Permission) -> boo
         V1SelfSubjectAccessReviewSpec,
     )
 
-    attributes = V1ResourceAttributes(
-        namespace=namespace,
-        verb=permission.verb,
-        group=permission.group,
-        resource=permission.resource,
-        subresource=permission.subresource or None,
-    )
-    body = V1SelfSubjectAccessReview(
-        api_version="authorization.k8s.io/v1",
-        kind="SelfSubjectAccessReview",
-        spec=V1SelfSubjectAccessReviewSpec(resource_attributes=attributes),
-    )
-    review = await AuthorizationV1Api(api).create_self_subject_access_review(body)
-    return bool(review.status and review.status.allowed)
+    for name in permission.names or (None,):  # a row limited to named objects is asked about each of them
+        attributes = V1ResourceAttributes(
+            namespace=namespace,
+            verb=permission.verb,
+            group=permission.group,
+            resource=permission.resource,
+            subresource=permission.subresource or None,
+            name=name,
+        )
+        body = V1SelfSubjectAccessReview(
+            api_version="authorization.k8s.io/v1",
+            kind="SelfSubjectAccessReview",
+            spec=V1SelfSubjectAccessReviewSpec(resource_attributes=attributes),
+        )
+        review = await AuthorizationV1Api(api).create_self_subject_access_review(body)
+        if not (review.status and review.status.allowed):
+            return False
+    return True
 
 
 async def _access(api: ApiClient, namespace: str) -> list[Check]:

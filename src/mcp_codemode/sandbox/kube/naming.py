@@ -22,6 +22,14 @@ LEASE_GROUP = "coordination.k8s.io"  # the session Leases of replicas that share
 LEASE_VERSION = "v1"
 LEASES = "leases"
 AGENT_SANDBOX_VERSION = "v0.5.6"
+# Shared state (shared_state.py): the one Secret of sign-ins, which the face's Role names (resourceNames), and the
+# ConfigMaps of saved tools, one per (principal, tool).
+SECRETS = "secrets"
+CONFIGMAPS = "configmaps"
+SIGN_INS_SECRET = "mcp-codemode-oauth"  # noqa: S105 - an object's name, not a password
+SAVED_TOOL_PREFIX = "mcp-tool-"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+SAVED_TOOL_COMPONENT = "saved-tool"
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "mcp-codemode"
@@ -62,6 +70,20 @@ class ClaimKey:
 
     def labels(self) -> dict[str, str]:
         return {MANAGED_BY: MANAGER, PRINCIPAL_LABEL: self.principal_hash, SESSION_LABEL: self.session_hash}
+
+
+def saved_tool_object(owner: str, tool: str) -> str:
+    """The ConfigMap of ``owner``'s saved tool ``tool``: ``mcp-tool-<principal hash>-<tool hash>``, 42 characters.
+
+    Both parts hashed: an owner is any text (a principal's name, "local") and a tool name any Python identifier
+    (capitals, underscores, any script), neither of which a DNS-1123 name can hold; hashing with a kind of its own
+    keeps each part's digest apart from the other's, so no owner and tool can name another pair's object."""
+    return f"{SAVED_TOOL_PREFIX}{_digest('principal', owner)}-{_digest('saved-tool', tool)}"
+
+
+def saved_tool_labels(owner: str) -> dict[str, str]:
+    """What a saved tool's ConfigMap is selected by: its owner's hash (the claims' label), never the owner."""
+    return {MANAGED_BY: MANAGER, COMPONENT_LABEL: SAVED_TOOL_COMPONENT, PRINCIPAL_LABEL: _digest("principal", owner)}
 
 
 def shutdown_time(now: datetime.datetime, ttl: float) -> str:

@@ -10,6 +10,11 @@ authorizes as ``get`` on ``pods/exec``; from Kubernetes 1.35 it also checks ``cr
 feature gate AuthorizePodWebsocketUpgradeCreatePermission). kubectl hides this by falling back to SPDY, a POST and so
 ``create`` alone; this client has no such fallback, so it needs both verbs.
 
+The shared state (``shared_state.py``) reads and writes one Secret, the sign-ins, so those rows name it: the Role
+grants them with ``resourceNames`` and the face can read no other Secret of its namespace. Saved tools are ConfigMaps
+named after hashes the manifests cannot know, and ``create`` and ``list`` cannot be limited by name in RBAC at all, so
+their rows hold for every ConfigMap of the namespace (which holds nothing else secret).
+
 Not listed, because every authenticated account has them on a default cluster (the bootstrap ClusterRoles
 ``system:basic-user`` and ``system:discovery``): creating a SelfSubjectAccessReview (``doctor``) and reading the
 discovery documents (``doctor``'s CRD check).
@@ -20,20 +25,33 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from .naming import CLAIMS, GROUP, LEASE_GROUP, LEASES, SANDBOX_GROUP, SANDBOXES, WARM_POOLS
+from .naming import (
+    CLAIMS,
+    CONFIGMAPS,
+    GROUP,
+    LEASE_GROUP,
+    LEASES,
+    SANDBOX_GROUP,
+    SANDBOXES,
+    SECRETS,
+    SIGN_INS_SECRET,
+    WARM_POOLS,
+)
 
 ROLE_FILE = "deploy/kubernetes/base/face-rbac.yaml"
 
 
 @dataclasses.dataclass(frozen=True)
 class Permission:
-    """One verb on one resource (``subresource`` empty for the resource itself), and which code needs it."""
+    """One verb on one resource (``subresource`` empty for the resource itself), and which code needs it; ``names``
+    are the only objects it is needed on (the Role's ``resourceNames``; empty: any)."""
 
     group: str
     resource: str
     subresource: str
     verb: str
     why: str
+    names: tuple[str, ...] = ()
 
     @property
     def what(self) -> str:
@@ -43,7 +61,8 @@ class Permission:
     def can_i(self, namespace: str) -> str:
         """The kubectl line that asks the same question (``pods/exec`` would be read as the pod named exec)."""
         sub = f" --subresource={self.subresource}" if self.subresource else ""
-        return f"kubectl auth can-i {self.verb} {self.resource}{sub} -n {namespace}"
+        name = f"/{self.names[0]}" if self.names else ""
+        return f"kubectl auth can-i {self.verb} {self.resource}{name}{sub} -n {namespace}"
 
 
 PERMISSIONS: tuple[Permission, ...] = (
@@ -60,6 +79,12 @@ PERMISSIONS: tuple[Permission, ...] = (
     Permission(LEASE_GROUP, LEASES, "", "create", "hold a session no replica holds"),
     Permission(LEASE_GROUP, LEASES, "", "patch", "renew a held Lease; take a lapsed one over"),
     Permission(LEASE_GROUP, LEASES, "", "delete", "give sessions up when the replica stops"),
+    Permission("", SECRETS, "", "get", "read the sign-ins (OAuth tokens) every replica shares", (SIGN_INS_SECRET,)),
+    Permission("", SECRETS, "", "patch", "write a sign-in: login, refresh, logout", (SIGN_INS_SECRET,)),
+    Permission("", CONFIGMAPS, "", "create", "save a tool (one ConfigMap per principal and tool)"),
+    Permission("", CONFIGMAPS, "", "list", "load a principal's saved tools, selected by its hash, for a new session"),
+    Permission("", CONFIGMAPS, "", "patch", "save a tool again under the same name"),
+    Permission("", CONFIGMAPS, "", "delete", "delete a saved tool"),
 )
 
 
@@ -74,7 +99,9 @@ def role_line(what: str) -> str:
     if not rows:
         raise KeyError(f"the bridge uses no permission on {what}")
     verbs = ", ".join(json.dumps(p.verb) for p in rows)
-    return f'- {{apiGroups: [{json.dumps(rows[0].group)}], resources: ["{what}"], verbs: [{verbs}]}}'
+    names = ", ".join(json.dumps(name) for name in rows[0].names)
+    only = f", resourceNames: [{names}]" if names else ""
+    return f'- {{apiGroups: [{json.dumps(rows[0].group)}], resources: ["{what}"]{only}, verbs: [{verbs}]}}'
 
 
 def grant_fix(what: str, namespace: str, verbs: tuple[str, ...] = ()) -> str:
