@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NoReturn
 
+from .errors import CodemodeError
 from .upstream.model import ServerConfig
 
 # The sandbox's own places: a mount on or under one would hide or replace what the sandbox needs to run (the
@@ -39,7 +40,7 @@ EXAMPLE = "/srv/data:/mnt/data:ro,/home/me/out:/mnt/out:rw"
 _MODES = {"ro": False, "rw": True}
 
 
-class MountError(ValueError):
+class MountError(CodemodeError, ValueError):
     """A ``MCP_BRIDGE_MOUNTS`` entry refused, with the reason (the settings add where it was given)."""
 
 

@@ -21,6 +21,8 @@ import json
 import unicodedata
 from typing import Any
 
+from ..errors import CodemodeError
+
 # The most characters of arguments (as shown: indented JSON, escapes included) a question may hold; a call whose
 # arguments are longer is refused rather than cut. About 30 lines of a client's dialog: long enough for the calls
 # people approve (a path, a message, a short body), short enough to be read before saying yes.
@@ -28,7 +30,7 @@ MAX_SHOWN_ARGUMENTS = 2000
 _HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
-class TooLongToShow(Exception):
+class TooLongToShow(CodemodeError):
     """The arguments of a call are too long to show whole in its approval question."""
 
     def __init__(self, length: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..errors import CodemodeError
 from ..guest.protocol import ERROR_KIND_ARGUMENT
 from ..upstream import catalog
 
@@ -25,7 +26,7 @@ MAX_OFFSET = 100_000
 SEARCH_KEYS = frozenset({"type", "id", "op", "query", "limit", "offset", "detail", "server"})
 
 
-class Refusal(Exception):
+class Refusal(CodemodeError):
     """A request we answer with an error reply; ``kind`` is the runtime exception class the guest raises."""
 
     def __init__(self, kind: str, message: str, server: str | None = None, tool: str | None = None,

@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
+from ..errors import CodemodeError
 from ..guest.protocol import FILES
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 MAX_FILE_REQUESTS = 8  # file requests waiting for the guest at once, per worker; more are refused
 
 
-class FileRequestError(Exception):
+class FileRequestError(CodemodeError):
     """A file request the guest refused or could not answer; the message is for the client."""
 
 

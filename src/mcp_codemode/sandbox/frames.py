@@ -23,6 +23,7 @@ import struct
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ..errors import CodemodeError
 from ..guest.protocol import MAX_DEPTH, MAX_FRAME_BYTES, MAX_VALUES, REPLY
 from ..reply_encoding import EncodedReply, encode_value
 
@@ -34,7 +35,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _scanstring: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
 
-class FrameError(Exception):
+class FrameError(CodemodeError):
     """The guest broke the protocol; the worker cannot be trusted any further and is killed."""
 
 

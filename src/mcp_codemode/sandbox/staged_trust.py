@@ -21,17 +21,20 @@ import secrets
 import stat
 from pathlib import Path
 
+from ..errors import CodemodeError
+
 log = logging.getLogger(__name__)
 _WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 
 
-class UntrustedStaging(OSError):
+class UntrustedStaging(CodemodeError, OSError):
     """A staged worker, or the directory it lives in, that others could have written; ``fix`` says what to do."""
 
+    fix: str
+
     def __init__(self, problem: str, fix: str) -> None:
-        super().__init__(f"{problem}; {fix}")  # whole where only the text is shown (a container backend's start)
+        super().__init__(problem, fix=fix)  # "problem; fix" where only the text is shown (a container backend's start)
         self.problem = problem
-        self.fix = fix
 
 
 def _problem(path: Path, info: os.stat_result) -> str | None:

@@ -24,6 +24,8 @@ from typing import Any
 
 import mcp_types as types
 
+from ..errors import CodemodeError
+
 logger = logging.getLogger(__name__)
 
 # Hears an upstream server's log messages while a call is in flight.
@@ -33,7 +35,7 @@ Elicit = Callable[[types.ElicitRequestParams], Awaitable[types.ElicitResult]]
 Sample = Callable[[types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult]]
 
 
-class CannotAsk(Exception):
+class CannotAsk(CodemodeError):
     """The client cannot be asked after all (no capability, no back channel, the policy): the message says why
     and what would make it possible."""
 

@@ -27,13 +27,14 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
+from ..errors import CodemodeError
 from .model import ServerConfig
 from .sign_ins import Record, SignIn, SignInStore, same_tokens, sign_in_key
 
 CLIENT_NAME = "mcp-codemode"
 
 
-class SignInRequired(Exception):
+class SignInRequired(CodemodeError):
     """The server needs a sign-in the bridge cannot do on its own (no tokens, or they can no longer be refreshed)."""
 
     def __init__(self, server: str) -> None:
@@ -159,7 +160,7 @@ def client_metadata(redirect_uri: str) -> OAuthClientMetadata:
     )
 
 
-class TokenRefused(Exception):
+class TokenRefused(CodemodeError):
     """A 401 answer to the ``Authorization`` header the server's config gives: that token is wrong or expired."""
 
     def __init__(self, source: str) -> None:

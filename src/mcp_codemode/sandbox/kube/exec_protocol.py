@@ -18,6 +18,8 @@ import re
 from collections.abc import Sequence
 from urllib.parse import quote, urlencode, urlsplit
 
+from ...errors import CodemodeError
+
 V5 = "v5.channel.k8s.io"
 V4 = "v4.channel.k8s.io"
 SUBPROTOCOLS = (V5, V4)  # offered in this order: v5 can close stdin alone, v4 only by closing the whole stream
@@ -28,7 +30,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-class ExecProtocolError(Exception):
+class ExecProtocolError(CodemodeError):
     """The exec stream's peer broke the protocol; the message says how, and the channel ends with it."""
 
 
