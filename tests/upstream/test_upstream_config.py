@@ -71,7 +71,7 @@ def test_nothing_configured_is_quiet(home, cwd):
 
 def test_default_sources_in_precedence_order_on_linux(home, cwd):
     assert default_sources(home, cwd, "linux") == [
-        (cwd / "mcp-servers", "dir"),
+        (cwd / "mcp-servers", "codemode-dir"),
         (home / ".claude.json", "claude-code-project"),
         (cwd / ".mcp.json", "json"),
         (cwd / ".cursor/mcp.json", "json"),

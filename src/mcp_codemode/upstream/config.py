@@ -51,7 +51,7 @@ import dataclasses
 import keyword
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from .entry import RawEntry, ReadContext
@@ -63,6 +63,7 @@ from .selfref import SELF_SERVER_SETTING, bridge_identity, launches_bridge
 __all__ = [
     "FORMATS",
     "SELF_SERVER_SETTING",
+    "ConfigSources",
     "bridge_identity",
     "default_sources",
     "derive_alias",
@@ -81,25 +82,73 @@ def discover(
     use_defaults: bool = True,
     allow_self: bool = False,
     platform: str = sys.platform,
+    secrets_dir: Path | None = None,
+    withheld: Collection[str] = (),
 ) -> Discovery:
     """Read every source and decide, per server name, which definition is used.
 
     ``explicit`` are the files the user named (``--config``, then ``MCP_SERVERS_CONFIG``), highest
     precedence first; their format is guessed from the path (``.toml`` is Codex, ``.gemini/settings.json``
-    is Gemini, ``.vscode/mcp.json`` is VS Code, anything else is ``{"mcpServers": …}`` JSON). With
-    ``use_defaults`` false (``MCP_BRIDGE_DISCOVER=0``) only they are read. Never raises for a bad file or
-    entry: those become ``problems``, and everything else still loads.
+    is Gemini, ``.vscode/mcp.json`` is VS Code, anything else is ``{"mcpServers": …}`` JSON of our own). With
+    ``use_defaults`` false (``MCP_BRIDGE_DISCOVER=0``) only they are read. ``secrets_dir``: where our own files'
+    ``${secret:NAME}`` is read; ``withheld``: variables of ``env`` no entry may expand (the bridge's own secrets).
+    Never raises for a bad file or entry: those become ``problems``, and everything else still loads.
     """
-    reader = Reader(home=home, cwd=cwd, env=env)
-    for path in explicit:
-        path = expand_home(path, home)
-        if not path.is_absolute():
-            path = cwd / path
+    hidden = frozenset(withheld)
+    visible = {name: value for name, value in env.items() if name not in hidden}
+    reader = Reader(ReadContext(home=home, cwd=cwd, env=visible, secrets_dir=secrets_dir, withheld=hidden))
+    for path in _explicit(explicit, home, cwd):
         reader.read(path, guess_format(path), explicit=True)
     if use_defaults:
         for path, fmt in default_sources(home, cwd, platform, env=env):
             reader.read(path, fmt, explicit=False)
     return _decide(reader.entries, reader.problems, reader.sources, reader.context, allow_self)
+
+
+def _explicit(paths: Sequence[Path], home: Path, cwd: Path) -> list[Path]:
+    """The files the user named, as absolute paths (``~`` is the home directory, a relative path is from cwd)."""
+    absolute = [expand_home(path, home) for path in paths]
+    return [path if path.is_absolute() else cwd / path for path in absolute]
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigSources:
+    """Everything ``discover`` reads from, kept so the bridge can read it all again (``MCP_BRIDGE_CONFIG_REFRESH``)
+    and knows which files to watch for that; ``env`` is the bridge's environment, fixed for its life."""
+
+    home: Path
+    cwd: Path
+    env: Mapping[str, str] = dataclasses.field(repr=False)
+    explicit: tuple[Path, ...] = ()
+    use_defaults: bool = True
+    allow_self: bool = False
+    secrets_dir: Path | None = None
+    withheld: frozenset[str] = frozenset()
+    platform: str = sys.platform
+
+    def discover(self) -> Discovery:
+        return discover(home=self.home, cwd=self.cwd, env=self.env, explicit=self.explicit,
+                        use_defaults=self.use_defaults, allow_self=self.allow_self, platform=self.platform,
+                        secrets_dir=self.secrets_dir, withheld=self.withheld)  # fmt: skip
+
+    def watched(self) -> tuple[tuple[Path, bool], ...]:
+        """Each file or directory (``True``) a change in which may change what ``discover`` returns: the files
+        named, the clients' files when they are read, and the secrets directory. A named path is watched as what it
+        is now (a directory's ``*.json`` files), a client's location as a file unless it is a directory of ours."""
+        found = [(path, _is_directory(path)) for path in _explicit(self.explicit, self.home, self.cwd)]
+        if self.use_defaults:
+            sources = default_sources(self.home, self.cwd, self.platform, env=self.env)
+            found += [(path, fmt in ("dir", "codemode-dir")) for path, fmt in sources]
+        if self.secrets_dir is not None:
+            found.append((self.secrets_dir, True))
+        return tuple(dict.fromkeys(found))
+
+
+def _is_directory(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def derive_alias(name: str) -> str:

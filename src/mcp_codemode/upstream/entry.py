@@ -23,9 +23,14 @@ _TRANSPORTS: Final[Mapping[str, Transport]] = {
 
 @dataclasses.dataclass(frozen=True)
 class ReadContext:
+    """What entries are read against: ``env`` without the ``withheld`` names (the bridge's own secrets, which no
+    entry may pass on), and the directory ``${secret:NAME}`` reads (None: not set)."""
+
     home: Path
     cwd: Path
     env: Mapping[str, str]
+    secrets_dir: Path | None = None
+    withheld: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass

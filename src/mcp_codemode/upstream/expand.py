@@ -1,7 +1,9 @@
-"""Variable expansion in server entries: ``${VAR}``, ``${env:VAR}``, ``$VAR`` (Gemini CLI) and ``~``, per client.
+"""Variable expansion in server entries: ``${VAR}``, ``${env:VAR}``, ``$VAR`` (Gemini CLI), ``${secret:NAME}``
+(our own files) and ``~``, per client.
 
-Apart from parsing because it is the one place a config's text meets the user's environment: what may be
-expanded, what is refused (``${input:...}``), and what is left for the error message.
+Apart from parsing because it is the one place a config's text meets the user's environment and secrets: what may
+be expanded, what is refused (``${input:...}``, the bridge's own secrets, a secret outside ``env`` and
+``headers``), and what is left for the error message.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Final
 
 from .entry import ReadContext
+from .secrets import SecretError, read_secret
 
 _VARIABLE = re.compile(r"\$\{([^{}]*)\}")
 
@@ -37,10 +40,12 @@ class _Variables:
 
     bare: bool = False
     keeps: bool = False
+    secrets: bool = False  # ${secret:NAME} (upstream/secrets.py): our own files only, no other client knows it
 
 
 VARIABLE_RULES: Final[Mapping[str, _Variables]] = {
-    "json": _Variables(),  # Claude Code's .mcp.json, Cursor, Windsurf, our own files
+    "codemode": _Variables(secrets=True),  # our own files: ./mcp-servers/*.json, --config, MCP_SERVERS_CONFIG
+    "json": _Variables(),  # Claude Code's .mcp.json, Cursor, Windsurf, the reference bridge's ~/MCPs
     "claude-code-project": _Variables(),
     "claude-code": _Variables(),
     "claude-desktop": _Variables(keeps=True),
@@ -71,6 +76,8 @@ class Expander:
         self.missing: list[str] = []
         self.inputs: list[str] = []
         self.unknown: list[str] = []
+        self.secrets: list[str] = []  # why a ${secret:NAME} could not be filled in
+        self.withheld: list[str] = []  # the bridge's own secrets the entry names
 
     def __call__(self, text: str, where: str) -> str:
         pattern = _VARIABLE_OR_BARE if self.rules.bare else _VARIABLE
@@ -96,6 +103,8 @@ class Expander:
         }.get(body)
         if builtin is not None:
             return builtin
+        if body.startswith("secret:") and self.rules.secrets:
+            return self._secret(body.removeprefix("secret:"), where, written)
         if body.startswith("input:"):
             if not self.rules.keeps:
                 _add(self.inputs, body.removeprefix("input:"))
@@ -110,10 +119,27 @@ class Expander:
         if separator:  # like the shell's ${VAR:-default}: unset or empty both take the default
             return value if value else default
         if value is None:
-            if not self.rules.keeps:
+            if name in self.context.withheld:
+                _add(self.withheld, name)
+            elif not self.rules.keeps:
                 _add(self.missing, name)
             return written
         return value
+
+    def _secret(self, name: str, where: str, written: str) -> str:
+        """A secret's value, in ``env`` and ``headers`` only: the values the bridge hides from every message and
+        log. In ``args`` it would show in every process listing, in a URL in ``servers`` and logs."""
+        if not where.startswith(("env[", "headers[")):
+            if self.strict:
+                _add(self.secrets, f"uses ${{secret:{name[:60]}}} in {where}; a secret may only fill a value of "
+                                   "env or headers, which are never shown")  # fmt: skip
+            return written
+        try:
+            return read_secret(self.context.secrets_dir, name, header=where.startswith("headers["))
+        except SecretError as exc:
+            if self.strict:
+                _add(self.secrets, str(exc))
+            return written
 
     def complaints(self) -> list[str]:
         found = []
@@ -134,6 +160,12 @@ class Expander:
                 f"uses ${{input:{input_id}}}, which only VS Code can ask for; put the value in an "
                 f"environment variable and write ${{env:NAME}} instead"
             )
+        for name in self.withheld:
+            found.append(
+                f"names {name}, a secret of mcp-codemode itself, which is never passed to an upstream server; give "
+                "the server a credential of its own"
+            )
+        found += self.secrets
         if self.unknown:
             found.append(
                 f"has a ${{...}} expression mcp-codemode cannot resolve in {', '.join(self.unknown)}; "

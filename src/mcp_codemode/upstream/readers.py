@@ -17,8 +17,11 @@ from typing import Final
 from .entry import RawEntry, ReadContext, kind_of, transport_of
 from .model import ConfigProblem
 
-# How a source is read. "dir": every *.json in a directory, each read as "json".
+# How a source is read. "dir": every *.json in a directory, each read as "json". "codemode" is the same JSON in a
+# file of our own (where ${secret:NAME} is read), "codemode-dir" a directory of them.
 FORMATS: Final = (
+    "codemode",
+    "codemode-dir",
     "json",
     "dir",
     "claude-code-project",
@@ -48,7 +51,7 @@ def default_sources(
     else:
         claude_desktop = config_home / "Claude"
     return [
-        (cwd / "mcp-servers", "dir"),
+        (cwd / "mcp-servers", "codemode-dir"),
         (home / ".claude.json", "claude-code-project"),
         (cwd / ".mcp.json", "json"),
         (cwd / ".cursor" / "mcp.json", "json"),
@@ -77,7 +80,7 @@ def guess_format(path: Path) -> str:
         return "claude-code"
     if path.name == "claude_desktop_config.json":
         return "claude-desktop"
-    return "json"
+    return "codemode"  # a file named for us is ours (a directory too: "read" reads its files as ours)
 
 
 class _FileProblem(Exception):
@@ -91,8 +94,8 @@ class _Missing(Exception):
 class Reader:
     """Reads sources in precedence order into raw entries, remembering each file it opened."""
 
-    def __init__(self, *, home: Path, cwd: Path, env: Mapping[str, str]) -> None:
-        self.context = ReadContext(home=home, cwd=cwd, env=env)
+    def __init__(self, context: ReadContext) -> None:
+        self.context = context
         self.entries: list[RawEntry] = []
         # A file's problem is keyed by how many entries were read before it, so that once entry problems
         # join in (_decide), every problem can be listed in precedence order.
@@ -105,16 +108,16 @@ class Reader:
         self._failed: set[Path] = set()
 
     def read(self, path: Path, fmt: str, *, explicit: bool) -> None:
-        key = (_identity(path), fmt)
+        key = (_identity(path), _SAME_FILE.get(fmt, fmt))
         if key in self._seen:  # the same file named twice, or cwd == home: read it where it ranks first
             return
         self._seen.add(key)
-        if fmt == "dir" or (explicit and _is_dir(path)):
-            self._read_directory(path, explicit=explicit)
+        if fmt in ("dir", "codemode-dir") or (explicit and _is_dir(path)):
+            self._read_directory(path, "json" if fmt == "dir" else "codemode", explicit=explicit)
         else:
             self._read_file(path, fmt, explicit=explicit)
 
-    def _read_directory(self, path: Path, *, explicit: bool) -> None:
+    def _read_directory(self, path: Path, fmt: str, *, explicit: bool) -> None:
         try:
             names = sorted(child.name for child in path.iterdir())
         except (FileNotFoundError, NotADirectoryError):
@@ -129,10 +132,10 @@ class Reader:
         for name in names:
             child = path / name
             if name.endswith(".json") and not name.startswith(".") and not _is_dir(child):
-                key = (_identity(child), "json")
+                key = (_identity(child), _SAME_FILE.get(fmt, fmt))
                 if key not in self._seen:
                     self._seen.add(key)
-                    self._read_file(child, "json", explicit=True)
+                    self._read_file(child, fmt, explicit=True)
 
     def _read_file(self, path: Path, fmt: str, *, explicit: bool) -> None:
         label = str(path)
@@ -173,6 +176,11 @@ class Reader:
 
     def _problem(self, source: str, reason: str) -> None:
         self.problems.append((len(self.entries), ConfigProblem(source=source, server=None, reason=reason)))
+
+
+# Our own JSON is every client's JSON: a file that is both (named with --config and found in ~/MCPs) is read once,
+# where it ranks first.
+_SAME_FILE: Final = {"codemode": "json", "codemode-dir": "dir"}
 
 
 def _is_dir(path: Path) -> bool:
