@@ -52,6 +52,24 @@ def default_state_dir(env: Mapping[str, str], is_root: bool) -> Path:
     return Path(base) / "mcp-codemode"
 
 
+# Where the kubelet mounts a pod's service-account token (and kubernetes_asyncio's in-cluster loader reads it).
+SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+def pod_evidence(env: Mapping[str, str], token: Path = SERVICE_ACCOUNT_TOKEN) -> str:
+    """Why this process looks like it runs in a Kubernetes pod, or "": a mounted service-account token, or the
+    variable the kubelet sets in every container. Either is enough: a pod whose token is not mounted still holds
+    whatever else is mounted in it (the secrets of every upstream server, for one)."""
+    try:
+        if token.exists():
+            return f"a service-account token is mounted at {token}"
+    except OSError:  # a directory we may not look into: the variable below still tells
+        pass
+    if env.get("KUBERNETES_SERVICE_HOST"):
+        return "KUBERNETES_SERVICE_HOST is set (the kubelet sets it in every container of a pod)"
+    return ""
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """Everything the bridge can be told. Field docs live in docs/configuration.md."""
@@ -91,6 +109,9 @@ class Settings:
     allowed_origins: tuple[str, ...] = ()
     log_file: Path | None = None
     servers_config: tuple[Path, ...] = ()
+    # Seconds between two looks at the config files and secrets (runs/config_refresh.py); 0: read once at start.
+    config_refresh: float = 0.0
+    secrets_dir: Path | None = None  # what ${secret:NAME} reads in our own config files (upstream/secrets.py)
     roots: tuple[Path, ...] = ()  # given to upstream servers that ask roots/list (else a stdio client's own)
     # Host directories seen inside every sandbox (mounts.py); off unless given.
     mounts: tuple[Mount, ...] = ()
@@ -128,6 +149,9 @@ class Settings:
     # Where sign-ins (the OAuth tokens of `login`) and saved tools are kept: files under state_dir, or, for replicas
     # that must all see them, a Secret and ConfigMaps in kube_namespace (runs/shared_state.py).
     shared_state: SharedState = "files"
+    # Why this process looks like it runs in a Kubernetes pod ("" when it does not): a fact read by ``load``, not a
+    # setting. Stdio upstream servers would run in that pod, beside its service-account token (admission.py).
+    pod: str = ""
     # Where the values came from, for `doctor` and for error messages.
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
@@ -204,11 +228,15 @@ class Settings:
         env: Mapping[str, str] | None = None,
         settings_file: Path | None = None,
         overrides: Mapping[str, Any] | None = None,
+        service_account_token: Path = SERVICE_ACCOUNT_TOKEN,
     ) -> Settings:
-        """Build settings from defaults < settings file < environment < overrides (already typed)."""
+        """Build settings from defaults < settings file < environment < overrides (already typed).
+
+        ``service_account_token``: where a pod's token would be mounted (tests point it elsewhere)."""
         env = os.environ if env is None else env
         _refuse_unknown_names(env)
         values: dict[str, Any] = {"state_dir": default_state_dir(env, os.geteuid() == 0)}
+        values["pod"] = pod_evidence(env, service_account_token)
         sources: dict[str, str] = {}
         file_path = settings_file or (Path(env[SETTINGS_FILE_ENV]) if env.get(SETTINGS_FILE_ENV) else None)
         if file_path is not None:

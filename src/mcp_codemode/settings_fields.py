@@ -189,6 +189,14 @@ def _roots(text: str) -> tuple[Path, ...]:
     return paths
 
 
+def _refresh(text: str) -> float:
+    """0 (off), or an interval long enough not to turn the bridge into a busy loop of stat calls."""
+    value = float(text.strip() or "0")
+    if value != 0 and not 0.1 <= value <= 86400:
+        raise ValueError(text)
+    return value
+
+
 def _optional_float(text: str) -> float | None:
     return _float_in(0.01, 1024)(text) if text.strip() else None
 
@@ -291,6 +299,20 @@ FIELDS: tuple[Field, ...] = (
         _paths,
         "MCP server config files separated by ':'",
         "~/my-servers.json:/etc/mcp/team.json",
+    ),
+    Field(
+        "config_refresh",
+        "MCP_BRIDGE_CONFIG_REFRESH",
+        _refresh,
+        "seconds between two looks at the server config files and secrets, 0.1 to 86400 (0: read them once)",
+        "10",
+    ),
+    Field(
+        "secrets_dir",
+        "MCP_BRIDGE_SECRETS_DIR",
+        _optional_path,
+        "a directory of secret files that ${secret:NAME} reads (a mounted Secret; empty: none)",
+        "/etc/mcp-codemode/secrets",
     ),
     Field(
         "mounts",

@@ -89,6 +89,7 @@ def test_a_strong_setup_has_nothing_to_say():
         ({"shared_mounts": (SHARED, dataclasses.replace(SHARED, accepted=True))}, "mount-shared", "warn"),
         ({"backend": "kubernetes", "kube_runtime_class": "none"}, "kube-no-gvisor", "warn"),
         ({"shares_sessions": True}, "state-per-replica", "warn"),
+        ({"pod": "a service-account token is mounted", "refused_stdio": ("git",)}, "stdio-in-pod", "warn"),
     ],
 )
 def test_each_weak_spot_is_named_with_its_level(change: dict[str, Any], topic: str, level: str):

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..admission import refused_names
 from ..errors import SandboxUnavailable
 from ..mounts import access_problem, shared_with_servers
 from ..provision import sandbox_env
@@ -120,6 +121,8 @@ def setup_facts(
         kube_runtime_class=settings.kube_runtime_class,
         shares_sessions=settings.shares_sessions,
         shared_state=settings.shared_state,
+        pod=settings.pod,
+        refused_stdio=refused_names(settings, discovery) if discovery is not None else (),
     )
 
 

@@ -24,15 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..admission import admit
 from ..errors import CodemodeError, SettingsError
 from ..provision import commands as provision
 from ..provision.image import DEFAULT_MIRROR, DEFAULT_SUITE
 from ..runs.relay_params import MAX_LIMIT, MAX_OFFSET
 from ..runs.sessions import DEFAULT_SESSION, check_session_name
 from ..settings import Settings
-from ..settings_fields import RUNTIME_CHOICES, parse_field
+from ..settings_fields import FIELD_BY_NAME, RUNTIME_CHOICES, SECRET_FIELDS, parse_field
 from ..upstream import catalog
-from ..upstream.config import discover
+from ..upstream.config import ConfigSources
 from ..upstream.model import Discovery
 from .commands import EXIT_BRIDGE, EXIT_OK, read_cells, run_cells, search
 from .doctor import diagnose, render_text
@@ -172,21 +173,31 @@ def _config_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _discovery(settings: Settings, args: argparse.Namespace) -> Discovery:
-    """Find the configured MCP servers; broken files and entries are logged, and every good one still loads."""
+def _sources(settings: Settings, args: argparse.Namespace) -> ConfigSources:
+    """Where the configured MCP servers are read from (at start, and again by the refresh)."""
     for path in args.config:
         if not path.exists():
             raise SettingsError(
                 f"--config {path}: no such file; give an MCP servers JSON or TOML file (or a folder of them)"
             )
-    found = discover(
+    return ConfigSources(
         home=Path(os.environ.get("HOME") or Path.home()),
         cwd=Path.cwd(),
-        env=os.environ,
-        explicit=[*args.config, *settings.servers_config],
+        env=dict(os.environ),
+        explicit=(*args.config, *settings.servers_config),
         use_defaults=settings.discover_servers and not args.no_discover,
         allow_self=settings.allow_self_server,
+        secrets_dir=settings.secrets_dir,
+        withheld=frozenset(FIELD_BY_NAME[name].env for name in SECRET_FIELDS),  # the bridge's own tokens
     )
+
+
+def _discovery(settings: Settings, args: argparse.Namespace, *, admitted: bool = True) -> Discovery:
+    """Find the configured MCP servers; broken files and entries are logged, and every good one still loads.
+    ``admitted``: without the servers this bridge may not run (``admission.py``), which become problems too."""
+    found = _sources(settings, args).discover()
+    if admitted:
+        found = admit(settings, found)
     for problem in found.problems:
         log.warning("MCP server config: %s", problem)
     return found
@@ -235,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         chatty = chatty or getattr(args, "verbose", False)
         _configure_logging(settings if chatty else settings.replace(log_level="WARNING"))
         if args.command == "serve":
-            asyncio.run(serve(settings, args.transport, _discovery(settings, args)))
+            asyncio.run(serve(settings, args.transport, _discovery(settings, args), _sources(settings, args)))
             return EXIT_OK
         if args.command == "servers":
             found = _discovery(settings, args)
@@ -258,8 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                         fix=f"export {variable}=... (the client's secret) first")  # fmt: skip
             return asyncio.run(login(server, settings, port=args.port, browser=not args.no_browser,
                                      out=sys.stdout, client_id=args.client_id, client_secret=secret))  # fmt: skip
-        if args.command == "doctor":
-            report = diagnose(settings, _discovery(settings, args))
+        if args.command == "doctor":  # it reports the servers the bridge would refuse, so it reads them all
+            report = diagnose(settings, _discovery(settings, args, admitted=False))
             print(json.dumps(report, indent=2) if args.json else render_text(report))
             return EXIT_OK if report["selected"]["backend"] else EXIT_BRIDGE
         if args.command in ("image", "packages"):

@@ -23,25 +23,29 @@ from ..face.tool_calls import local_runner
 from ..face.web import bind_socket, check_exposure, serve_http
 from ..runs.bridge import Bridge
 from ..settings import Settings
+from ..upstream.config import ConfigSources
 from ..upstream.model import Discovery
 
 log = logging.getLogger("mcp_codemode")
 
 
-async def serve(settings: Settings, transport: str, discovery: Discovery | None = None) -> None:
+async def serve(
+    settings: Settings, transport: str, discovery: Discovery | None = None, sources: ConfigSources | None = None
+) -> None:
     """Serve until the client hangs up (stdio) or the process is told to stop (SIGTERM, SIGHUP, Ctrl-C).
 
     SIGTERM must unwind through the bridge like Ctrl-C does, or every sandbox and cgroup would outlive us:
     it sets an event that stops serving (over stdio by cancelling, over HTTP through uvicorn's graceful
     exit; uvicorn also re-raises the signal to the handler it found, which is this one). The stdio channel
-    is driven without threads, so the cancellation does not wait for the client's next line.
+    is driven without threads, so the cancellation does not wait for the client's next line. ``sources``: where
+    ``discovery`` came from, read again while serving when ``MCP_BRIDGE_CONFIG_REFRESH`` is set.
     """
     sock = None
     if transport == "http":
         check_exposure(settings)
         sock = bind_socket(settings)
     with contextlib.closing(sock) if sock is not None else contextlib.nullcontext():
-        await _serve(settings, sock, discovery)
+        await _serve(settings, sock, discovery, sources)
 
 
 async def _serve_shared(bridge: Bridge, settings: Settings, sock: socket.socket, stop: anyio.Event) -> None:
@@ -57,12 +61,14 @@ async def _serve_shared(bridge: Bridge, settings: Settings, sock: socket.socket,
             await serve_http(server, settings, sock, stop, lambda app: PeerEndpoint(app, router, run_here), peers)
 
 
-async def _serve(settings: Settings, sock: socket.socket | None, discovery: Discovery | None) -> None:
+async def _serve(
+    settings: Settings, sock: socket.socket | None, discovery: Discovery | None, sources: ConfigSources | None
+) -> None:
     stop = anyio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(signum, stop.set)
-    async with Bridge(settings, discovery) as bridge:
+    async with Bridge(settings, discovery, sources=sources) as bridge:
         if sock is not None and settings.shares_sessions:
             await _serve_shared(bridge, settings, sock, stop)
             return

@@ -59,6 +59,8 @@ class SetupFacts:
     kube_runtime_class: str = "gvisor"  # MCP_BRIDGE_KUBE_RUNTIME_CLASS: what the cluster's sandbox pods must run under
     shares_sessions: bool = False  # a face replica among others (MCP_BRIDGE_PEER_TOKEN)
     shared_state: str = "files"  # where sign-ins and saved tools are kept (MCP_BRIDGE_SHARED_STATE)
+    pod: str = ""  # why the bridge looks like it runs in a Kubernetes pod ("" when it does not)
+    refused_stdio: tuple[str, ...] = ()  # stdio servers the bridge refuses here (admission.py)
 
 
 def findings(facts: SetupFacts) -> list[Finding]:
@@ -284,6 +286,24 @@ def _secrets(facts: SetupFacts) -> list[Finding]:
     return found
 
 
+def _stdio_in_pod(facts: SetupFacts) -> list[Finding]:
+    """Configured stdio servers the kubernetes backend refuses in a pod: a server the user configured that never
+    runs is worth a warning, with the way to run it instead."""
+    if not facts.refused_stdio:
+        return []
+    names = ", ".join(repr(name) for name in facts.refused_stdio)
+    return [
+        Finding(
+            "warn",
+            "stdio-in-pod",
+            f"the stdio server(s) {names} are refused: on the kubernetes backend in a pod ({facts.pod}) a stdio "
+            "server would run beside the face's service-account token and mounted secrets, and could act with them",
+            "run each as an HTTP MCP server of its own (a Deployment and a Service) and give its url in the config "
+            '(docs/kubernetes.md, "Upstream servers for a team")',
+        )
+    ]
+
+
 def _control(facts: SetupFacts) -> list[Finding]:
     found: list[Finding] = []
     if not facts.audit_log_on:
@@ -318,7 +338,7 @@ def _control(facts: SetupFacts) -> list[Finding]:
     return found
 
 
-_RULES = (_limits, _cpu, _containers, _cluster, _mounts, _processes, _http, _secrets, _control)
+_RULES = (_limits, _cpu, _containers, _cluster, _mounts, _processes, _http, _stdio_in_pod, _secrets, _control)
 
 
 # Commands in fix texts that only root may run. Backends write their fixes as root would type them; `doctor` shows

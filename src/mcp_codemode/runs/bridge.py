@@ -6,10 +6,16 @@ here it still starts, and every call gets the reason and the fix: an agent can r
 a server that refuses to start shows up in most clients as an unexplained red dot. The same holds for a writable
 mount that host-side upstream servers work in (``mounts.shared_with_servers``): decided once, here, where both the
 mounts and the servers are known, and no sandbox is started with it.
+
+The servers themselves may change while the bridge runs (``reconfigure``, driven by ``config_refresh.py`` when
+``MCP_BRIDGE_CONFIG_REFRESH`` is set): the same admission applies to every new set (``admission.py``), and a new
+server that would share a writable mount is left out, since the sandboxes already run with that mount.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import logging
 from pathlib import Path
@@ -17,15 +23,19 @@ from types import TracebackType
 
 import anyio
 
+from ..admission import admit
 from ..errors import CodemodeError, SandboxStartError, SandboxUnavailable
 from ..mounts import refusal, shared_with_servers
 from ..sandbox.results import ExecutionResult
 from ..sandbox.select import Choice, announce, choose_backend, passed_over_note
 from ..sandbox.worker import OutputCallback, Worker
 from ..settings import Settings
+from ..upstream.config import ConfigSources
 from ..upstream.directory import ToolDirectory
-from ..upstream.model import Discovery
+from ..upstream.model import Discovery, ServerConfig
+from ..upstream.refresh import Changes
 from .audit import AuditLog
+from .config_refresh import ConfigRefresh
 from .relay import Relay
 from .relay_run import Caller
 from .session_files import SessionFiles
@@ -51,10 +61,18 @@ class RunRequest:
 class Bridge:
     """Runs code for any number of clients; use as an async context manager so no sandbox outlives it."""
 
-    def __init__(self, settings: Settings, discovery: Discovery | None = None, choice: Choice | None = None) -> None:
-        """``choice``: a backend already chosen (``run`` chooses first, to fail before anything starts)."""
+    def __init__(
+        self,
+        settings: Settings,
+        discovery: Discovery | None = None,
+        choice: Choice | None = None,
+        sources: ConfigSources | None = None,
+    ) -> None:
+        """``choice``: a backend already chosen (``run`` chooses first, to fail before anything starts).
+        ``sources``: where ``discovery`` was read from, read again while the bridge runs when
+        ``MCP_BRIDGE_CONFIG_REFRESH`` is set (``config_refresh.py``)."""
         self.settings = settings
-        self.discovery = discovery or Discovery()
+        self.discovery = self._admitted(discovery or Discovery())
         self.backend_error = ""
         self.sessions: SessionManager | None = None
         self.files: SessionFiles | None = None  # the sessions' /workspace, for the client
@@ -67,18 +85,34 @@ class Bridge:
         # leaves out the servers the policy refuses, which nothing here may name to the agent either.
         self.directory = ToolDirectory(self.discovery.servers, settings, sign_ins=self.shared.sign_ins)
         self.hub = self.directory.hub
-        allowed = [self.hub.config(name) for name in self.hub.names()]
-        self.servers: tuple[str, ...] = tuple(server.name for server in allowed)
-        self._by_name_or_alias = {server.alias: server.name for server in allowed}
-        self._by_name_or_alias.update((name, name) for name in self.servers)
+        allowed = self._learn_servers()
         shared = shared_with_servers(settings.mounts, allowed, settings.roots, settings.mounts_shared, Path.cwd())
         self.mount_refusal = refusal(shared)
         self.audit = AuditLog(settings.audit_path, settings.audit_max_bytes, settings.audit_backups)
         self.relay = Relay(self.directory, self.shared.saved_tools, settings, self.audit)
+        self._note = ""  # what the summary says after the backend's name (auto passed over a better one)
+        self.refresh: ConfigRefresh | None = None
+        if sources is not None and settings.config_refresh > 0:
+            self.refresh = ConfigRefresh(sources, settings.config_refresh, self.reconfigure, self.discovery.problems)
+        self._refreshing: asyncio.Task[None] | None = None
+
+    def _admitted(self, discovery: Discovery) -> Discovery:
+        """``discovery`` without the servers this bridge may not run (``admission.py``), each refusal logged once."""
+        admitted = admit(self.settings, discovery)
+        for problem in admitted.problems[len(discovery.problems) :]:
+            log.warning("MCP server config: %s", problem)
+        return admitted
+
+    def _learn_servers(self) -> list[ServerConfig]:
+        """The hub's servers, by name and alias, for the ``servers`` hint and the summary."""
+        allowed = [self.hub.config(name) for name in self.hub.names()]
+        self.servers: tuple[str, ...] = tuple(server.name for server in allowed)
+        self._by_name_or_alias = {server.alias: server.name for server in allowed}
+        self._by_name_or_alias.update((name, name) for name in self.servers)
+        return allowed
 
     async def __aenter__(self) -> Bridge:
         await self.directory.__aenter__()
-        note = ""
         choice: Choice | None = None
         if self.mount_refusal:
             self._choice = None  # no sandbox starts with a mount the servers work in
@@ -94,20 +128,47 @@ class Bridge:
             announce(choice)
             self._choice = choice
             self.backend_name = choice.backend.name
-            note = passed_over_note(choice)
-        self.summary = capability_summary(
-            self.settings,
-            self.backend_name,
-            {name: self.hub.config(name).alias for name in self.servers},
-            self.backend_error,
-            note,
-        )
+            self._note = passed_over_note(choice)
+        self.summary = self._summary()
         if self._choice is not None:
             # The summary and the relay are the bridge's, the same for every call: handed down once, not with each run.
             sessions = SessionManager(self._choice.backend, self.settings, summary=self.summary, services=self.relay)
             self.sessions = await sessions.__aenter__()
             self.files = SessionFiles(self.sessions, self.settings)
+        if self.refresh is not None:
+            self._refreshing = asyncio.get_running_loop().create_task(self.refresh.run(), name="mcp-codemode refresh")
         return self
+
+    def _summary(self) -> str:
+        servers = {name: self.hub.config(name).alias for name in self.servers}
+        return capability_summary(self.settings, self.backend_name, servers, self.backend_error, self._note)
+
+    async def reconfigure(self, discovery: Discovery) -> Changes:
+        """Run the servers of ``discovery`` from now on, admitted as at start: new ones become reachable from the
+        next call (listing, search, proxies), removed ones are closed and disappear, changed ones are restarted from
+        their new entry, and the rest keep running untouched (``ToolDirectory.reconfigure``)."""
+        admitted = self._admitted(discovery)
+        running = {name: self.hub.config(name) for name in self.hub.names()}
+        wanted = [server for server in admitted.servers if running.get(server.name) == server or self._may_add(server)]
+        found = self.directory.reconfigure(wanted)
+        self.discovery = admitted
+        if found:
+            self._learn_servers()
+            self.summary = self._summary()
+            if self.sessions is not None:
+                self.sessions.summary = self.summary  # every session's guest is sent it with its next call
+            log.info("MCP server config changed: %s", found.describe())
+        return found
+
+    def _may_add(self, server: ServerConfig) -> bool:
+        """Whether a server new to this bridge (or with a new entry) may run beside its sandboxes' mounts: one that
+        would work in a writable mount the sandboxes already have is left out, and the log says why."""
+        settings = self.settings
+        shared = shared_with_servers(settings.mounts, [server], settings.roots, settings.mounts_shared, Path.cwd())
+        problem = refusal(shared)
+        if problem:
+            log.warning("MCP server config: server %r is left out: %s", server.name, problem)
+        return not problem
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -115,6 +176,10 @@ class Bridge:
         try:
             with anyio.CancelScope(shield=True):
                 try:
+                    if self._refreshing is not None:
+                        self._refreshing.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await self._refreshing
                     if self.sessions is not None:
                         await self.sessions.close()
                     await self.directory.__aexit__(exc_type, exc, tb)

@@ -80,7 +80,8 @@ class Relay:
         self.settings = settings
         self.policy = settings.policy
         self.guard = CallGuard(self.policy, audit if audit is not None else AuditLog(None))
-        self._entries = self._server_entries()  # the configured servers never change; a worker sends them once
+        # Built again only when the configured servers change (a refresh); a worker sends them when they differ.
+        self._entries, self._entries_of = self._server_entries(), self.hub.generation
         self._ops: dict[str, Callable[[str, CallFrame], Awaitable[Any]]] = {
             "servers": self._servers,
             "describe": self._describe,
@@ -107,6 +108,8 @@ class Relay:
     async def context(self, owner: str, fresh: bool) -> CellContext:
         """What a call sends the guest: the servers, their catalog versions, and for a new sandbox the saved tools
         (read from the store each time: another replica may have saved or deleted one)."""
+        if self._entries_of != self.hub.generation:
+            self._entries, self._entries_of = self._server_entries(), self.hub.generation
         context: CellContext = {"servers": self._entries, "versions": dict(self.directory.versions)}
         # The guest checks the depth too, because its own JSON encoder fails on what is too deep to send.
         context["policy"] = {"max_argument_depth": self.policy.max_argument_depth, "where": self.policy.where}

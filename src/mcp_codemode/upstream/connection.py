@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from .. import __version__
 from .call_links import CallLinks
-from .errors import SelfServerSkipped, ServerUnavailable, UpstreamCallError, UpstreamTimeout
+from .errors import SHUTTING_DOWN, SelfServerSkipped, ServerUnavailable, UpstreamCallError, UpstreamTimeout
 from .failures import crash_reason, describe_failure, headline
 from .identity import refusal_of
 from .launch import LaunchError, ServerLog
@@ -89,7 +89,7 @@ class Connection:
         self._backoff = backoff
         self._setpriv = setpriv
         self._allow_self = allow_self
-        self.closing = False
+        self.closing = ""  # why it closes for good ("" while it may run): what the calls it fails are told
         # Why this server is not used at all (it turned out to be a code-mode bridge); "" while it may be.
         self.refused = ""
 
@@ -144,7 +144,7 @@ class Connection:
 
     def _unavailable(self) -> ServerUnavailable:
         if self.closing:
-            return self._error("the bridge is shutting down")
+            return self._error(self.closing)
         if self.refused:
             return SelfServerSkipped(self.config.name, self.refused, redaction=self.redaction)
         return self._error(
@@ -288,7 +288,7 @@ class Connection:
             self._scope = None
             if not ready.done() and (self.closing or not failure):
                 # Stopped (hub closing) or cancelled before it could connect.
-                ready.set_exception(self._error("the bridge is shutting down"))
+                ready.set_exception(self._error(self.closing or SHUTTING_DOWN))
         self._finish(ready, connected_at, failure)
 
     def _finish(self, ready: asyncio.Future[Client], connected_at: float | None, failure: str) -> None:
@@ -371,8 +371,8 @@ class Connection:
         self._task = None
         self._ready = None
 
-    async def close(self) -> None:
-        self.closing = True
+    async def close(self, reason: str = "") -> None:
+        self.closing = self.closing or reason or SHUTTING_DOWN
         if self.status == "connecting" and self._scope is not None:
             self._scope.cancel()
         await self._settle()

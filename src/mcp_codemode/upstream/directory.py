@@ -24,7 +24,8 @@ catalog cache keeps the whole listing, so a changed policy needs no refresh. Too
 whole listing too: they do not move when the policy changes.
 
 Only asyncio is supported, as for the hub; background work runs in tasks that ``aclose`` ends. The values it
-hands out (``Listing``, ``SearchPage``) are in ``listing.py``.
+hands out (``Listing``, ``SearchPage``) are in ``listing.py``, the policy's view of one listing in ``served.py``.
+``reconfigure`` swaps in another set of servers while it runs (the configuration refresh).
 """
 
 from __future__ import annotations
@@ -32,30 +33,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
-import json
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from types import TracebackType
-from typing import Protocol
 
 from mcp import types
 
-from . import catalog
+from .directory_settings import DirectorySettings
 from .errors import ServerUnavailable, UpstreamCallError, UpstreamTimeout
 from .extras import ExtrasIndex, limited
 from .failures import headline
 from .gate import Gate, Refused
 from .hub import Hub
-from .listing import NO_EXTRAS, Extras, Hit, Listing, Origin, SearchPage
-from .listing_cache import CachedListing, ListingCache, wire
+from .listing import NO_EXTRAS, Extras, Hit, Listing, SearchPage
+from .listing_cache import CachedListing, ListingCache
 from .model import ServerConfig
 from .ranking import Entry, Ranker
+from .refresh import Changes
 from .roots import Roots
+from .served import digest, served_listing
 from .sign_ins import SignInStore, keep_in
 
 log = logging.getLogger(__name__)
+_Refusal = tuple[ServerConfig, Refused]  # a server the policy refuses, and the rule that does
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,29 +64,6 @@ class _Index:
     ranker: Ranker
     entries: list[Entry]
     aliases: dict[str, dict[str, str]]  # server -> tool name -> alias, as listed when the index was built
-
-
-class DirectorySettings(Protocol):
-    """The settings the directory reads, declared here so it need not import the bridge's ``Settings`` (which
-    satisfies this as it is): where state lives, the cache's lifetime, the hub's timeouts and secrets, whether
-    a server that is a code-mode bridge is kept, and the policy, of which only the ``Gate`` questions are asked."""
-
-    @property
-    def state_dir(self) -> Path: ...
-    @property
-    def catalog_ttl(self) -> float: ...
-    @property
-    def tool_timeout(self) -> float: ...
-    @property
-    def connect_timeout(self) -> float: ...
-    @property
-    def http_tokens(self) -> tuple[str, ...]: ...
-    @property
-    def allow_self_server(self) -> bool: ...
-    @property
-    def roots(self) -> tuple[Path, ...]: ...
-    @property
-    def policy(self) -> Gate: ...
 
 
 class ToolDirectory:
@@ -111,15 +88,7 @@ class ToolDirectory:
         self.gate: Gate = settings.policy
         self.cache = cache if cache is not None else ListingCache(settings.state_dir, settings.catalog_ttl)
         # Refused servers, by name and by alias, for the refusal a call that names one gets; the hub never sees them.
-        self.refused: dict[str, tuple[ServerConfig, Refused]] = {}
-        allowed = []
-        for config in servers:
-            refused = self.gate.server_refusal(config.name, config.alias)
-            if refused is None:
-                allowed.append(config)
-            else:
-                self.refused.setdefault(config.alias, (config, refused))
-                self.refused[config.name] = (config, refused)
+        self.refused, allowed = self._admit(servers)
         self._sign_ins = contextlib.ExitStack()
         self._sign_ins.enter_context(keep_in(settings.state_dir, sign_ins))
         self.hub = Hub(
@@ -137,6 +106,7 @@ class ToolDirectory:
         )
         names = self.hub.names()
         self.versions: dict[str, int] = dict.fromkeys(names, 0)
+        self._retired: dict[str, int] = {}  # the last version of a removed server, should it come back
         self._descriptions = {name: self.hub.config(name).description for name in names}
         self._listings: dict[str, Listing] = {}
         self._seen: dict[str, tuple[types.Tool, ...]] = {}  # the hub's last listing object per server, for a fast path
@@ -179,6 +149,45 @@ class ToolDirectory:
         await self.hub.aclose()
         self._sign_ins.close()
 
+    def _admit(self, servers: Sequence[ServerConfig]) -> tuple[dict[str, _Refusal], list[ServerConfig]]:
+        refused: dict[str, _Refusal] = {}
+        allowed = []
+        for config in servers:
+            verdict = self.gate.server_refusal(config.name, config.alias)
+            if verdict is None:
+                allowed.append(config)
+            else:
+                refused.setdefault(config.alias, (config, verdict))
+                refused[config.name] = (config, verdict)
+        return refused, allowed
+
+    def reconfigure(self, servers: Sequence[ServerConfig]) -> Changes:
+        """Serve ``servers`` from now on (the configuration refresh; ``Hub.reconfigure`` says what happens to the
+        connections). What was known of a removed or changed server is forgotten (a changed entry may list other
+        tools), a new one's listing of an earlier run is read on next use, and every version that moves only goes
+        up (a server removed and added again too), so sessions rebuild the proxies of what changed."""
+        refused, allowed = self._admit(servers)
+        found = self.hub.reconfigure(allowed)
+        self.refused = refused
+        for name in (*found.removed, *found.changed):
+            for task in (self._tasks.pop(name, None), self._extras_tasks.pop(name, None)):
+                if task is not None:
+                    task.cancel()
+            for known in (self._listings, self._seen, self._failed, self._extras):
+                known.pop(name, None)
+            self._changed.discard(name)
+        for name in found.removed:
+            self._retired[name] = self.versions.pop(name)
+        for name in found.changed:
+            self.versions[name] += 1
+        for name in found.added:
+            self.versions[name] = self._retired.pop(name, -1) + 1
+        self._descriptions = {name: self.hub.config(name).description for name in self.hub.names()}
+        self._loaded = False  # a new server's cached listing is read on the next use
+        self._generation += 1
+        self._extras_generation += 1
+        return found
+
     # -- what is known -----------------------------------------------------------------------------------------
 
     def names(self) -> tuple[str, ...]:
@@ -193,8 +202,9 @@ class ToolDirectory:
                 return
             configs = [self.hub.config(name) for name in self.hub.names()]
             cached = await asyncio.to_thread(lambda: [self.cache.load(config) for config in configs])
-            for config, found in zip(configs, cached, strict=True):
-                if found is not None and config.name not in self._listings:
+            for config, found in zip(configs, cached, strict=True):  # a server reconfigured meanwhile is skipped
+                current = config.name in self.versions and self.hub.config(config.name) == config
+                if found is not None and config.name not in self._listings and current:
                     self._adopt(config.name, found)
             self._loaded = True
 
@@ -266,7 +276,7 @@ class ToolDirectory:
                 await asyncio.wait(listing_extras, timeout=left)
         pending: list[str] = []
         unavailable: list[tuple[str, str]] = []
-        for name in names:
+        for name in [name for name in names if name in self.versions]:  # not one removed while we waited
             if name in self._listings:
                 continue
             running = self._tasks.get(name)
@@ -395,12 +405,12 @@ class ToolDirectory:
         self._changed.discard(name)
         self._failed.pop(name, None)
         now = self.cache.now()
-        digest = _digest(tools)
-        if current is not None and current.digest == digest:
+        listed = digest(tools)
+        if current is not None and current.digest == listed:
             # The same listing: keep the objects sessions already have, and note that it is live and fresh.
             listing = dataclasses.replace(current, origin="live", fetched_at=now)
         else:
-            listing = self._listing(name, tuple(tools), "live", now, digest)
+            listing = served_listing(self.hub.config(name), tuple(tools), "live", now, listed, self.gate)
             self._generation += 1
             if current is not None:
                 self.versions[name] = self.versions.get(name, 0) + 1
@@ -445,32 +455,12 @@ class ToolDirectory:
             self._schedule_write(name, tuple(tools), current.fetched_at)
 
     def _adopt(self, name: str, cached: CachedListing) -> None:
-        self._listings[name] = self._listing(name, cached.tools, "cached", cached.fetched_at, _digest(cached.tools))
+        config, found = self.hub.config(name), cached.tools
+        self._listings[name] = served_listing(config, found, "cached", cached.fetched_at, digest(found), self.gate)
         self._generation += 1
         if cached.extras and name not in self._extras:
             self._extras[name] = cached.extras
             self._extras_generation += 1
-
-    def _listing(
-        self, name: str, tools: tuple[types.Tool, ...], origin: Origin, fetched_at: float, digest: str
-    ) -> Listing:
-        """The listing served for ``tools``: the policy's refused tools are kept aside, for refusals only."""
-        config = self.hub.config(name)
-        every_alias = catalog.tool_aliases(tools)
-        shown: list[types.Tool] = []
-        refused: dict[str, Refused] = {}
-        for tool in tools:
-            alias = every_alias[tool.name]
-            verdict = self.gate.tool_refusal(config.name, config.alias, tool.name, alias, tool.annotations)
-            if verdict is None:
-                shown.append(tool)
-            else:
-                refused.setdefault(alias, verdict)
-                refused[tool.name] = verdict
-        aliases = {tool.name: every_alias[tool.name] for tool in shown}
-        lookup = {aliases[tool.name]: tool for tool in shown} | {tool.name: tool for tool in shown}
-        hidden = tuple(tool.name for tool in tools if tool.name not in aliases)
-        return Listing(name, tuple(shown), origin, fetched_at, digest, aliases, lookup, refused, hidden)
 
     def _schedule_write(self, name: str, tools: tuple[types.Tool, ...], fetched_at: float) -> None:
         if self._closed:
@@ -492,8 +482,3 @@ class ToolDirectory:
                 await asyncio.to_thread(self.cache.store, config, tools, fetched_at, extras)
             except OSError as exc:
                 log.warning("catalog cache: cannot keep the tools of %r: %s", name, exc)
-
-
-def _digest(tools: Sequence[types.Tool]) -> str:
-    text = json.dumps(wire(tools), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()

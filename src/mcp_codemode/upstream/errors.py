@@ -96,6 +96,10 @@ def secret_args(args: Sequence[str]) -> tuple[str, ...]:
     return tuple(found)
 
 
+# Why a server's connection ended for good when the bridge stops: what a call it cut short is told.
+SHUTTING_DOWN = "the bridge is shutting down"
+
+
 class UpstreamError(CodemodeError):
     """Base class of the hub's errors, so callers can catch "anything about an upstream server" at once."""
 

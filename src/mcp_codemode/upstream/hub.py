@@ -52,8 +52,9 @@ from mcp.shared.dispatcher import ProgressFnT
 
 from .call_links import CallLink
 from .connection import Connection
-from .errors import UnknownServer
+from .errors import SHUTTING_DOWN, UnknownServer
 from .model import ServerConfig
+from .refresh import Changes, changes
 from .roots import Roots
 from .state import ServerState
 
@@ -61,6 +62,12 @@ logger = logging.getLogger(__name__)
 
 # A call's progress as the server reports it: (progress, total, message), as the SDK's client passes it on.
 Progress = ProgressFnT
+# What a call on a connection that ``reconfigure`` closed is told.
+REMOVED = "it was removed from the bridge's configuration"
+CHANGED = (
+    "its entry in the bridge's configuration changed, so the connection this call used was closed; the server is "
+    "started again from its new entry on the next call"
+)
 
 
 class Hub:
@@ -68,6 +75,9 @@ class Hub:
 
     Use it as an async context manager: nothing starts on entry, each server starts on its first use, and on
     exit every connection is closed and every server process stopped.
+
+    ``reconfigure`` swaps in another set of servers while the hub runs (the configuration refresh): only the
+    connections of servers removed or changed are closed.
 
     Two callbacks let the layer above follow the listings: ``on_tools_changed(name)`` when a server says its
     tools changed (its cached listing is dropped), and ``on_listing(name, tools)`` whenever a fresh listing is
@@ -92,44 +102,112 @@ class Hub:
         """``secrets``: values no server's error text may show, besides each server's own ``env`` and ``headers``
         values (the bridge's HTTP tokens, credential-looking variables of its environment: ``secret_values``).
         ``allow_self`` (``MCP_BRIDGE_ALLOW_SELF_SERVER``) keeps a server that says it is a code-mode bridge."""
-        secrets = tuple(secrets)
         self._connections: dict[str, Connection] = {}
         self.roots = roots or Roots()
         self.roots.on_change(self._tell_roots_changed)
         self._aliases: dict[str, str] = {}
+        self._logs: dict[str, str] = {}  # server name -> the name of its log file (under log_dir, + ".log")
+        self.generation = 0  # moves whenever the set of servers or an entry changes (reconfigure)
         setpriv = shutil.which("setpriv", path=get_default_environment().get("PATH", os.defpath))
         if setpriv is None and any(server.transport == "stdio" for server in servers):
             logger.warning(
                 "setpriv (util-linux) is not on PATH: stdio servers will not be killed if this process is killed"
             )
-        logs: set[str] = set()
+        self._log_dir, self._setpriv, self._state_dir = log_dir, setpriv, state_dir
+        self._timeouts, self._backoff = (call_timeout, connect_timeout), backoff
+        self._secrets, self._allow_self = tuple(secrets), allow_self
+        self._on_tools_changed, self._on_listing = on_tools_changed, on_listing
         for server in servers:
             if server.name in self._connections:
                 raise ValueError(f"two upstream servers are named {server.name!r}")
-            # Aliases are unique once config discovery is done; should two collide, their logs must not.
-            log_name = next(
-                candidate
-                for candidate in (server.alias, *(f"{server.alias}-{n}" for n in range(2, len(servers) + 2)))
-                if candidate not in logs
-            )
-            logs.add(log_name)
-            self._connections[server.name] = Connection(
-                server,
-                log_file=log_dir / f"{log_name}.log" if server.transport == "stdio" else None,
-                call_timeout=call_timeout,
-                connect_timeout=connect_timeout,
-                on_tools_changed=on_tools_changed,
-                on_listing=on_listing,
-                backoff=backoff,
-                setpriv=setpriv,
-                secrets=secrets,
-                allow_self=allow_self,
-                roots=self.roots,
-                state_dir=state_dir,
-            )
+            self._connections[server.name] = self._connection_for(server)
             self._aliases.setdefault(server.alias, server.name)
         self._warming: set[asyncio.Task[None]] = set()
+        self._retiring: set[asyncio.Task[None]] = set()  # closings reconfigure started: aclose waits for them
         self._closed = False
+
+    def _connection_for(self, server: ServerConfig, log_name: str = "") -> Connection:
+        """A new, idle connection to ``server``; its log is ``log_name``, else its alias made unique among the logs.
+
+        Its news (tools changed, a fresh listing) is passed on only while it is still ``server``'s connection: one
+        that ``reconfigure`` replaced must not speak for its successor."""
+        if not log_name:
+            # Aliases are unique once config discovery is done; should two collide, their logs must not.
+            taken = set(self._logs.values())
+            log_name = next(
+                candidate
+                for candidate in (server.alias, *(f"{server.alias}-{n}" for n in range(2, len(taken) + 3)))
+                if candidate not in taken
+            )
+        self._logs[server.name] = log_name
+        connection: Connection | None = None
+        on_tools_changed, on_listing = self._on_tools_changed, self._on_listing
+
+        def tools_changed(name: str) -> None:
+            if on_tools_changed is not None and self._connections.get(name) is connection:
+                on_tools_changed(name)
+
+        def listed(name: str, tools: tuple[types.Tool, ...]) -> None:
+            if on_listing is not None and self._connections.get(name) is connection:
+                on_listing(name, tools)
+
+        connection = Connection(
+            server,
+            log_file=self._log_dir / f"{log_name}.log" if server.transport == "stdio" else None,
+            call_timeout=self._timeouts[0],
+            connect_timeout=self._timeouts[1],
+            on_tools_changed=tools_changed,
+            on_listing=listed,
+            backoff=self._backoff,
+            setpriv=self._setpriv,
+            secrets=self._secrets,
+            allow_self=self._allow_self,
+            roots=self.roots,
+            state_dir=self._state_dir,
+        )
+        return connection
+
+    def reconfigure(self, servers: Sequence[ServerConfig]) -> Changes:
+        """Serve ``servers`` from now on: a new one is connected on first use like any other, a removed one is closed,
+        one whose entry changed is closed and replaced by a connection made from its new entry, the rest are left
+        running as they are. The swap is done when this returns (calls from then on reach the new entries); the
+        closing goes on in the background (a stdio server may take seconds to exit), and a call on a closed
+        connection, running or waiting, fails at once with ``ServerUnavailable`` saying why."""
+        if self._closed:
+            return Changes()
+        if len({server.name for server in servers}) != len(servers):
+            raise ValueError("two upstream servers have the same name")
+        found = changes({name: connection.config for name, connection in self._connections.items()}, servers)
+        if not found:
+            return found
+        retired = [(self._connections[name], REMOVED) for name in found.removed]
+        retired += [(self._connections[name], CHANGED) for name in found.changed]
+        for connection, reason in retired:
+            connection.closing = reason  # from now on every call it gets fails, saying why
+        current, self._connections = self._connections, {}
+        for server in servers:  # in the new configuration's order; a changed server keeps its log file
+            kept = current.get(server.name)
+            if kept is not None and server.name not in found.changed:
+                self._connections[server.name] = kept
+            else:
+                self._connections[server.name] = self._connection_for(server, self._logs.get(server.name, ""))
+        self._aliases = {}
+        for server in servers:
+            self._aliases.setdefault(server.alias, server.name)
+        self.generation += 1
+        loop = asyncio.get_running_loop()
+        for connection, reason in retired:
+            name = connection.config.name
+            task = loop.create_task(self._retire(connection, reason), name=f"mcp-codemode retire {name}")
+            self._retiring.add(task)
+            task.add_done_callback(self._retiring.discard)
+        return found
+
+    async def _retire(self, connection: Connection, reason: str) -> None:
+        await connection.close(reason)
+        name = connection.config.name
+        if name not in self._connections:  # removed: its log name stays taken until its process is gone
+            self._logs.pop(name, None)
 
     async def _tell_roots_changed(self) -> None:
         """Every connected server hears that the roots it is given changed (it asks ``roots/list`` again)."""
@@ -148,8 +226,10 @@ class Hub:
         """Close every connection and stop every server process; idempotent."""
         self._closed = True
         for connection in self._connections.values():
-            connection.closing = True
+            connection.closing = connection.closing or SHUTTING_DOWN
         await asyncio.gather(*(connection.close() for connection in self._connections.values()))
+        if self._retiring:
+            await asyncio.wait(self._retiring)
         if self._warming:
             await asyncio.wait(self._warming)
 

@@ -55,6 +55,9 @@ class ServerRegistry:
     def configure(self, servers: list[dict[str, Any]], versions: dict[str, int]) -> None:
         self.servers = [s for s in servers if isinstance(s, dict) and isinstance(s.get("name"), str)]
         self.versions = {k: v for k, v in versions.items() if isinstance(v, int)}
+        # A proxy of a server that went, or whose alias changed, is made afresh when asked for.
+        aliases = {s["name"]: str(s.get("alias")) for s in self.servers}
+        self._proxies = {n: p for n, p in self._proxies.items() if aliases.get(n) == p._alias}
 
     def names(self) -> list[str]:
         return [s["name"] for s in self.servers]

@@ -311,10 +311,16 @@ def _bind_names(namespace: dict[str, Any]) -> None:
     namespace.setdefault("runtime", sys.modules[__name__])
     if "mcp_servers" not in namespace:
         namespace["mcp_servers"] = _proxies.ServerMap(catalog)
+    configured = set()
     for entry in catalog.servers:
         key = f"mcp_{entry.get('alias')}"
+        configured.add(key)
         if key not in namespace or isinstance(namespace[key], ServerProxy):
             namespace[key] = catalog.proxy(entry["name"])
+    # A server the bridge no longer serves (its configuration was refreshed) goes, as it never was.
+    for key in [k for k, v in namespace.items() if isinstance(v, ServerProxy) and k.startswith("mcp_")]:
+        if key not in configured:
+            del namespace[key]
 
 
 def _configure(context: dict[str, Any], namespace: dict[str, Any]) -> list[str]:

@@ -1,0 +1,57 @@
+"""Stdio upstream servers are refused on the kubernetes backend in a pod: settings with a stand-in token path.
+
+Pure: the token is a file in tmp_path, the pod's variable an entry of a dict; nothing is started. The bridge is only
+built (never entered), which starts nothing either.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mcp_codemode.admission import admit, refused_names
+from mcp_codemode.runs.bridge import Bridge
+from mcp_codemode.settings import Settings
+from mcp_codemode.upstream.model import Discovery, ServerConfig
+
+GIT = ServerConfig(name="git", alias="git", transport="stdio", source="/etc/mcp/team.json", command="mcp-server-git")
+REMOTE = ServerConfig(name="search", alias="search", transport="http", source="/etc/mcp/team.json",
+                      url="http://search.tools.svc:8080/mcp")  # fmt: skip
+BOTH = Discovery(servers=(GIT, REMOTE))
+
+
+def settings(tmp_path: Path, runtime: str, *, token: bool = False, **env: str) -> Settings:
+    path = tmp_path / "serviceaccount" / "token"
+    if token:
+        path.parent.mkdir()
+        path.write_text("eyJhbGciOi...")
+    env = {"MCP_BRIDGE_RUNTIME": runtime, "MCP_BRIDGE_STATE_DIR": str(tmp_path / "state"), **env}
+    return Settings.load(env=env, service_account_token=path)
+
+
+@pytest.mark.parametrize(
+    ("token", "env"), [(True, {}), (False, {"KUBERNETES_SERVICE_HOST": "10.96.0.1"})], ids=["token", "pod-variable"]
+)
+def test_a_stdio_server_is_refused_in_a_pod_on_the_kubernetes_backend_naming_why_and_the_fix(
+    tmp_path: Path, token: bool, env: dict[str, str]
+) -> None:
+    kube = settings(tmp_path, "kubernetes", token=token, **env)
+    admitted = admit(kube, BOTH)
+    assert admitted.servers == (REMOTE,)
+    (problem,) = admitted.problems
+    assert problem.server == "git" and problem.source == "/etc/mcp/team.json"
+    reason = problem.reason
+    assert "stdio server" in reason and "service-account token" in reason, reason
+    assert "HTTP MCP server of its own" in reason and '"Upstream servers for a team"' in reason, reason
+    assert refused_names(kube, BOTH) == ("git",)
+    bridge = Bridge(kube, BOTH)  # the bridge admits again, whoever built the discovery
+    assert bridge.servers == ("search",)
+    assert [p.server for p in bridge.discovery.problems] == ["git"]
+
+
+def test_a_laptop_kubeconfig_or_another_backend_in_a_pod_keeps_its_stdio_servers(tmp_path: Path) -> None:
+    laptop = settings(tmp_path, "kubernetes")
+    assert laptop.pod == "" and admit(laptop, BOTH) == BOTH
+    in_pod = settings(tmp_path, "bubblewrap", KUBERNETES_SERVICE_HOST="10.96.0.1")
+    assert in_pod.pod and admit(in_pod, BOTH) == BOTH and refused_names(in_pod, BOTH) == ()
