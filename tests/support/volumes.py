@@ -16,7 +16,7 @@ from typing import Any
 def kubelet_volume(root: Path, files: dict[str, Any], version: str) -> Path:
     """``root`` holding ``files`` (a value is text as it is, anything else JSON) as version ``version`` (a name such
     as ``..2026_11_30_10_00_00.1``); called again with another version, it is the kubelet's update of the volume."""
-    root.mkdir(exist_ok=True)
+    root.mkdir(parents=True, exist_ok=True)
     (root / version).mkdir()
     for name, content in files.items():
         data = content if isinstance(content, str | bytes) else json.dumps(content)
