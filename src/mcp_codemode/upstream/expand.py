@@ -128,17 +128,18 @@ class Expander:
 
     def _secret(self, name: str, where: str, written: str) -> str:
         """A secret's value, in ``env`` and ``headers`` only: the values the bridge hides from every message and
-        log. In ``args`` it would show in every process listing, in a URL in ``servers`` and logs."""
+        log. In ``args`` it would show in every process listing, in a URL in ``servers`` and logs. An entry that is
+        only listed (not strict: shadowed, disabled) never has its secrets read."""
+        if not self.strict:
+            return written
         if not where.startswith(("env[", "headers[")):
-            if self.strict:
-                _add(self.secrets, f"uses ${{secret:{name[:60]}}} in {where}; a secret may only fill a value of "
-                                   "env or headers, which are never shown")  # fmt: skip
+            _add(self.secrets, f"uses ${{secret:{name[:60]}}} in {where}; a secret may only fill a value of env or "
+                               "headers, which are never shown")  # fmt: skip
             return written
         try:
             return read_secret(self.context.secrets_dir, name, header=where.startswith("headers["))
         except SecretError as exc:
-            if self.strict:
-                _add(self.secrets, str(exc))
+            _add(self.secrets, str(exc))
             return written
 
     def complaints(self) -> list[str]:
