@@ -1,7 +1,8 @@
 """Stdio upstream servers are refused on the kubernetes backend in a pod: settings with a stand-in token path.
 
 Pure: the token is a file in tmp_path, the pod's variable an entry of a dict; nothing is started. The bridge is only
-built (never entered), which starts nothing either.
+built (never entered), which starts nothing either. And the other thing a bridge admits or not before it runs
+code: a writable mount over the configuration it reads again.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 from mcp_codemode.admission import admit, refused_names
 from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.settings import Settings
+from mcp_codemode.upstream.config import ConfigSources
 from mcp_codemode.upstream.model import Discovery, ServerConfig
 
 GIT = ServerConfig(name="git", alias="git", transport="stdio", source="/etc/mcp/team.json", command="mcp-server-git")
@@ -55,3 +57,23 @@ def test_a_laptop_kubeconfig_or_another_backend_in_a_pod_keeps_its_stdio_servers
     assert laptop.pod == "" and admit(laptop, BOTH) == BOTH
     in_pod = settings(tmp_path, "bubblewrap", KUBERNETES_SERVICE_HOST="10.96.0.1")
     assert in_pod.pod and admit(in_pod, BOTH) == BOTH and refused_names(in_pod, BOTH) == ()
+
+
+def test_a_refreshing_bridge_runs_no_code_with_a_writable_mount_over_its_config(tmp_path: Path) -> None:
+    """Sandboxed code that could write the config a refreshing bridge reads could add a stdio server (a command the
+    host runs within seconds): refused like a mount a server works in, naming the path, the mount and the fix."""
+    project = tmp_path / "project"
+    (project / "mcp-servers").mkdir(parents=True)
+    outside = tmp_path / "team.json"
+    outside.write_text('{"mcpServers": {}}')
+    sources = ConfigSources(home=tmp_path / "home", cwd=project, env={}, explicit=(outside,), use_defaults=True)
+    mounts = f"{project}:/mnt/project:rw"
+    refreshing = settings(tmp_path, "bubblewrap", MCP_BRIDGE_MOUNTS=mounts, MCP_BRIDGE_CONFIG_REFRESH="5")
+    refusal = Bridge(refreshing, Discovery(), sources=sources).mount_refusal
+    assert f"{project / 'mcp-servers'} lies in the writable mount {project}" in refusal, refusal
+    assert str(outside) not in refusal and "MCP_BRIDGE_CONFIG_REFRESH=0" in refusal, refusal
+    read_only = settings(tmp_path, "bubblewrap", MCP_BRIDGE_MOUNTS=f"{project}:/mnt/project:ro",
+                         MCP_BRIDGE_CONFIG_REFRESH="5")  # fmt: skip
+    assert Bridge(read_only, Discovery(), sources=sources).mount_refusal == ""
+    once = settings(tmp_path, "bubblewrap", MCP_BRIDGE_MOUNTS=mounts)  # read once: what it read is what it runs
+    assert Bridge(once, Discovery(), sources=sources).mount_refusal == ""

@@ -236,6 +236,27 @@ def refusal(places: Iterable[SharedPlace]) -> str:
     return "; and ".join(f"{place.problem}. To fix it: {place.fix}" for place in refused) + "."
 
 
+def config_in_mounts(mounts: Iterable[Mount], watched: Iterable[Path]) -> str:
+    """Why sandboxed code could write the configuration a refreshing bridge reads (a config file, a folder of them,
+    the secrets directory, or where a client's file would be created lies in a writable mount), or "".
+
+    With ``MCP_BRIDGE_CONFIG_REFRESH`` such code could add a stdio server (a command the bridge would run on the
+    host, within seconds) or point a server holding a secret at an address of its choosing."""
+    found = []
+    for mount in (mount for mount in mounts if mount.writable):
+        for path in watched:
+            real = _real(path)
+            if real == mount.host or mount.host in real.parents:
+                found.append(f"{path} lies in the writable mount {mount.host} ({mount.target})")
+    if not found:
+        return ""
+    return (
+        f"sandboxed code could rewrite the MCP server configuration that the bridge reads again while it runs: "
+        f"{'; '.join(dict.fromkeys(found))}. To fix it: make that mount read-only (:ro), keep the config files and "
+        "secrets outside it, or set MCP_BRIDGE_CONFIG_REFRESH=0"
+    )
+
+
 def _server_paths(server: ServerConfig, cwd: Path) -> Iterable[tuple[Path, str, bool]]:
     """Each path ``server`` works in, how its entry names it, and whether it counts only inside a mount."""
     base = Path(server.cwd) if server.cwd else cwd

@@ -9,7 +9,9 @@ mounts and the servers are known, and no sandbox is started with it.
 
 The servers themselves may change while the bridge runs (``reconfigure``, driven by ``config_refresh.py`` when
 ``MCP_BRIDGE_CONFIG_REFRESH`` is set): the same admission applies to every new set (``admission.py``), and a new
-server that would share a writable mount is left out, since the sandboxes already run with that mount.
+server that would share a writable mount is left out, since the sandboxes already run with that mount. A writable
+mount that holds a path the refresh reads (``mounts.config_in_mounts``) is refused like a shared one: sandboxed code
+could otherwise write itself a stdio server, which the host would run within seconds.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import anyio
 
 from ..admission import admit
 from ..errors import CodemodeError, SandboxStartError, SandboxUnavailable
-from ..mounts import refusal, shared_with_servers
+from ..mounts import config_in_mounts, refusal, shared_with_servers
 from ..sandbox.results import ExecutionResult
 from ..sandbox.select import Choice, announce, choose_backend, passed_over_note
 from ..sandbox.worker import OutputCallback, Worker
@@ -73,6 +75,7 @@ class Bridge:
         ``MCP_BRIDGE_CONFIG_REFRESH`` is set (``config_refresh.py``)."""
         self.settings = settings
         self.discovery = self._admitted(discovery or Discovery())
+        refreshed = sources is not None and settings.config_refresh > 0
         self.backend_error = ""
         self.sessions: SessionManager | None = None
         self.files: SessionFiles | None = None  # the sessions' /workspace, for the client
@@ -87,12 +90,14 @@ class Bridge:
         self.hub = self.directory.hub
         allowed = self._learn_servers()
         shared = shared_with_servers(settings.mounts, allowed, settings.roots, settings.mounts_shared, Path.cwd())
-        self.mount_refusal = refusal(shared)
+        watched = [path for path, _ in sources.watched()] if refreshed and sources is not None else []
+        rewritable = config_in_mounts(settings.mounts, watched)  # the sandbox must not write what is read again
+        self.mount_refusal = "; and ".join(problem for problem in (refusal(shared), rewritable) if problem)
         self.audit = AuditLog(settings.audit_path, settings.audit_max_bytes, settings.audit_backups)
         self.relay = Relay(self.directory, self.shared.saved_tools, settings, self.audit)
         self._note = ""  # what the summary says after the backend's name (auto passed over a better one)
         self.refresh: ConfigRefresh | None = None
-        if sources is not None and settings.config_refresh > 0:
+        if refreshed and sources is not None:
             self.refresh = ConfigRefresh(sources, settings.config_refresh, self.reconfigure, self.discovery.problems)
         self._refreshing: asyncio.Task[None] | None = None
 
