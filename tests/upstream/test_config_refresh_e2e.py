@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from mcp_codemode.upstream.model import ServerConfig
 from tests.support import upstreams
 from tests.support.backends import sandbox_settings
 from tests.support.cells import READY_DEADLINE, explain, guest, poll, private_state_dir, reported, run
-from tests.support.clients import require_bubblewrap
+from tests.support.clients import require_bubblewrap, stdio_client_for, text_of
 from tests.support.patience import patient
 from tests.support.volumes import kubelet_volume
 
@@ -161,3 +162,25 @@ async def test_a_call_in_flight_on_a_removed_server_fails_at_once_saying_so(tmp_
         assert "'slow' is unavailable: it was removed from the bridge's configuration" in message
         assert bridge.hub.names() == ("other",)
         assert os.environ.get("MCP_BRIDGE_CONFIG_REFRESH") is None  # the settings came from the test alone
+
+
+async def test_serve_over_stdio_picks_up_a_server_added_to_its_config_folder(tmp_path: Path) -> None:
+    """The whole path a client sees: `mcp-codemode serve --config DIR` with the refresh on, the real SDK client, a
+    file added to the folder; the new server is callable in the same session, the bridge never restarted."""
+    require_bubblewrap()
+    folder = tmp_path / "servers.d"
+    folder.mkdir()
+    (folder / "a.json").write_text(json.dumps(entries(upstreams.everything("a"))))
+    settings = {"MCP_BRIDGE_CONFIG_REFRESH": "0.2", "MCP_BRIDGE_WARM_POOL": "0"}
+    async with stdio_client_for(tmp_path / "serve.log", "legacy", "--config", str(folder), "--no-discover",
+                                **settings) as client:  # fmt: skip
+        names = "import mcp.runtime as runtime\nprint(sorted(runtime.discovered_servers()))"
+        assert text_of(await client.call_tool("run_python", {"code": names})) == "['a']"
+        (folder / "b.json").write_text(json.dumps(entries(upstreams.everything("b"))))
+        deadline = time.monotonic() + patient(READY_DEADLINE)
+        while text_of(await client.call_tool("run_python", {"code": names})) != "['a', 'b']":
+            assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()[-3000:]
+            await asyncio.sleep(0.1)
+        echoed = await client.call_tool("run_python", {"code": "await mcp_b.echo(message='new')"})
+        assert (echoed.is_error, text_of(echoed)) == (False, "'Echo: new'")
+    assert "MCP server config changed: added 'b'" in (tmp_path / "serve.log").read_text()

@@ -192,10 +192,12 @@ def _sources(settings: Settings, args: argparse.Namespace) -> ConfigSources:
     )
 
 
-def _discovery(settings: Settings, args: argparse.Namespace, *, admitted: bool = True) -> Discovery:
+def _discovery(
+    settings: Settings, args: argparse.Namespace, *, admitted: bool = True, sources: ConfigSources | None = None
+) -> Discovery:
     """Find the configured MCP servers; broken files and entries are logged, and every good one still loads.
     ``admitted``: without the servers this bridge may not run (``admission.py``), which become problems too."""
-    found = _sources(settings, args).discover()
+    found = (sources or _sources(settings, args)).discover()
     if admitted:
         found = admit(settings, found)
     for problem in found.problems:
@@ -246,7 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         chatty = chatty or getattr(args, "verbose", False)
         _configure_logging(settings if chatty else settings.replace(log_level="WARNING"))
         if args.command == "serve":
-            asyncio.run(serve(settings, args.transport, _discovery(settings, args), _sources(settings, args)))
+            sources = _sources(settings, args)  # kept: the refresh reads them again
+            asyncio.run(serve(settings, args.transport, _discovery(settings, args, sources=sources), sources))
             return EXIT_OK
         if args.command == "servers":
             found = _discovery(settings, args)
