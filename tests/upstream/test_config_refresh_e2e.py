@@ -171,16 +171,16 @@ async def test_serve_over_stdio_picks_up_a_server_added_to_its_config_folder(tmp
     folder = tmp_path / "servers.d"
     folder.mkdir()
     (folder / "a.json").write_text(json.dumps(entries(upstreams.everything("a"))))
-    settings = {"MCP_BRIDGE_CONFIG_REFRESH": "0.2", "MCP_BRIDGE_WARM_POOL": "0"}
-    async with stdio_client_for(tmp_path / "serve.log", "legacy", "--config", str(folder), "--no-discover",
-                                **settings) as client:  # fmt: skip
+    log = tmp_path / "serve.log"
+    arguments = ("--config", str(folder), "--no-discover")
+    async with stdio_client_for(log, "legacy", *arguments, MCP_BRIDGE_CONFIG_REFRESH="0.2") as client:
         names = "import mcp.runtime as runtime\nprint(sorted(runtime.discovered_servers()))"
         assert text_of(await client.call_tool("run_python", {"code": names})) == "['a']"
         (folder / "b.json").write_text(json.dumps(entries(upstreams.everything("b"))))
         deadline = time.monotonic() + patient(READY_DEADLINE)
         while text_of(await client.call_tool("run_python", {"code": names})) != "['a', 'b']":
-            assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
             await asyncio.sleep(0.1)
         echoed = await client.call_tool("run_python", {"code": "await mcp_b.echo(message='new')"})
         assert (echoed.is_error, text_of(echoed)) == (False, "'Echo: new'")
-    assert "MCP server config changed: added 'b'" in (tmp_path / "serve.log").read_text()
+    assert "MCP server config changed: added 'b'" in log.read_text()
