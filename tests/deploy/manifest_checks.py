@@ -317,11 +317,13 @@ def team_config_problems(objects: list[Obj]) -> list[str]:
         problems.append("face: MCP_BRIDGE_DISCOVER is not false: client config files in the image would be read too")
     mounts = {m["mountPath"]: m for m in container.get("volumeMounts", [])}
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
-    for setting, kind in (("MCP_SERVERS_CONFIG", "configMap"), ("MCP_BRIDGE_SECRETS_DIR", "secret")):
+    # The server list may be a Secret too (the face's Role may patch every ConfigMap of its namespace, no Secret).
+    for setting, kinds in (("MCP_SERVERS_CONFIG", ("configMap", "secret")), ("MCP_BRIDGE_SECRETS_DIR", ("secret",))):
         mount = mounts.get(str(env.get(setting)))
         volume = volumes.get(mount["name"], {}) if mount is not None else {}
-        if mount is None or kind not in volume:
-            problems.append(f"face: {setting} ({env.get(setting)}) is not the mount of a {kind} volume")
+        kind = next((kind for kind in kinds if kind in volume), "")
+        if mount is None or not kind:
+            problems.append(f"face: {setting} ({env.get(setting)}) is not the mount of a {' or '.join(kinds)} volume")
             continue
         if "subPath" in mount or "subPathExpr" in mount:
             problems.append(f"face: {setting} is mounted with subPath, which the kubelet never updates")
