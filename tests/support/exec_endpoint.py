@@ -137,7 +137,9 @@ class ExecEndpoint:
         if session is not None:
             await session.launch.kill()
 
-    async def _pass_to_api(self, request: web.Request) -> web.Response:
+    async def _pass_to_api(self, request: web.Request) -> web.StreamResponse:
+        """Pass a request on to the API server and its answer back as it comes: a watch streams (a whole-body read
+        would wait for the watch to end). A caller that hung up ends it at the next chunk, or within 0.2 s."""
         import aiohttp
 
         headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type", "accept", "authorization")}
@@ -147,8 +149,19 @@ class ExecEndpoint:
                 request.method, self.api_url + request.rel_url.path_qs, data=await request.read(), headers=headers
             ) as answer,
         ):
-            body = await answer.read()
-            return web.Response(status=answer.status, body=body, content_type="application/json")
+            response = web.StreamResponse(status=answer.status, headers={"Content-Type": "application/json"})
+            await response.prepare(request)
+            with contextlib.suppress(ConnectionError):
+                while request.transport is not None and not request.transport.is_closing():
+                    try:
+                        chunk = await asyncio.wait_for(answer.content.readany(), 0.2)
+                    except TimeoutError:
+                        continue
+                    if not chunk:
+                        break
+                    await response.write(chunk)
+                await response.write_eof()
+            return response
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if self.authorize is not None:

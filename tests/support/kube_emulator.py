@@ -15,6 +15,9 @@ conversion, controllers, pods or exec. The shims make it answer as an API server
   patches are applied one at a time, the check with its write (kmock's own lock is taken after the check, so two
   patches of one version could otherwise both pass it);
 * discovery answers at ``/apis/`` (the client's path) as at ``/apis``;
+* a watch (``?watch=true``, in any spelling an API server accepts) is served as an API server serves it, from a
+  history of versioned changes: ``resourceVersion``, ``fieldSelector=metadata.name``, ``timeoutSeconds``, 410 Gone
+  for a compacted version, and streams the test can end (kube_watch.py says what is modelled);
 * an authorizer, which kmock does not have, that denies by default: every request is checked against ``grants``,
   what the face's account may do by the RENDERED deploy/kubernetes/base (its Role, through the RoleBinding to the
   account its Deployment runs as; kube_manifests.py), and refused with 403 Forbidden as an API server refuses it;
@@ -34,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -48,6 +50,7 @@ import yaml
 from mcp_codemode.sandbox.kube import naming
 
 from .kube_manifests import Attributes, Grants, base_grants, base_objects
+from .kube_watch import WatchStreams, is_watch
 
 TOKEN = "emulator-token"  # the bearer token of write_kubeconfig's user: the face's account
 REVIEWS = ("authorization.k8s.io", "selfsubjectaccessreviews")  # every authenticated account may create these
@@ -62,7 +65,7 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
         self["get /apis/"] << self._serve_apis
-        self._versions = itertools.count(1)
+        self.watching = WatchStreams()  # versions, the history of changes, and the watch streams
         self._updates = asyncio.Lock()
         self.conflicts = 0  # patches refused with 409 for naming a version that is no longer current
         self.before_patches: list[Callable[[], None]] = []  # each runs once, just before the next patch is checked
@@ -115,11 +118,16 @@ class ClusterEmulator(kmock.KubernetesEmulator):
             return refused
         if resource is not None and (resource.group, resource.version, resource.plural) not in self.declared:
             raise kmock.KubernetesResourceNotFoundError()
+        if resource is not None and is_watch(request.method.value, request.params):
+            live = [obj.raw for (kind, namespace, _), obj in self.objects.items()
+                    if kind == resource and not obj.deleted and request.namespace in (None, namespace)]  # fmt: skip
+            assert request._raw_request is not None
+            return await self.watching.serve(request._raw_request, resource, request.namespace, live)
         if resource is not None and request.action == kmock.action.CREATE and isinstance(request.data, dict):
             meta = request.data.setdefault("metadata", {})
             meta.setdefault("uid", str(uuid.uuid4()))
             meta.setdefault("creationTimestamp", "2026-11-26T00:00:00Z")
-            meta["resourceVersion"] = str(next(self._versions))
+            meta["resourceVersion"] = self.watching.next_version()
         if resource is not None and resource.plural == "selfsubjectaccessreviews" and isinstance(request.data, dict):
             asked = (request.data.get("spec") or {}).get("resourceAttributes") or {}
             keys = ("verb", "group", "resource", "subresource")
@@ -139,6 +147,8 @@ class ClusterEmulator(kmock.KubernetesEmulator):
             response = await super()._handle(request)
         if resource is not None and request.action == kmock.action.CREATE and response.status == 200:
             response.set_status(201)
+        if resource is not None and response.status in (200, 201):
+            self._record(resource, request)
         selector = request.params.get("labelSelector") if resource is not None else None
         if selector and request.action == kmock.action.LIST and isinstance(response, aiohttp.web.Response):
             listing = json.loads(bytes(response.body)) if isinstance(response.body, bytes | bytearray) else {}
@@ -163,30 +173,53 @@ class ClusterEmulator(kmock.KubernetesEmulator):
             status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409,
                       "message": f"the object has been modified; resourceVersion {expected} is stale"}  # fmt: skip
             return aiohttp.web.json_response(status, status=409)
-        meta["resourceVersion"] = str(next(self._versions))
+        meta["resourceVersion"] = self.watching.next_version()
         return None
+
+    def _record(self, resource: kmock.resource, request: kmock.Request) -> None:
+        """Keep a change an HTTP request made, for the watches (kube_watch.py); a delete gets a version of its own."""
+        name = request.name
+        if request.action == kmock.action.CREATE and isinstance(request.data, dict):
+            name = (request.data.get("metadata") or {}).get("name")
+        kinds = {kmock.action.CREATE: "ADDED", kmock.action.UPDATE: "MODIFIED", kmock.action.DELETE: "DELETED"}
+        kind = kinds.get(request.action) if request.action is not None else None
+        if kind is None or not name or (resource, request.namespace, name) not in self.objects:
+            return
+        stored = self.objects[resource, request.namespace, name]
+        if kind == "DELETED":
+            gone = json.loads(json.dumps(stored.last.raw))
+            gone.setdefault("metadata", {})["resourceVersion"] = self.watching.next_version()
+            self.watching.record(resource, request.namespace, kind, gone)
+        elif not stored.deleted:
+            self.watching.record(resource, request.namespace, kind, stored.raw)
 
     def stored(self, resource: kmock.resource) -> list[dict[str, Any]]:
         """The live objects of one resource, as the emulator holds them."""
         return [obj.raw for (kind, _, _), obj in self.objects.items() if kind == resource and not obj.deleted]
 
     def write_status(self, resource: kmock.resource, namespace: str, name: str, status: dict[str, Any]) -> None:
-        """Play the controller: set an object's ``status``."""
-        self.objects[resource, namespace, name].patch({"status": status})
+        """Play the controller: set an object's ``status`` (a change with a new version, which watches see)."""
+        self._change(resource, namespace, name, {"status": status})
 
     def annotate(self, resource: kmock.resource, namespace: str, name: str, annotations: dict[str, str]) -> None:
-        self.objects[resource, namespace, name].patch({"metadata": {"annotations": annotations}})
+        self._change(resource, namespace, name, {"metadata": {"annotations": annotations}})
+
+    def _change(self, resource: kmock.resource, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        stored = self.objects[resource, namespace, name]
+        stored.patch(patch)
+        stored.patch({"metadata": {"resourceVersion": self.watching.next_version()}})
+        self.watching.record(resource, namespace, "MODIFIED", stored.raw)
 
     def write(self, resource: kmock.resource, namespace: str, name: str, changes: dict[str, Any]) -> None:
         """Another client's write: ``changes`` merged into the object, which gets a new ``resourceVersion``."""
-        version = {"metadata": {"resourceVersion": str(next(self._versions))}}
-        self.objects[resource, namespace, name].patch(changes)
-        self.objects[resource, namespace, name].patch(version)
+        self._change(resource, namespace, name, changes)
 
 
 def _attributes(request: kmock.Request, resource: kmock.resource) -> Attributes:
     """The request as an authorizer sees it: the verb of its method and path, as an API server's RequestInfo."""
-    if request.action == kmock.action.UPDATE:
+    if is_watch(request.method.value, request.params):  # kmock knows "watch=true" only; the client sends "True"
+        verb = "watch"
+    elif request.action == kmock.action.UPDATE:
         verb = "update" if request.method == kmock.method.PUT else "patch"
     elif request.action == kmock.action.DELETE and request.name is None:
         verb = "deletecollection"
@@ -239,7 +272,10 @@ async def emulated_cluster(tmp: Path) -> AsyncIterator[tuple[ClusterEmulator, Pa
     """A running emulator on 127.0.0.1 (its address in ``emulator.address``) and a kubeconfig that points at it."""
     async with ClusterEmulator() as emulator, kmock.Server(emulator, host="127.0.0.1") as server:
         emulator.address = str(server.url).rstrip("/")
-        yield emulator, write_kubeconfig(tmp / "kubeconfig", emulator.address)
+        try:
+            yield emulator, write_kubeconfig(tmp / "kubeconfig", emulator.address)
+        finally:
+            emulator.watching.close()  # a watch left open would hold the server's shutdown
 
 
 def crd_schema(filename: str, version: str) -> dict[str, Any]:
@@ -274,7 +310,7 @@ def shared_state_objects(emulator: ClusterEmulator) -> tuple[kmock.resource, kmo
         if obj["kind"] in ("Secret", "ConfigMap"):
             resource = secrets if obj["kind"] == "Secret" else configmaps
             meta = obj["metadata"]
-            stamped = {**meta, "uid": str(uuid.uuid4()), "resourceVersion": str(next(emulator._versions))}
+            stamped = {**meta, "uid": str(uuid.uuid4()), "resourceVersion": emulator.watching.next_version()}
             emulator.objects[resource, meta["namespace"], meta["name"]] = {**obj, "metadata": stamped}
     return secrets, configmaps
 
