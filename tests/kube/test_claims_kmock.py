@@ -8,11 +8,13 @@ object the bridge stored is checked against the vendored CRD's schema for the ve
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from mcp_codemode.errors import SandboxUnavailable
@@ -20,6 +22,7 @@ from mcp_codemode.sandbox.kube import naming
 from mcp_codemode.sandbox.kube.api import KubeApiError, connect
 from mcp_codemode.sandbox.kube.claims import ClaimNotReady, ClaimStore
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
+from tests.support.patience import patient
 
 if not KUBE_TEST_DEPS_PROBLEM:
     from tests.support.kube_emulator import ClusterEmulator, crd_schema, emulated_cluster, schema_problems
@@ -78,6 +81,14 @@ def assert_schema_valid(emulator: ClusterEmulator, resource: Any, crd_file: str)
 
 
 CLAIM_CRD = "extensions.agents.x-k8s.io_sandboxclaims.yaml"
+
+
+def not_ready(emulator: ClusterEmulator, claims: Any, claim: str) -> None:
+    """Play the controller: the claim's sandbox is being made (a reason that passes)."""
+    emulator.write_status(claims, NAMESPACE, claim, {"conditions": [{
+        "type": "Ready", "status": "False", "reason": "SandboxNotReady", "message": "Sandbox is not ready",
+        "lastTransitionTime": "2026-11-26T12:00:01Z",
+    }]})  # fmt: skip
 
 
 def bind(emulator: ClusterEmulator, claims: Any, sandboxes: Any, claim: str, sandbox: str, pod: str | None) -> None:
@@ -236,14 +247,12 @@ async def test_emulated_api_a_missing_warm_pool_fails_at_once_with_its_fix(clust
 async def test_emulated_api_a_claim_that_stays_unbound_times_out_with_what_it_saw(cluster: tuple[Any, Path]) -> None:
     emulator, kubeconfig = cluster
     claims, _ = declare_agent_sandbox(emulator)
-    store = await store_for(kubeconfig, "replica-a", Clock())  # the clock never moves: ...
+    store = await store_for(kubeconfig, "replica-a", Clock())
     claim = await store.acquire(naming.ClaimKey("alice", "slow"))
-    emulator.write_status(claims, NAMESPACE, claim.name, {"conditions": [{
-        "type": "Ready", "status": "False", "reason": "SandboxNotReady", "message": "Sandbox is not ready",
-        "lastTransitionTime": "2026-11-26T12:00:01Z",
-    }]})  # fmt: skip
+    not_ready(emulator, claims, claim.name)
+    seen = await store.get(claim.name)  # the status is read before the wait, so the message can only come from it
     with pytest.raises(ClaimNotReady) as caught:
-        await store.wait_bound(claim.name, deadline=0.05)  # ... so the deadline is shorter than one poll
+        await store.wait_bound(claim.name, deadline=0.05, seen=seen)
     assert "not ready within 0.05 s" in str(caught.value) and "SandboxNotReady" in str(caught.value)
     assert "kubectl describe sandboxclaim" in str(caught.value)
 
@@ -278,3 +287,110 @@ async def test_a_named_kubeconfig_that_does_not_load_says_which_setting(tmp_path
     with pytest.raises(SandboxUnavailable) as caught:
         await connect(tmp_path / "absent", "")
     assert "MCP_BRIDGE_KUBECONFIG" in str(caught.value)
+
+
+# Readiness is watched: these count the requests the emulator served, so a poll would show as reads of the claim.
+CLAIM_READ = ("get", naming.GROUP, naming.CLAIMS, "")
+CLAIM_WATCH = ("watch", naming.GROUP, naming.CLAIMS, "")
+
+
+def served(emulator: ClusterEmulator, attributes: tuple[str, str, str, str]) -> int:
+    return sum(1 for asked, ok in emulator.decisions if ok and asked == attributes)
+
+
+async def until_watched(emulator: ClusterEmulator, count: int) -> None:
+    """Wait until the emulator has served ``count`` watches and one is open (a hang guard, not a timing)."""
+    with anyio.fail_after(patient(30)):
+        while len(emulator.watching.opened) < count or not emulator.watching.open_streams:
+            await anyio.sleep(0.01)
+
+
+async def test_emulated_api_a_claim_bound_while_watched_is_seen_without_a_read(cluster: tuple[Any, Path]) -> None:
+    emulator, kubeconfig = cluster
+    claims, sandboxes = declare_agent_sandbox(emulator)
+    store = await store_for(kubeconfig, "replica-a", Clock())
+    claim = await store.acquire(naming.ClaimKey("alice", "watched"))
+    other = await store.acquire(naming.ClaimKey("alice", "other"))
+    waiting = asyncio.create_task(store.wait_bound(claim.name, deadline=patient(60), seen=claim.seen))
+    await until_watched(emulator, 1)
+    bind(emulator, claims, sandboxes, other.name, "sbx-other", pod="pod-other")  # not this watch's claim
+    not_ready(emulator, claims, claim.name)
+    bind(emulator, claims, sandboxes, claim.name, "sbx-1", pod="pod-1")
+    with anyio.fail_after(patient(30)):
+        bound = await waiting
+    assert (bound.sandbox, bound.pod) == ("sbx-1", "pod-1")
+    assert (served(emulator, CLAIM_READ), served(emulator, CLAIM_WATCH)) == (0, 1)  # one watch, no polling
+    (params,) = emulator.watching.opened
+    assert params["fieldSelector"] == f"metadata.name={claim.name}"
+    assert claim.seen is not None and params["resourceVersion"] == claim.seen["metadata"]["resourceVersion"]
+
+
+async def test_emulated_api_a_status_written_before_the_watch_began_is_not_missed(cluster: tuple[Any, Path]) -> None:
+    """The watch starts from the version the create answered with: a controller that binds the claim before the
+    watch is open (a warm pool binds in a fraction of a second) is replayed, not missed."""
+    emulator, kubeconfig = cluster
+    claims, sandboxes = declare_agent_sandbox(emulator)
+    store = await store_for(kubeconfig, "replica-a", Clock())
+    claim = await store.acquire(naming.ClaimKey("alice", "early"))
+    bind(emulator, claims, sandboxes, claim.name, "sbx-early", pod="pod-early")
+    with anyio.fail_after(patient(30)):
+        bound = await store.wait_bound(claim.name, deadline=patient(60), seen=claim.seen)
+    assert bound.pod == "pod-early"
+    assert (served(emulator, CLAIM_READ), served(emulator, CLAIM_WATCH)) == (0, 1)
+
+
+@pytest.mark.parametrize("bookmark", [True, False], ids=["timed-out-with-a-bookmark", "cut-by-a-proxy"])
+async def test_emulated_api_a_watch_the_server_ends_is_watched_again_from_where_it_was(
+    cluster: tuple[Any, Path], bookmark: bool
+) -> None:
+    """The server ends the stream (its timeout, with a BOOKMARK of the version it reached; or a proxy cutting it,
+    with nothing) and the claim binds meanwhile: the next watch starts from the last version the client saw."""
+    emulator, kubeconfig = cluster
+    claims, sandboxes = declare_agent_sandbox(emulator)
+    store = await store_for(kubeconfig, "replica-a", Clock())
+    claim = await store.acquire(naming.ClaimKey("alice", "ended"))
+    waiting = asyncio.create_task(store.wait_bound(claim.name, deadline=patient(60), seen=claim.seen))
+    await until_watched(emulator, 1)
+    await store.acquire(naming.ClaimKey("alice", "unrelated"))  # the server's version moves on, not this claim's
+    emulator.watching.close(bookmark=bookmark)
+    bind(emulator, claims, sandboxes, claim.name, "sbx-2", pod="pod-2")
+    with anyio.fail_after(patient(30)):
+        bound = await waiting
+    assert bound.pod == "pod-2"
+    first, second = (int(params["resourceVersion"]) for params in emulator.watching.opened)
+    assert second > first if bookmark else second == first
+    assert served(emulator, CLAIM_READ) == 0
+
+
+async def test_emulated_api_an_expired_version_is_read_afresh_and_watched_from_there(
+    cluster: tuple[Any, Path],
+) -> None:
+    """410 Gone: the server no longer keeps the version the watch asks for (its history spans minutes)."""
+    emulator, kubeconfig = cluster
+    claims, sandboxes = declare_agent_sandbox(emulator)
+    store = await store_for(kubeconfig, "replica-a", Clock())
+    claim = await store.acquire(naming.ClaimKey("alice", "expired"))
+    not_ready(emulator, claims, claim.name)
+    emulator.watching.compact()
+    waiting = asyncio.create_task(store.wait_bound(claim.name, deadline=patient(60), seen=claim.seen))
+    await until_watched(emulator, 2)
+    bind(emulator, claims, sandboxes, claim.name, "sbx-3", pod="pod-3")
+    with anyio.fail_after(patient(30)):
+        bound = await waiting
+    assert bound.pod == "pod-3"
+    assert (served(emulator, CLAIM_READ), served(emulator, CLAIM_WATCH)) == (1, 2)
+    first, second = (int(params["resourceVersion"]) for params in emulator.watching.opened)
+    assert second > first  # from the fresh read's version
+
+
+async def test_emulated_api_a_claim_deleted_while_watched_fails_the_wait_at_once(cluster: tuple[Any, Path]) -> None:
+    emulator, kubeconfig = cluster
+    declare_agent_sandbox(emulator)
+    store = await store_for(kubeconfig, "replica-a", Clock())
+    claim = await store.acquire(naming.ClaimKey("alice", "deleted"))
+    waiting = asyncio.create_task(store.wait_bound(claim.name, deadline=3600, seen=claim.seen))
+    await until_watched(emulator, 1)
+    await store.release(claim.name)
+    with anyio.fail_after(patient(30)), pytest.raises(ClaimNotReady) as caught:
+        await waiting
+    assert "was deleted while the bridge waited for it" in str(caught.value)

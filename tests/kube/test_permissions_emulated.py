@@ -108,18 +108,24 @@ async def test_an_expired_credential_at_the_exec_handshake_is_named_as_such(
     assert "RBAC" not in str(caught.value) and "refresh the kubeconfig's credentials" in str(caught.value)
 
 
+CLAIMS_LINE = 'resources: ["sandboxclaims"], verbs: ["create", "get", "watch", "patch", "delete", "list"]'
+
+
+# watch: readiness is watched, so a Role written for the old poll (get only) is refused at the first wait
+@pytest.mark.parametrize("verb", ["list", "watch"])
 async def test_the_emulator_refuses_a_verb_the_role_lacks_and_the_error_names_its_line(
-    cluster: tuple[Any, Path], tmp_path: Path
+    cluster: tuple[Any, Path], tmp_path: Path, verb: str
 ) -> None:
     emulator, kubeconfig = cluster
-    emulator.grants = grants_without(tmp_path, "sandboxclaims", "list")
+    emulator.grants = grants_without(tmp_path, "sandboxclaims", verb)
     store = ClaimStore(await connect(kubeconfig, ""), namespace=NAMESPACE, warm_pool="p", replica="r-a", ttl=1200)
-    await store.acquire(naming.ClaimKey("alice", "one"))  # create is granted
+    claim = await store.acquire(naming.ClaimKey("alice", "one"))  # create is granted
     with pytest.raises(KubeApiError) as caught:
-        await store.sweep(set())
-    assert caught.value.status == 403 and "RBAC forbids this bridge to list sandboxclaims" in str(caught.value)
-    assert 'resources: ["sandboxclaims"], verbs: ["create", "get", "patch", "delete", "list"]' in str(caught.value)
-    assert "kubectl auth can-i list sandboxclaims -n mcp-codemode" in str(caught.value)
+        await (store.sweep(set()) if verb == "list" else store.wait_bound(claim.name, 30, claim.seen))
+    message = str(caught.value)
+    assert caught.value.status == 403 and f"RBAC forbids this bridge to {verb} sandboxclaims" in message
+    assert CLAIMS_LINE in message and f"kubectl auth can-i {verb} sandboxclaims -n mcp-codemode" in message
+    assert ((verb, naming.GROUP, naming.CLAIMS, ""), False) in emulator.decisions
 
 
 async def test_the_emulator_refuses_another_namespace_and_a_stale_token(cluster: tuple[Any, Path]) -> None:
@@ -168,7 +174,7 @@ async def test_claims_leases_shared_state_and_doctor_use_exactly_the_table_and_t
     key = naming.ClaimKey("alice", "one")
     async with agent_sandbox_controller(emulator, NAMESPACE):
         claim = await stores[0].acquire(key)
-        await stores[0].wait_bound(claim.name, 5)
+        await stores[0].wait_bound(claim.name, 5, claim.seen)  # watch
         await stores[1].acquire(key)  # adopts: get and patch
         await stores[1].touch(claim.name)
         await stores[0].sweep(set(), replica="r-b")  # list and delete

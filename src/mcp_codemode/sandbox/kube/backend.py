@@ -116,7 +116,7 @@ class KubernetesBackend(Backend):
         key = ClaimKey(f"replica:{self.settings.replica}", f"worker:{worker_id}")
         claim = await cluster.claims.acquire(key)
         try:
-            bound = await cluster.claims.wait_bound(claim.name, self.settings.startup_timeout)
+            bound = await cluster.claims.wait_bound(claim.name, self.settings.startup_timeout, claim.seen)
             self._check_runtime(bound.sandbox, bound.runtime_class)
             config = dict(guest_config, rlimits=self.rlimits())
             argv = ["env", "-i", *GUEST_ENV, *guest_argv("python3", config)]

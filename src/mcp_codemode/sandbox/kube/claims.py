@@ -5,8 +5,9 @@ so the claim's name is derived from (principal, session) (``naming.py``) and the
 that owns it (an annotation). Creating is therefore also the lock: the first replica's create wins, a second one
 gets 409 and adopts the claim (re-annotating it), which is what a takeover after the owner died needs.
 
-Waiting is a poll of the claim, not a watch: a warm claim binds in 0.1-1 s, a poll every 100 ms (backing off to
-1 s) costs a few requests per session start, and it works through every proxy and API server version.
+Waiting is a watch on the one claim (``object_watch.py``), from the version the create (or the adoption) answered
+with: a warm claim binds in 0.1-1 s, and a poll (we had 0, 0.1, 0.3, 0.7, 1.5 s...) saw a claim bound at 0.8 s
+only at 1.5 s. The watch hears of the status when the controller writes it.
 
 Failures a user can meet end with a fix (``api.explain``); a claim that cannot become ready for a reason the
 controller states as final (no such warm pool or template, expired) fails at once instead of at the deadline.
@@ -15,6 +16,7 @@ controller states as final (no such warm pool or template, expired) fails at onc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime
 import time
@@ -38,6 +40,7 @@ from .naming import (
     owner_label_selector,
     shutdown_time,
 )
+from .object_watch import changes, resource_version
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
@@ -53,17 +56,17 @@ FINAL_REASONS = {
     "ClaimExpired": "the claim's shutdownTime passed; start the session again",
     "SandboxExpired": "the sandbox's shutdownTime passed; start the session again",
 }
-FIRST_POLL = 0.1
-LAST_POLL = 1.0
 MERGE_PATCH = "application/merge-patch+json"
 
 
 @dataclasses.dataclass(frozen=True)
 class Claim:
-    """A claim this replica holds: its name, and the replica that held it before (None when we created it)."""
+    """A claim this replica holds: its name, the replica that held it before (None when we created it), and the
+    claim as the API answered the create or the adoption (its version is where waiting for it starts)."""
 
     name: str
     adopted_from: str | None = None
+    seen: dict[str, Any] | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,16 +118,16 @@ class ClaimStore:
         """Create the session's claim, or adopt it when it exists (another replica's, or ours from before)."""
         body = claim_body(key, self.namespace, self.warm_pool, self.replica, self._now(), self.ttl)
         try:
-            await self._objects.create_namespaced_custom_object(GROUP, VERSION, self.namespace, CLAIMS, body)
+            created = await self._objects.create_namespaced_custom_object(GROUP, VERSION, self.namespace, CLAIMS, body)
         except self._failures as exc:
             if api_status(exc) != 409:
                 raise explain(exc, verb="create", what=CLAIMS, namespace=self.namespace) from None
         else:
             self._clock(key.name).mark(self._monotonic())
-            return Claim(key.name)
+            return Claim(key.name, seen=dict(created))
         current = await self.get(key.name)
         previous = (current.get("metadata", {}).get("annotations") or {}).get(OWNER_ANNOTATION)
-        await self._patch(
+        adopted = await self._patch(
             key.name,
             {
                 "metadata": {"annotations": {OWNER_ANNOTATION: self.replica}},
@@ -132,7 +135,7 @@ class ClaimStore:
             },
         )
         self._clock(key.name).mark(self._monotonic())
-        return Claim(key.name, adopted_from=previous if isinstance(previous, str) else "")
+        return Claim(key.name, adopted_from=previous if isinstance(previous, str) else "", seen=adopted)
 
     async def get(self, name: str) -> dict[str, Any]:
         try:
@@ -141,35 +144,63 @@ class ClaimStore:
             raise explain(exc, verb="get", what=CLAIMS, namespace=self.namespace) from None
         return dict(found)
 
-    async def wait_bound(self, name: str, deadline: float) -> BoundSandbox:
-        """Poll the claim until it is Ready with a sandbox, then find that sandbox's pod.
+    async def wait_bound(self, name: str, deadline: float, seen: dict[str, Any] | None = None) -> BoundSandbox:
+        """Wait until the claim is Ready with a sandbox, then find that sandbox's pod.
 
-        ``deadline`` is in seconds from now. Raises ``ClaimNotReady`` on a final reason or at the deadline.
+        ``deadline`` is in seconds from now; ``seen``: the claim as last read (``Claim.seen``), whose version the
+        watch starts from (without it, the claim is read first). Raises ``ClaimNotReady`` on a final reason, when
+        the claim is deleted meanwhile, or at the deadline, saying what the claim's status was then.
         """
-        end = self._monotonic() + deadline
-        pause = FIRST_POLL
-        last = "the claim has no status yet"
-        while True:
-            claim = await self.get(name)
-            status = claim.get("status") or {}
-            sandbox = (status.get("sandbox") or {}).get("name")
-            ready = _condition(status, "Ready")
-            if ready is not None:
-                reason = str(ready.get("reason") or "")
-                last = f"Ready={ready.get('status')} ({reason}: {ready.get('message', '')})"
-                if reason in FINAL_REASONS and ready.get("status") != "True":
-                    raise ClaimNotReady(f"SandboxClaim {name} cannot become ready: {last}", fix=FINAL_REASONS[reason])
-                if ready.get("status") == "True" and isinstance(sandbox, str) and sandbox:
-                    return await self._bound(sandbox)
-            if self._monotonic() + pause > end:
-                raise ClaimNotReady(
-                    f"SandboxClaim {name} was not ready within {deadline:g} s: {last}",
-                    fix=f"check the warm pool (`kubectl get sandboxwarmpool {self.warm_pool} -n {self.namespace}`) "
-                    "and the claim's events (`kubectl describe sandboxclaim "
-                    f"{name} -n {self.namespace}`)",
-                )
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, LAST_POLL)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline
+        state = ["the claim has no status yet"]
+        try:
+            async with asyncio.timeout_at(end):
+                claim = seen if seen is not None else await self.get(name)
+                sandbox = self._readiness(name, claim, state)
+                if sandbox is None:
+                    watched = changes(
+                        self._objects, group=GROUP, version=VERSION, namespace=self.namespace, plural=CLAIMS,
+                        name=name, since=resource_version(claim), read=lambda: self.get(name), deadline=end,
+                    )  # fmt: skip
+                    async with contextlib.aclosing(watched):
+                        async for kind, claim in watched:
+                            if kind == "DELETED":
+                                raise ClaimNotReady(
+                                    f"SandboxClaim {name} was deleted while the bridge waited for it ({state[0]})",
+                                    fix="start the session again; if it recurs, see who deletes claims "
+                                    f"(`kubectl get events -n {self.namespace}`)",
+                                )
+                            sandbox = self._readiness(name, claim, state)
+                            if sandbox is not None:
+                                break
+                if sandbox is None:
+                    raise ClaimNotReady(f"SandboxClaim {name}: the watch ended without the claim ({state[0]})")
+                return await self._bound(sandbox)
+        except TimeoutError:
+            raise ClaimNotReady(
+                f"SandboxClaim {name} was not ready within {deadline:g} s: {state[0]}",
+                fix=f"check the warm pool (`kubectl get sandboxwarmpool {self.warm_pool} -n {self.namespace}`) "
+                "and the claim's events (`kubectl describe sandboxclaim "
+                f"{name} -n {self.namespace}`)",
+            ) from None
+
+    @staticmethod
+    def _readiness(name: str, claim: dict[str, Any], state: list[str]) -> str | None:
+        """The sandbox of a Ready claim (None while it is not); ``state[0]`` becomes what its status says. Raises
+        ``ClaimNotReady`` on a reason the controller gives as final."""
+        status = claim.get("status") or {}
+        sandbox = (status.get("sandbox") or {}).get("name")
+        ready = _condition(status, "Ready")
+        if ready is None:
+            return None
+        reason = str(ready.get("reason") or "")
+        state[0] = f"Ready={ready.get('status')} ({reason}: {ready.get('message', '')})"
+        if reason in FINAL_REASONS and ready.get("status") != "True":
+            raise ClaimNotReady(f"SandboxClaim {name} cannot become ready: {state[0]}", fix=FINAL_REASONS[reason])
+        if ready.get("status") == "True" and isinstance(sandbox, str) and sandbox:
+            return sandbox
+        return None
 
     async def _bound(self, sandbox: str) -> BoundSandbox:
         """The pod of a Sandbox (named in its annotation when adopted from the warm pool, else the Sandbox's name)
@@ -240,13 +271,14 @@ class ClaimStore:
                 deleted.append(name)
         return deleted
 
-    async def _patch(self, name: str, patch: dict[str, Any]) -> None:
+    async def _patch(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         try:
-            await self._objects.patch_namespaced_custom_object(
+            patched = await self._objects.patch_namespaced_custom_object(
                 GROUP, VERSION, self.namespace, CLAIMS, name, patch, _content_type=MERGE_PATCH
             )  # type: ignore[call-arg]  # the stub omits it; the method passes **kwargs on (JSON patch otherwise)
         except self._failures as exc:
             raise explain(exc, verb="patch", what=CLAIMS, namespace=self.namespace) from None
+        return dict(patched)
 
     def _clock(self, name: str) -> RefreshClock:
         return self._clocks.setdefault(name, RefreshClock(self._refresh_interval))

@@ -67,7 +67,8 @@ class Permission:
 
 PERMISSIONS: tuple[Permission, ...] = (
     Permission(GROUP, CLAIMS, "", "create", "one claim per worker (claims.py acquire)"),
-    Permission(GROUP, CLAIMS, "", "get", "poll a claim until bound; read the owner of one adopted after a 409"),
+    Permission(GROUP, CLAIMS, "", "get", "read the owner of a claim adopted after a 409; read one afresh (410 Gone)"),
+    Permission(GROUP, CLAIMS, "", "watch", "wait for a claim to be bound (claims.py wait_bound)"),
     Permission(GROUP, CLAIMS, "", "patch", "push shutdownTime forward; re-annotate an adopted claim"),
     Permission(GROUP, CLAIMS, "", "delete", "end a worker's claim; sweep orphans and a dead replica's claims"),
     Permission(GROUP, CLAIMS, "", "list", "find the claims of this replica (at start) or of a dead one"),
