@@ -12,6 +12,8 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
+from mcp_codemode.face.stopping import MARGIN_S
+from mcp_codemode.face.web import AFTER_DRAIN_S
 from mcp_codemode.sandbox.kube.naming import SIGN_INS_SECRET
 from mcp_codemode.sandbox.kube.permissions import PERMISSIONS
 from mcp_codemode.settings import Settings
@@ -274,7 +276,33 @@ def face_problems(objects: list[Obj]) -> list[str]:
     for key in ("kubernetes.io/hostname", "topology.kubernetes.io/zone"):
         if key not in spread:
             problems.append(f"face: replicas are not spread over {key} (one node or zone would hold every session)")
-    return problems + ingress_problems(objects)
+    return problems + stop_problems(pod, container) + ingress_problems(objects)
+
+
+CLOSE_S = 5  # after the drain: hand over what is left, close the sandboxes (delete the claims), end the liveness
+
+
+def stop_problems(pod: Obj, container: Obj) -> list[str]:
+    """A rollout, a drain or a scale-down stops a face pod (src/mcp_codemode/face/stopping.py): a preStop sleep lets
+    the Service drop the pod before it closes its port, then the grace period must hold the longest call (the
+    container's MCP_BRIDGE_MAX_TIMEOUT and MCP_BRIDGE_INTERRUPT_GRACE, or their defaults), the drain's margin,
+    uvicorn's last seconds and the close; shorter, the kubelet kills calls the replica would have finished."""
+    env = {var["name"]: var.get("value") for var in container.get("env", [])}
+    defaults = Settings()
+    longest = float(env.get("MCP_BRIDGE_MAX_TIMEOUT") or defaults.max_timeout)
+    longest += float(env.get("MCP_BRIDGE_INTERRUPT_GRACE") or defaults.interrupt_grace)
+    waits = ((container.get("lifecycle") or {}).get("preStop") or {}).get("sleep") or {}
+    problems = []
+    if not waits.get("seconds"):
+        problems.append(
+            "face: no preStop sleep: a stopping pod would close its port while clients are still sent there"
+        )
+    needed = float(waits.get("seconds") or 0) + longest + MARGIN_S + AFTER_DRAIN_S + CLOSE_S
+    grace = pod.get("terminationGracePeriodSeconds", 30)
+    if grace < needed:
+        problems.append(f"face: terminationGracePeriodSeconds {grace} is shorter than a stop needs ({needed:g} s: "
+                        "preStop, the longest call, the drain's margin and the close)")  # fmt: skip
+    return problems
 
 
 def ingress_problems(objects: list[Obj]) -> list[str]:

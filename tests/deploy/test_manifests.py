@@ -377,6 +377,12 @@ BREAKAGES: dict[str, Callable[[list[Obj]], object]] = {
     "face without probes": lambda o: checks.find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0].pop(
         "readinessProbe"
     ),
+    "face grace shorter than a call": lambda o: checks.find(o, "Deployment")[0]["spec"]["template"]["spec"].update(
+        terminationGracePeriodSeconds=60
+    ),
+    "face without preStop": lambda o: checks.find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0].pop(
+        "lifecycle"
+    ),
     "pdb selects nothing": lambda o: checks.find(o, "PodDisruptionBudget")[0]["spec"]["selector"].update(
         matchLabels={"app": "other"}
     ),

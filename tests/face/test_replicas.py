@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import signal
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from mcp_types.jsonrpc import HEADER_MISMATCH
 
 from mcp_codemode.face.replicas import INTERNAL_PATH
 from mcp_codemode.sandbox.kube.leases import (
+    HANDED_OVER_ANNOTATION,
     LEASE_GROUP,
     LEASE_VERSION,
     LEASES,
@@ -290,3 +292,58 @@ async def test_an_owner_that_does_not_answer_for_a_while_keeps_its_session(tmp_p
         assert (on_owner.is_error, text_of(on_owner)) == (False, "43")
         assert holders(emulator) == ["replica-a"]
         assert "taken over" not in a.log_text()
+
+
+async def test_a_replica_told_to_stop_finishes_its_call_and_hands_its_sessions_over_at_once(tmp_path: Path) -> None:
+    """SIGTERM, as a rollout, a node drain or a scale-down sends it. Replica a stops accepting connections (its
+    readiness probe fails), finishes the call running in it, hands its sessions over and deletes its claims: the next
+    call through b takes the session over at once (the Lease is long: waiting for it to lapse would first answer
+    "did not answer" for a third of it) and says the state went with a replica that shut down. No claim is left."""
+    lease = str(round(patient(60)))
+    async with replicas_on_cluster(tmp_path, MCP_BRIDGE_SESSION_LEASE=lease) as (emulator, a, b):
+        async with http_client_for(a.url, "auto") as on_a, http_client_for(b.url, "auto") as on_b:
+            await on_a.call_tool("run_python", {"code": "x = 1", "session": "rolled"})
+            forwarded = await on_b.call_tool("run_python", {"code": "x + 1", "session": "rolled"})
+            await on_a.call_tool("run_python", {"code": "import time", "session": "busy"})
+            assert (forwarded.is_error, text_of(forwarded)) == (False, "2")
+            running = anyio.Event()
+            busy: list[Any] = []
+
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                running.set()
+
+            async def call_busy() -> None:
+                code = f"time.sleep({patient(3):.1f})\n'done'"
+                args = {"code": code, "session": "busy", "timeout": 120}
+                busy.append(await on_a.call_tool("run_python", args, progress_callback=on_progress))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(call_busy)
+                with anyio.fail_after(patient(60)):
+                    await running.wait()  # the cell runs in a's sandbox
+                a.process.send_signal(signal.SIGTERM) if a.process is not None else None
+                with anyio.fail_after(patient(60)):
+                    while accepts(a.port):  # what the readinessProbe (tcpSocket) sees
+                        await anyio.sleep(0.02)
+                assert not busy, "the call ended before the replica was told to stop: nothing was shown"
+                taken = await on_b.call_tool("run_python", {"code": "'x' in globals()", "session": "rolled"})
+        (done,) = busy
+        assert (done.is_error, text_of(done)) == (False, "'done'"), "the running call was cut"
+        assert taken.is_error is False and "False" in text_of(taken), text_of(taken)
+        shut = "lived on replica replica-a, which shut down (a rollout, a drain or a scale-down), so its state was lost"
+        assert shut in text_of(taken) and UNREACHABLE not in text_of(taken), text_of(taken)
+        assert a.process is not None and await anyio.to_thread.run_sync(a.process.wait, patient(120)) == 0
+        assert list(claims_of(emulator).values()) == ["replica-b"], "a deleted its claims, b made one"
+        assert replica_lease_name("replica-a") not in leases_of(emulator), "a ended its liveness Lease"
+        left = leases_of(emulator)[ClaimKey("local", "busy").name]["metadata"]["annotations"]
+        assert HANDED_OVER_ANNOTATION in left, "the busy session was handed over once its call ended"
+        async with http_client_for(b.url, "auto") as on_b:
+            moved = await on_b.call_tool("run_python", {"code": "'time' in globals()", "session": "busy"})
+        assert shut in text_of(moved) and "False" in text_of(moved), text_of(moved)
+
+
+def accepts(port: int) -> bool:
+    """Whether 127.0.0.1:port accepts a connection, as a tcpSocket probe asks."""
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=5):
+        return True
+    return False

@@ -17,6 +17,7 @@ import pytest
 
 from mcp_codemode.sandbox.kube.api import connect
 from mcp_codemode.sandbox.kube.leases import (
+    HANDED_OVER_ANNOTATION,
     LEASE_GROUP,
     LEASE_VERSION,
     LEASES,
@@ -139,17 +140,25 @@ async def test_two_replicas_taking_over_at_once_end_with_one_holder(cluster: tup
     assert sum(KEY.name in leases.owned for leases in (b, c)) == 1
 
 
-async def test_a_released_session_is_held_by_the_next_replica_at_once(cluster: tuple[Any, Path]) -> None:
+async def test_a_session_handed_over_at_shutdown_is_taken_at_once_and_says_where_it_lived(
+    cluster: tuple[Any, Path],
+) -> None:
+    """A replica that stops keeps its session Leases, marked as given up: the next replica takes one over without
+    waiting for a lapse (the clock does not move here), and knows the state went with a replica that stopped."""
     emulator, kubeconfig = cluster
     clock = Clock()
     a, b = await replica(kubeconfig, "a", clock), await replica(kubeconfig, "b", clock)
     await a.holder(KEY)
-    await b.release(KEY)  # not b's: nothing happens
-    assert len(stored_leases(emulator)) == 1
+    await b.hand_over(KEY)  # not b's: nothing happens
+    assert (await b.holder(KEY)).replica == "a"
     await a.release_all()
-    assert stored_leases(emulator) == []
+    (lease,) = stored_leases(emulator)  # the liveness Lease is gone, the session's stays, marked
+    assert HANDED_OVER_ANNOTATION in lease["metadata"]["annotations"] and lease["spec"]["leaseDurationSeconds"] == 1
     taken = await b.holder(KEY)
-    assert (taken.replica, taken.taken_from) == ("b", "")
+    assert (taken.replica, taken.taken_from, taken.handed_over) == ("b", "a", True)
+    (lease,) = stored_leases(emulator)
+    assert HANDED_OVER_ANNOTATION not in lease["metadata"]["annotations"]  # b's now, an ordinary Lease
+    assert lease["spec"]["leaseDurationSeconds"] == 30
 
 
 async def test_an_address_someone_rewrote_is_not_given_out_and_renewal_restores_it(cluster: tuple[Any, Path]) -> None:
@@ -204,4 +213,6 @@ async def test_a_replica_is_dead_only_once_its_liveness_lease_lapsed(cluster: tu
     await a.renew()  # a came back after all (it was stopped, not dead): its liveness Lease is written again
     assert await b.replica_lapsed("a") is False
     await a.release_all()
-    assert stored_leases(emulator) == [], "a replica that stops cleanly deletes its liveness Lease with its sessions"
+    assert [lease["metadata"]["name"] for lease in stored_leases(emulator)] == [KEY.name], (
+        "a replica that stops cleanly deletes its liveness Lease and hands its sessions over"
+    )

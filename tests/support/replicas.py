@@ -59,7 +59,7 @@ async def replicas(tmp_path: Path, kubeconfig: Path, a_settings: dict[str, str] 
     """Replicas a and b of one deployment, sharing sessions through Leases on the API ``kubeconfig`` names;
     ``a_settings``: replica a's own (where the others reach it)."""
     servers = [
-        replica_server(tmp_path, kubeconfig, name, MCP_BRIDGE_SESSION_LEASE=LEASE, **settings, **own)
+        replica_server(tmp_path, kubeconfig, name, **({"MCP_BRIDGE_SESSION_LEASE": LEASE} | settings | own))
         for name, own in (("replica-a", a_settings or {}), ("replica-b", {}))
     ]
     try:

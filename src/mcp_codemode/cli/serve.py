@@ -49,8 +49,9 @@ async def serve(
 
 
 async def _serve_shared(bridge: Bridge, settings: Settings, sock: socket.socket, stop: anyio.Event) -> None:
-    """HTTP, as one of several replicas that share sessions (face/replicas.py)."""
+    """HTTP, as one of several replicas that share sessions (face/replicas.py); a stop drains (face/stopping.py)."""
     from ..face.replicas import PeerEndpoint, SessionRouter
+    from ..face.stopping import drain
 
     async with SessionRouter.open(bridge, settings) as router:
         server = build_server(bridge, "http", router=router)
@@ -58,7 +59,10 @@ async def _serve_shared(bridge: Bridge, settings: Settings, sock: socket.socket,
         log.info("sharing sessions with the other replicas as %s (%s, forwarded calls on port %d)", settings.replica,
                  settings.peer_url, settings.peer_port)  # fmt: skip
         with contextlib.closing(bind_socket(settings, settings.peer_port, "MCP_BRIDGE_PEER_PORT")) as peers:
-            await serve_http(server, settings, sock, stop, lambda app: PeerEndpoint(app, router, run_here), peers)
+            await serve_http(
+                server, settings, sock, stop, lambda app: PeerEndpoint(app, router, run_here), peers,
+                drain=lambda: drain(router),
+            )  # fmt: skip
 
 
 async def _serve(

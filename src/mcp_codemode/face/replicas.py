@@ -55,6 +55,7 @@ from .forwarded_calls import (
 from .heartbeat import ProgressLine, Report, heartbeat
 from .peer_channel import PeerBroke, PeerChannel, PeerUnreachable
 from .render import error_result
+from .stopping import InFlight, finish, stopping_result
 from .web import reply_json
 
 log = logging.getLogger("mcp_codemode.replicas")
@@ -113,6 +114,8 @@ class SessionRouter:
         # The owner sends progress every progress_interval while a call runs: ten of them missed means it hangs.
         self._peers = PeerChannel(connect_timeout=10.0, read_timeout=max(30.0, 10 * settings.progress_interval))
         self._request_key = request_signing_key(settings.peer_token)
+        self.stopping = False  # set by stopping.drain: this replica holds and takes no session any more
+        self.forwarding = InFlight()  # calls this replica's clients made that run at another replica
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -136,8 +139,7 @@ class SessionRouter:
                 finally:
                     group.cancel_scope.cancel()
         finally:
-            with contextlib.suppress(Exception):
-                await leases.release_all()
+            await finish(router)
             await router._peers.close()
             await api.close()
 
@@ -156,6 +158,8 @@ class SessionRouter:
         types.CallToolResult
     ):  # fmt: skip
         """Run the call where its session lives: here, at the owner, or here after taking the session over."""
+        if self.stopping:
+            return await self._run_while_stopping(request, place, report)
         key = _claim_key(place)
         holder = self._elsewhere.get(key.name) or await self.leases.holder(key)
         loop = asyncio.get_running_loop()
@@ -196,6 +200,22 @@ class SessionRouter:
             "SessionMoved",
         )
 
+    async def _run_while_stopping(self, request: RunRequest, place: Place, report: Report | None) -> (
+        types.CallToolResult
+    ):  # fmt: skip
+        """Forward the call to a live replica that holds its session; never hold or take one (stopping.py)."""
+        holder = await self.leases.peek(_claim_key(place))
+        if holder is None or holder.expired or not holder.url or holder.replica == self.settings.replica:
+            return stopping_result()
+        try:
+            return await self._forward(holder, request, place, report)
+        except (_PeerGone, _Moved):
+            return stopping_result()
+
+    def held_sessions(self) -> list[tuple[ClaimKey, str]]:
+        """The sessions whose Leases this replica holds, each with its session key here ("" if it never ran here)."""
+        return [(key, self._keys.get(name, "")) for name, key in list(self.leases.owned.items())]
+
     def _unverified(self, key: ClaimKey, holder: Holder) -> types.CallToolResult:
         """A Lease whose address is not signed with the peer token: the call is refused, the token is never sent.
 
@@ -221,9 +241,8 @@ class SessionRouter:
         self._keys[_claim_key(place).name] = place.key
         sessions = self.bridge.sessions
         if holder.taken_from and sessions is not None:
-            await sessions.lose(
-                place.key, f"lived on replica {holder.taken_from}, which stopped answering, so its state was lost"
-            )
+            how = "shut down (a rollout, a drain or a scale-down)" if holder.handed_over else "stopped answering"
+            await sessions.lose(place.key, f"lived on replica {holder.taken_from}, which {how}, so its state was lost")
             await self._reap(holder.taken_from)
         return await run_here(request, place, news)
 
@@ -234,8 +253,8 @@ class SessionRouter:
         sessions = self.bridge.sessions
         try:
             if not await self.leases.replica_lapsed(replica):
-                log.info("replica %s lost session Lease(s) but renews its liveness: its sandboxes are left to it",
-                         replica)  # fmt: skip
+                log.info("replica %s lost session Lease(s), but its liveness Lease did not lapse (it lives, or "
+                         "stopped cleanly): its sandboxes are left to it", replica)  # fmt: skip
                 return
             reaped = await sessions.backend.reap_replica(replica) if sessions is not None else 0
             await self.leases.forget_replica(replica)
@@ -256,29 +275,36 @@ class SessionRouter:
         headers = {SIGNATURE_HEADER: sign_forwarded(self._request_key, body)}
         url = holder.url + INTERNAL_PATH
         try:
-            async with self._peers.post(url, body, headers) as answer:
-                if answer.status == 409:
-                    moved = json.loads(await answer.body())
-                    raise _Moved(Holder(str(moved["replica"]), str(moved["url"]), ""))
-                if answer.status != 200:
-                    text = (await answer.body()).decode("utf-8", "replace")[:500]
-                    return error_result(
-                        f"replica {holder.replica} refused the forwarded call (HTTP {answer.status}: {text}); "
-                        "every replica needs the same MCP_BRIDGE_PEER_TOKEN",
-                        "ForwardingFailed",
-                    )
-                async for line in answer.lines:
-                    if not line.strip():
-                        continue
-                    message = json.loads(line)
-                    if "result" in message:
-                        return types.CallToolResult.model_validate(message["result"])
-                    if report is not None and "progress" in message:
-                        await report(float(message["progress"]), message.get("total"), message.get("message"))
+            with self.forwarding.track():
+                return await self._exchange(holder, url, body, headers, report)
         except PeerUnreachable as exc:
             raise _PeerGone(str(exc)) from None
         except (PeerBroke, ValueError, KeyError) as exc:
             return _owner_lost(holder, str(exc) or type(exc).__name__)
+
+    async def _exchange(self, holder: Holder, url: str, body: bytes, headers: dict[str, str],
+                        report: Report | None) -> types.CallToolResult:  # fmt: skip
+        async with self._peers.post(url, body, headers) as answer:
+            if answer.status == 503:  # it is stopping: as if it did not answer, so the wait for its Lease goes on
+                raise PeerUnreachable(f"replica {holder.replica} is shutting down")
+            if answer.status == 409:
+                moved = json.loads(await answer.body())
+                raise _Moved(Holder(str(moved["replica"]), str(moved["url"]), ""))
+            if answer.status != 200:
+                text = (await answer.body()).decode("utf-8", "replace")[:500]
+                return error_result(
+                    f"replica {holder.replica} refused the forwarded call (HTTP {answer.status}: {text}); "
+                    "every replica needs the same MCP_BRIDGE_PEER_TOKEN",
+                    "ForwardingFailed",
+                )
+            async for line in answer.lines:
+                if not line.strip():
+                    continue
+                message = json.loads(line)
+                if "result" in message:
+                    return types.CallToolResult.model_validate(message["result"])
+                if report is not None and "progress" in message:
+                    await report(float(message["progress"]), message.get("total"), message.get("message"))
         return _owner_lost(holder, "the answer ended without a result")
 
     async def _renew_forever(self) -> None:
@@ -356,6 +382,9 @@ class PeerEndpoint:
             forwarded, request = parse_forwarded(body, self.router.settings.max_timeout)
         except BadForwardedCall as exc:
             await reply_json(send, 400, {"error": str(exc)})
+            return
+        if self.router.stopping:  # never hold a session now: the caller waits until it was handed over
+            await reply_json(send, 503, {"error": "this replica is shutting down"})
             return
         holder = await self.router.accept(forwarded)
         if holder.replica != self.router.settings.replica:

@@ -8,11 +8,13 @@ the bridge's own (``server.place``) and the SDK's handshake-era MCP sessions (``
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from types import FrameType
 from typing import Any
 
 import anyio
@@ -166,6 +168,26 @@ def bind_socket(settings: Settings, port: int | None = None, setting: str = "--p
     return sock
 
 
+class _Draining(uvicorn.Server):
+    """uvicorn, except that its first SIGTERM or SIGINT asks for a drain (``on_signal``) instead of its exit; a second
+    signal exits at once, uvicorn's way. uvicorn installs its handlers while it serves, over the bridge's own."""
+
+    def __init__(self, config: uvicorn.Config, on_signal: Callable[[], object]) -> None:
+        super().__init__(config)
+        self._on_signal = on_signal
+        self._asked = False
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._asked:
+            super().handle_exit(sig, frame)
+            return
+        self._asked = True
+        self._on_signal()
+
+
+AFTER_DRAIN_S = 5  # what may still run once drained: idle event streams, cancelled after this
+
+
 async def serve_http(
     server: Server[Any],
     settings: Settings,
@@ -173,13 +195,16 @@ async def serve_http(
     stop: anyio.Event,
     wrap: Callable[[ASGIApp], ASGIApp] | None = None,
     peer_sock: socket.socket | None = None,
+    drain: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Serve until ``stop`` is set or uvicorn sees SIGINT/SIGTERM; either way through uvicorn's graceful exit.
 
     Cancelling uvicorn from outside would cut its lifespan shutdown short (and log a traceback), so a stop
     request only raises its ``should_exit`` flag. ``peer_sock``, the replicas' own port, is served by the same
     uvicorn (one server, one set of signal handlers); ``wrap``'s endpoint tells the two apart by the port a request
-    came in on.
+    came in on. With ``drain`` (replicas that share sessions: face/stopping.py), a stop first closes both listening
+    sockets (no new connection, so the pod is not ready any more) and awaits ``drain`` while the connections there
+    are go on being served; then uvicorn exits, cutting what still runs after ``AFTER_DRAIN_S``.
     """
     config = uvicorn.Config(
         http_app(server, settings, wrap),
@@ -187,15 +212,27 @@ async def serve_http(
         log_level=settings.log_level.lower(),
         access_log=False,
         lifespan="on",
+        timeout_graceful_shutdown=AFTER_DRAIN_S if drain is not None else None,
     )
-    listener = uvicorn.Server(config)
+    loop = asyncio.get_running_loop()
+    listener = (
+        uvicorn.Server(config)
+        if drain is None
+        else _Draining(config, lambda: loop.call_soon_threadsafe(stop.set))  # safe from a signal handler
+    )
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
     log.info("serving MCP over HTTP at http://%s:%d%s", shown, port, MCP_PATH)
 
     async def exit_on_stop() -> None:
         await stop.wait()
-        listener.should_exit = True
+        try:
+            if drain is not None:
+                for accepting in listener.servers:
+                    accepting.close()
+                await drain()
+        finally:
+            listener.should_exit = True
 
     async with anyio.create_task_group() as group:
         group.start_soon(exit_on_stop)

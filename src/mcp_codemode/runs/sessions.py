@@ -266,6 +266,13 @@ class SessionManager:
         async with entry.lock:
             await self._drop(entry, why)
 
+    async def settle(self) -> None:
+        """Return once every call running or queued now has ended (a replica that stops lets them finish): each
+        session's lock is taken in turn, which waits for its calls; none is closed."""
+        for entry in list(self._sessions.values()):
+            async with entry.lock:
+                pass
+
     async def expire_idle(self) -> int:
         """Close sessions idle for longer than the configured time; returns how many were closed."""
         limit = self.settings.session_idle_timeout

@@ -15,6 +15,12 @@ by a release that did not sign) has no address, and the caller refuses to forwar
 Binding the holder's name stops a signature from being moved to another holder; a signature does not expire, so a
 replica's old address stays valid for that replica's name (pods get new names when they are replaced).
 
+A replica that stops (SIGTERM: a rollout, a node drain, a scale-down) hands its sessions over (``hand_over``): it
+keeps each Lease, names itself in it as having given it up (``HANDED_OVER_ANNOTATION``) and shortens it to a
+second, so the next replica to get a call for the session takes it over at once, and can tell the client where it
+lived and that its state went with the replica, instead of starting it fresh without a word (a deleted Lease would
+say nothing). A replica of an older release reads such a Lease as lapsed a second later.
+
 The owner renews its Leases every third of their duration (``renew``). One not renewed for its whole duration has
 lapsed (``lapsed``), and only then may another replica take it over: a live owner renews every Lease it holds, so a
 lapse is the owner's own word that it stopped, while a refused connection may be a blip between two live replicas.
@@ -54,6 +60,7 @@ if TYPE_CHECKING:
 REPLICA_LEASE_PREFIX = "mcp-replica-"  # a session Lease is mcp-<hex>-<hex>: "replica" is not hex, so no clash
 PEER_URL_ANNOTATION = "mcp-codemode.dev/peer-url"
 PEER_URL_SIGNATURE_ANNOTATION = "mcp-codemode.dev/peer-url-signature"
+HANDED_OVER_ANNOTATION = "mcp-codemode.dev/handed-over"  # when its holder gave the session up as it stopped
 _SIGNATURE_VERSION = "v1:"
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -69,6 +76,8 @@ class Holder:
     taken_from: str = ""  # the replica this one just took the Lease from (its state is lost)
     unverified: str = ""  # the address the Lease named when its signature did not verify (for the warning)
     ends: datetime.datetime | None = None  # when the Lease lapses unless renewed (None: unreadable, so lapsed)
+    # Read: its holder gave it up as it stopped. Taken over: the replica it was taken from had done so.
+    handed_over: bool = False
 
 
 def lease_signing_key(peer_token: str) -> bytes:
@@ -128,12 +137,13 @@ def holder_of(lease: dict[str, Any], now: datetime.datetime, key: bytes) -> Hold
     signature = str(annotations.get(PEER_URL_SIGNATURE_ANNOTATION) or "")
     ends = lease_end(spec.get("renewTime"), spec.get("leaseDurationSeconds"))
     holder = str(spec.get("holderIdentity") or "")
-    expired = lapsed(spec.get("renewTime"), spec.get("leaseDurationSeconds"), now) or not holder
+    handed_over = bool(annotations.get(HANDED_OVER_ANNOTATION))
+    expired = lapsed(spec.get("renewTime"), spec.get("leaseDurationSeconds"), now) or not holder or handed_over
     signed = hmac.compare_digest(signature.encode(), sign_peer_url(key, holder, url).encode())
     version = str(meta.get("resourceVersion") or "")
     if signed and url:
-        return Holder(holder, url, version, expired, ends=ends)
-    return Holder(holder, "", version, expired, unverified=url or "(none)", ends=ends)
+        return Holder(holder, url, version, expired, ends=ends, handed_over=handed_over)
+    return Holder(holder, "", version, expired, unverified=url or "(none)", ends=ends, handed_over=handed_over)
 
 
 class SessionLeases:
@@ -189,6 +199,14 @@ class SessionLeases:
             return found
         raise explain(RuntimeError("the Lease kept disappearing"), verb="create", what=LEASES, namespace=self.namespace)
 
+    async def peek(self, key: ClaimKey) -> Holder | None:
+        """Who holds the session, only read: never created nor taken (a stopping replica must hold none); None when
+        it has no Lease."""
+        if key.name in self.owned:
+            return self._mine()
+        current = await self._get(key.name)
+        return self._read(current) if current is not None else None
+
     async def take_over(self, key: ClaimKey, previous: Holder) -> Holder:
         """Take the Lease from ``previous``, read lapsed (the only case callers may take one); who holds it then.
 
@@ -196,8 +214,9 @@ class SessionLeases:
         refuses (409) and that replica is the answer.
         """
         now = micro_time(self._now())
+        annotations = {**self._annotations(), HANDED_OVER_ANNOTATION: None}  # null: a merge patch removes it
         patch = {
-            "metadata": {"resourceVersion": previous.resource_version, "annotations": self._annotations()},
+            "metadata": {"resourceVersion": previous.resource_version, "annotations": annotations},
             "spec": {"holderIdentity": self.replica, "acquireTime": now, "renewTime": now,
                      "leaseDurationSeconds": round(self.duration)},
         }  # fmt: skip
@@ -212,7 +231,7 @@ class SessionLeases:
             return self._read(current) if current is not None else await self.holder(key)
         self.owned[key.name] = key
         version = str((updated.get("metadata") or {}).get("resourceVersion") or "")
-        return Holder(self.replica, self.url, version, taken_from=previous.replica)
+        return Holder(self.replica, self.url, version, taken_from=previous.replica, handed_over=previous.handed_over)
 
     async def renew(self) -> list[ClaimKey]:
         """Renew this replica's liveness Lease, then every session Lease it holds; returns the sessions another
@@ -241,20 +260,40 @@ class SessionLeases:
                     raise explain(exc, verb="patch", what=LEASES, namespace=self.namespace) from None
         return lost
 
-    async def release(self, key: ClaimKey) -> None:
-        """Give the session up (this replica closed it): the next replica to get a call for it holds it at once."""
+    async def hand_over(self, key: ClaimKey) -> None:
+        """Give the session up because this replica stops: the Lease stays, marked as given up and lapsing within a
+        second, so the next replica to get a call for it holds it at once and says where it lived (module docstring).
+        """
         if self.owned.pop(key.name, None) is None:
             return
         current = await self._get(key.name)
-        if current is None or self._read(current).replica != self.replica:
+        found = self._read(current) if current is not None else None
+        if found is None or found.replica != self.replica:
             return
-        await self._delete(key.name)
+        patch = {"metadata": {"resourceVersion": found.resource_version,
+                              "annotations": {HANDED_OVER_ANNOTATION: micro_time(self._now())}},
+                 "spec": {"leaseDurationSeconds": 1}}  # fmt: skip
+        try:
+            await self._patch(key.name, patch)
+        except self._failures as exc:
+            if api_status(exc) not in (404, 409):  # gone or taken meanwhile: nothing of ours to give up
+                raise explain(exc, verb="patch", what=LEASES, namespace=self.namespace) from None
+
+    async def hand_over_all(self) -> None:
+        """Hand over every session this replica still holds (it is stopping)."""
+        for key in list(self.owned.values()):
+            await self.hand_over(key)
+
+    async def end_liveness(self) -> None:
+        """Delete this replica's liveness Lease: the last thing a replica that stops does, once its sandboxes are
+        gone (until then, a replica killed midway is found dead by its lapse, and its sandboxes are deleted)."""
+        await self._delete(replica_lease_name(self.replica))
 
     async def release_all(self) -> None:
-        """Give every session up, then the liveness Lease: a replica that stops cleanly ends its sandboxes itself."""
-        for key in list(self.owned.values()):
-            await self.release(key)
-        await self._delete(replica_lease_name(self.replica))
+        """Hand every session over, then end the liveness Lease: a whole stop, for a replica with no sandboxes of
+        its own to end between the two."""
+        await self.hand_over_all()
+        await self.end_liveness()
 
     async def beat(self) -> None:
         """Renew this replica's liveness Lease, creating it the first time (or after someone deleted it)."""
