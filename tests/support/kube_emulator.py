@@ -15,6 +15,8 @@ conversion, controllers, pods or exec. The shims make it answer as an API server
   patches are applied one at a time, the check with its write (kmock's own lock is taken after the check, so two
   patches of one version could otherwise both pass it);
 * discovery answers at ``/apis/`` (the client's path) as at ``/apis``;
+* kmock keeps only the latest requests (``KEPT_REQUESTS``): it matched each new one against every one before, so a
+  run of a few hundred requests took seconds per request;
 * a watch (``?watch=true``, in any spelling an API server accepts) is served as an API server serves it, from a
   history of versioned changes: ``resourceVersion``, ``fieldSelector=metadata.name``, ``timeoutSeconds``, 410 Gone
   for a compacted version, and streams the test can end (kube_watch.py says what is modelled);
@@ -56,6 +58,7 @@ TOKEN = "emulator-token"  # the bearer token of write_kubeconfig's user: the fac
 REVIEWS = ("authorization.k8s.io", "selfsubjectaccessreviews")  # every authenticated account may create these
 VERBS = {kmock.action.CREATE: "create", kmock.action.FETCH: "get", kmock.action.LIST: "list",
          kmock.action.WATCH: "watch", kmock.action.DELETE: "delete"}  # fmt: skip
+KEPT_REQUESTS = 64  # the latest requests kmock keeps (it keeps all: a long run slowed down with every request)
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "vendor" / "agent-sandbox-v0.5.6" / "crds"
 
 
@@ -108,6 +111,8 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         return found
 
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
+        if len(self._requests) > KEPT_REQUESTS:  # kmock matches each request against all it kept: O(n) each
+            del self._requests[:-KEPT_REQUESTS]
         resource = request.resource
         authorization = request.headers.get("Authorization", "")
         if resource is None:  # discovery and other non-resource URLs: any authenticated account
