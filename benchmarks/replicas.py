@@ -37,8 +37,27 @@ async def _call(client: Any, code: str) -> float:
     answer = await client.call_tool("run_python", {"code": code, "session": SESSION})
     elapsed = (time.perf_counter() - began) * 1000
     if answer.is_error:
-        raise SystemExit(f"benchmarks/replicas.py: a call failed: {text_of(answer)}")
+        raise SystemExit(f"benchmarks: a call to the replicas failed: {text_of(answer)}")
     return elapsed
+
+
+async def owner_and_forwarded(servers: list[HttpServer], calls: int, warm_up: int = 20) -> dict[str, list[float]]:
+    """Milliseconds of a warm call to the session's owner (``servers[0]``, which holds it from the first call) and of
+    the same call to the other replica, which forwards it, alternating sample by sample (shared with cluster.py)."""
+    samples: dict[str, list[float]] = {"owner": [], "forwarded": []}
+    async with (
+        http_client_for(servers[0].url, "auto", deadline=None) as owner,
+        http_client_for(servers[1].url, "auto", deadline=None) as other,
+    ):
+        await _call(owner, "x = 1")  # the owner holds the session from here on
+        for _ in range(warm_up):  # warm-up: imports, connections, the forwarding client's pool
+            await _call(owner, "x")
+            await _call(other, "x")
+        for i in range(calls):
+            order = (("owner", owner), ("forwarded", other))
+            for side, client in order if i % 2 == 0 else order[::-1]:
+                samples[side].append(await _call(client, "x"))
+    return samples
 
 
 async def measure(base: Path, calls: int) -> dict[str, Any]:
@@ -55,19 +74,7 @@ async def measure(base: Path, calls: int) -> dict[str, Any]:
         try:
             for server in servers:
                 await anyio.to_thread.run_sync(server.start)
-            samples: dict[str, list[float]] = {"owner": [], "forwarded": []}
-            async with (
-                http_client_for(servers[0].url, "auto", deadline=None) as owner,
-                http_client_for(servers[1].url, "auto", deadline=None) as other,
-            ):
-                await _call(owner, "x = 1")  # the owner holds the session from here on
-                for _ in range(20):  # warm-up: imports, connections, the forwarding client's pool
-                    await _call(owner, "x")
-                    await _call(other, "x")
-                for i in range(calls):
-                    order = (("owner", owner), ("forwarded", other))
-                    for side, client in order if i % 2 == 0 else order[::-1]:
-                        samples[side].append(await _call(client, "x"))
+            samples = await owner_and_forwarded(servers, calls)
         finally:
             for server in servers:
                 await anyio.to_thread.run_sync(server.stop)
