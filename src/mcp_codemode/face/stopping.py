@@ -101,7 +101,9 @@ async def drain(router: SessionRouter) -> None:
     sessions = router.bridge.sessions
     try:
         async with asyncio.timeout(cap):
-            await asyncio.gather(*(_hand_over(router, key, name) for key, name in held))
+            while held:  # again for a Lease a call took just before the stop (hand_over drops each from the held)
+                await asyncio.gather(*(_hand_over(router, key, name) for key, name in held))
+                held = router.held_sessions()
             await router.forwarding.idle()
             if sessions is not None:
                 await sessions.settle()
@@ -112,11 +114,14 @@ async def drain(router: SessionRouter) -> None:
 async def _hand_over(router: SessionRouter, key: ClaimKey, name: str) -> None:
     """Close the session here once its running call ended (``lose`` waits for it), then mark its Lease given up."""
     sessions = router.bridge.sessions
-    try:
-        if name and sessions is not None:
+    if name and sessions is not None:
+        try:
             await sessions.lose(name, "was handed over: this replica shut down")
-        await router.leases.hand_over(key)
-    except Exception as exc:  # noqa: BLE001 - the Lease lapses by itself a lease later; the claim has its backstop
+        except Exception as exc:  # noqa: BLE001 - finish() closes every sandbox anyway; the claim has its backstop
+            log.warning("stopping: could not close session %s: %s", key.name, exc)
+    try:
+        await router.leases.hand_over(key)  # drops it from the held before it asks the API, whatever happens
+    except Exception as exc:  # noqa: BLE001 - the Lease lapses by itself a lease later
         log.warning("stopping: could not hand session %s over: %s", key.name, exc)
 
 
