@@ -51,6 +51,7 @@ forwards=()
 face_may=(
     "create sandboxclaims.extensions.agents.x-k8s.io"
     "get sandboxclaims.extensions.agents.x-k8s.io"
+    "watch sandboxclaims.extensions.agents.x-k8s.io"
     "patch sandboxclaims.extensions.agents.x-k8s.io"
     "delete sandboxclaims.extensions.agents.x-k8s.io"
     "list sandboxclaims.extensions.agents.x-k8s.io"

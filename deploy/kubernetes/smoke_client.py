@@ -44,6 +44,7 @@ PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 )
 TAKEN_OVER = "which stopped answering, so its state was lost"
+HANDED_OVER = "which shut down (a rollout, a drain or a scale-down), so its state was lost"
 UNREACHABLE = "ReplicaUnreachable"
 
 
@@ -253,13 +254,16 @@ def liveness_lease(leases: Json, replica: str) -> list[str]:
 
 def after_owner_deleted(result: Json, owner: str) -> tuple[str, str]:
     """What the first answer after the owner's pod was deleted shows: "takeover" (the session's Lease lapsed and was
-    taken, with the notice), "released" (the owner gave its Leases up as it stopped: a fresh session, no notice due),
+    taken, with the notice), "handed-over" (the owner handed its sessions over as it stopped: taken at once, with
+    the notice), "released" (a face of an older release gave its Leases up as it stopped: a fresh session, no notice),
     "kept" (the old state answered: the owner was not gone) or "error"; and the answer's text."""
     text = text_of(result)
     if error_type(result):
         return "error", text
     if f"lived on replica {owner}, {TAKEN_OVER}" in text:
         return ("takeover" if "False" in text else "error"), text
+    if f"lived on replica {owner}, {HANDED_OVER}" in text:
+        return ("handed-over" if "False" in text else "error"), text
     return ("released" if text.strip() == "False" else "kept"), text
 
 
@@ -383,6 +387,9 @@ def replicas(args: argparse.Namespace, report: Report) -> None:
     waited = f"after {told} 'did not answer' repl{'y' if told == 1 else 'ies'}"
     if outcome == "takeover":
         report.check(True, f"pod {args.pod_b} took session {session} over {waited}, with the notice: {text!r}")
+    elif outcome == "handed-over":
+        report.check(True, f"pod {args.pod_b} took session {session} over {waited}: {args.pod_a} handed it over as it "
+                     f"stopped, and the answer says so: {text!r}")  # fmt: skip
     elif outcome == "released":
         report.check(True, f"pod {args.pod_b} holds session {session} now, fresh ({waited}): {args.pod_a} gave its "
                      "Leases up as it stopped, so no takeover was due")  # fmt: skip

@@ -140,11 +140,12 @@ def test_smoke_client_reads_answers_sent_as_events_and_finds_claims_and_outcomes
         return {"content": [{"type": "text", "text": text}], "isError": bool(error), "structuredContent": structured}
 
     notice = "[This session lived on replica pod-a, which stopped answering, so its state was lost; ...]\nFalse"
+    handed = notice.replace("stopped answering", "shut down (a rollout, a drain or a scale-down)")
     outcomes = [smoke_client.after_owner_deleted(a, "pod-a")[0] for a in (
-        answer(notice), answer("False"), answer("True"), answer("did not answer", "ReplicaUnreachable"),
+        answer(notice), answer(handed), answer("False"), answer("True"), answer("did not answer", "ReplicaUnreachable"),
         answer(notice.replace("False", "True")),
     )]  # fmt: skip
-    assert outcomes == ["takeover", "released", "kept", "error", "error"]
+    assert outcomes == ["takeover", "handed-over", "released", "kept", "error", "error"]
 
 
 def test_smoke_client_against_a_real_face_state_a_file_an_image_and_the_sessions_end(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from mcp_codemode.face.placement import Placement
 from mcp_codemode.face.replicas import SessionRouter
-from mcp_codemode.face.server import Placement
 from mcp_codemode.runs.bridge import RunRequest
 from mcp_codemode.sandbox.kube.api import connect
 from mcp_codemode.sandbox.kube.leases import LEASE_GROUP, LEASE_VERSION, LEASES, SessionLeases, lease_signing_key
