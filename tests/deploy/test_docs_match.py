@@ -78,6 +78,7 @@ def test_every_name_the_page_gives_objects_is_one_the_code_writes() -> None:
     written = {
         naming.MANAGED_BY, naming.PRINCIPAL_LABEL, naming.SESSION_LABEL, naming.OWNER_ANNOTATION,
         naming.POD_NAME_ANNOTATION, leases.PEER_URL_ANNOTATION, leases.PEER_URL_SIGNATURE_ANNOTATION,
+        leases.HANDED_OVER_ANNOTATION,
     }  # fmt: skip
     manifests = "".join(p.read_text() for p in (ROOT / "deploy" / "kubernetes").rglob("*.yaml"))
     for name in set(re.findall(r"\b(?:mcp-codemode\.dev|agents\.x-k8s\.io)/[a-z][a-z-]*[a-z]\b", text)):

@@ -203,8 +203,8 @@ async def serve_http(
     request only raises its ``should_exit`` flag. ``peer_sock``, the replicas' own port, is served by the same
     uvicorn (one server, one set of signal handlers); ``wrap``'s endpoint tells the two apart by the port a request
     came in on. With ``drain`` (replicas that share sessions: face/stopping.py), a stop first closes both listening
-    sockets (no new connection, so the pod is not ready any more) and awaits ``drain`` while the connections there
-    are go on being served; then uvicorn exits, cutting what still runs after ``AFTER_DRAIN_S``.
+    sockets (no new connection, so the pod is not ready any more) and awaits ``drain`` while the connections already
+    open go on being served; then uvicorn exits, cutting what still runs after ``AFTER_DRAIN_S``.
     """
     config = uvicorn.Config(
         http_app(server, settings, wrap),

@@ -266,18 +266,22 @@ class SessionLeases:
         """
         if self.owned.pop(key.name, None) is None:
             return
-        current = await self._get(key.name)
-        found = self._read(current) if current is not None else None
-        if found is None or found.replica != self.replica:
-            return
-        patch = {"metadata": {"resourceVersion": found.resource_version,
-                              "annotations": {HANDED_OVER_ANNOTATION: micro_time(self._now())}},
-                 "spec": {"leaseDurationSeconds": 1}}  # fmt: skip
-        try:
-            await self._patch(key.name, patch)
-        except self._failures as exc:
-            if api_status(exc) not in (404, 409):  # gone or taken meanwhile: nothing of ours to give up
-                raise explain(exc, verb="patch", what=LEASES, namespace=self.namespace) from None
+        for _attempt in range(3):  # 409: changed since read (this replica's own renewal in flight): read again
+            current = await self._get(key.name)
+            found = self._read(current) if current is not None else None
+            if found is None or found.replica != self.replica:
+                return  # gone, or taken meanwhile: nothing of ours to give up
+            patch = {"metadata": {"resourceVersion": found.resource_version,
+                                  "annotations": {HANDED_OVER_ANNOTATION: micro_time(self._now())}},
+                     "spec": {"leaseDurationSeconds": 1}}  # fmt: skip
+            try:
+                await self._patch(key.name, patch)
+                return
+            except self._failures as exc:
+                if api_status(exc) == 404:
+                    return
+                if api_status(exc) != 409:
+                    raise explain(exc, verb="patch", what=LEASES, namespace=self.namespace) from None
 
     async def hand_over_all(self) -> None:
         """Hand over every session this replica still holds (it is stopping)."""
