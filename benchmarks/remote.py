@@ -123,7 +123,7 @@ async def on_stand_ins(base: Path, settings: Settings, n: int) -> dict[str, Any]
         agent_sandbox_controller(emulator, namespace),
         ExecEndpoint(settings, api_url=emulator.address, authorize=emulator.decide) as endpoint,
     ):
-        everything = (frozenset({"*"}), frozenset({"*"}), frozenset({"*"}))  # the operator who runs it, not the face
+        everything = (frozenset({"*"}), frozenset({"*"}), frozenset({"*"}), frozenset[str]())  # an operator: all
         emulator.grants = Grants(namespace, "system:admin", (everything,))
         emulator.declare(naming.LEASE_GROUP, naming.LEASE_VERSION, naming.LEASES)
         pools = emulator.declare(naming.GROUP, naming.VERSION, naming.WARM_POOLS)
