@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_codemode.settings import Settings
-from mcp_codemode.settings_fields import format_size
+from mcp_codemode.sizes import format_size
 
 Stats = dict[str, float | int]
 

@@ -480,3 +480,15 @@ def test_the_architecture_page_names_only_files_that_exist() -> None:
         if not any((base / name).exists() for base in bases) and ("/" in name or name not in everywhere)
     )
     assert not missing, f"docs/architecture.md names files that do not exist: {missing}"
+
+
+def test_modules_stay_small_enough_to_read() -> None:
+    """The house rule docs/architecture.md states: at most two modules over 450 lines, none over 600."""
+    sizes = {
+        str(path.relative_to(SRC)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in (SRC / PACKAGE).rglob("*.py")
+    }
+    over_600 = sorted(name for name, lines in sizes.items() if lines > 600)
+    over_450 = sorted(f"{name} ({sizes[name]})" for name, lines in sizes.items() if lines > 450)
+    assert not over_600, f"modules over 600 lines: {over_600}"
+    assert len(over_450) <= 2, f"more than two modules over 450 lines: {over_450}; split one by what it owns"

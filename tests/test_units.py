@@ -15,7 +15,7 @@ from mcp_codemode.errors import SettingsError
 from mcp_codemode.guest import worker_capture, worker_cells, worker_tracebacks
 from mcp_codemode.sandbox.frames import FrameError, encode_frame, read_frame
 from mcp_codemode.settings import Settings
-from mcp_codemode.settings_fields import parse_size
+from mcp_codemode.sizes import parse_size
 
 
 @pytest.mark.parametrize(

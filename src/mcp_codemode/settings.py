@@ -35,10 +35,10 @@ from .settings_fields import (
     OutputMode,
     RuntimeChoice,
     SharedState,
-    format_size,
     parse_value,
 )
 from .settings_file import SETTINGS_FILE_ENV, policy_from_table, read_settings_file
+from .sizes import format_size
 
 # Other names of a setting, from the reference bridge, whose configurations should keep working here. Its
 # "shutdown delay" of an idle sandbox runtime is what closing an idle session does here.

@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar
 from .errors import SettingsError
 from .mounts import EXAMPLE as MOUNTS_EXAMPLE
 from .mounts import MountError, parse_mounts, parse_shared
+from .sizes import parse_size
 
 T = TypeVar("T", int, float)
 RuntimeChoice = Literal["auto", "bubblewrap", "podman", "docker", "kubernetes"]
@@ -30,27 +31,6 @@ RUNTIME_CHOICES: tuple[RuntimeChoice, ...] = ("auto", "bubblewrap", "podman", "d
 _RUNTIME_ALIASES: dict[str, RuntimeChoice] = {"bwrap": "bubblewrap"}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_IMAGE = "mcp-codemode-sandbox:bookworm"
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
-_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def parse_size(text: str) -> int:
-    """Parse ``512m``, ``1g``, ``1.5GiB`` or plain bytes, the way container runtimes do (binary units)."""
-    match = _SIZE_RE.match(text)
-    if not match:
-        raise ValueError(text)
-    number, unit, _ = match.groups()
-    value = int(float(number) * _SIZE_UNITS[unit.lower()])
-    if value <= 0:
-        raise ValueError(text)
-    return value
-
-
-def format_size(value: int) -> str:
-    for unit, factor in (("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10)):
-        if value % factor == 0:
-            return f"{value // factor}{unit}"
-    return str(value)
 
 
 @dataclasses.dataclass(frozen=True)

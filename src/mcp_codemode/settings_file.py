@@ -15,7 +15,8 @@ from typing import Any
 
 from .errors import SettingsError
 from .policy.rules import MAX_ARGUMENT_DEPTH_CEILING, Policy, check_pattern
-from .settings_fields import FIELD_BY_NAME, parse_size
+from .settings_fields import FIELD_BY_NAME
+from .sizes import parse_size
 
 SETTINGS_FILE_ENV = "MCP_CODEMODE_SETTINGS"
 

@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from ..errors import CodemodeError
-from ..settings_fields import format_size
+from ..sizes import format_size
 
 
 class ReadBudgetExceeded(CodemodeError):

@@ -15,7 +15,7 @@ from .. import __version__
 from ..mounts import Mount
 from ..policy.rules import Policy
 from ..settings import Settings
-from ..settings_fields import format_size
+from ..sizes import format_size
 
 
 def capability_summary(settings: Settings, backend: str, servers: Mapping[str, str] | None = None,

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..mounts import mount_order
 from ..settings import Settings
-from ..settings_fields import format_size
+from ..sizes import format_size
 from ..state_files import passage_problem
 from . import cgroups
 from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv

@@ -39,7 +39,7 @@ from typing import Any, Literal
 from ..errors import SandboxUnavailable
 from ..mounts import Mount, mount_order
 from ..settings import Settings
-from ..settings_fields import format_size
+from ..sizes import format_size
 from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
 from .channel import PipeChannel
 from .processes import pid_alive
