@@ -47,3 +47,34 @@ def test_an_unreadable_file_to_run_says_what_to_give_instead(tmp_path, capsys):
     stderr = capsys.readouterr().err
     assert stderr.startswith(f"mcp-codemode: cannot read {tmp_path / 'missing.py'}: ")
     assert stderr.endswith("; give a UTF-8 file you can read, - for standard input, or -c CODE\n")
+
+
+def _public_exceptions() -> list[type[BaseException]]:
+    """Every exception class a host module defines under a public name (the guest has its own, MCPError, tree)."""
+    import importlib
+    import inspect
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "src"
+    found = []
+    for path in sorted((root / "mcp_codemode").rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        if "guest" in parts or parts[-1] == "__main__":
+            continue
+        module = importlib.import_module(".".join(p for p in parts if p != "__init__"))
+        found += [
+            value
+            for name, value in vars(module).items()
+            if inspect.isclass(value) and issubclass(value, BaseException) and not name.startswith("_")
+            and value.__module__ == module.__name__
+        ]  # fmt: skip
+    return found
+
+
+def test_every_public_exception_of_the_host_is_a_codemode_error():
+    found = _public_exceptions()
+    assert len(found) > 30  # the walk found the modules
+    outside = sorted(
+        f"{error.__module__}.{error.__qualname__}" for error in found if not issubclass(error, CodemodeError)
+    )
+    assert outside == [], f"derive these from CodemodeError (keeping the base callers catch them by): {outside}"

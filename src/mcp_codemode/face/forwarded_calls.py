@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import CodemodeError
 from ..guest.protocol import USER_SESSION_NAME_PATTERN
 from ..runs.bridge import RunRequest
 
@@ -33,7 +34,7 @@ _NAME = re.compile(USER_SESSION_NAME_PATTERN)  # a session's label, and (in its 
 _MAX_SERVER_NAME = 128  # as server._servers allows
 
 
-class BadForwardedCall(ValueError):
+class BadForwardedCall(CodemodeError, ValueError):
     """A forwarded call's body that is not one this replica's peers send; the message names what is wrong."""
 
 

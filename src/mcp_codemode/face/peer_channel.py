@@ -19,17 +19,19 @@ from dataclasses import dataclass
 
 import h11
 
+from ..errors import CodemodeError
+
 MAX_LINE = 64 << 20  # a result line: output, value and images of one call are bounded well below this
 READ_SIZE = 64 << 10
 # uvicorn closes a kept-alive connection after 5 s idle; one idle longer than this is not reused.
 IDLE_REUSE = 4.0
 
 
-class PeerUnreachable(OSError):
+class PeerUnreachable(CodemodeError, OSError):
     """The peer refused or dropped the connection before answering (it is gone, or not there yet)."""
 
 
-class PeerBroke(Exception):
+class PeerBroke(CodemodeError):
     """The peer's answer broke off or was not HTTP/1.1: the call's outcome is unknown."""
 
 

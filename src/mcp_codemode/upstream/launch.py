@@ -22,6 +22,7 @@ from typing import TextIO
 
 from mcp.client.stdio import get_default_environment
 
+from ..errors import CodemodeError
 from ..state_files import make_private_dir
 from .model import ServerConfig
 
@@ -46,7 +47,7 @@ _PID_LINE = re.compile(re.escape(MARK) + r" server pid (\d+)")
 _EXIT_LINE = re.compile(re.escape(MARK) + r" server exited with status (\d+)")
 
 
-class LaunchError(Exception):
+class LaunchError(CodemodeError):
     """A stdio server cannot even be launched (command missing, bad cwd): a reason for a person, no traceback."""
 
 

@@ -11,6 +11,7 @@ import re
 from typing import Final
 from urllib.parse import urlsplit
 
+from ..errors import CodemodeError
 from .entry import RawEntry, ReadContext, kind_of, transport_of
 from .expand import VARIABLE_NAME, VARIABLE_RULES, Expander, expand_tilde
 from .model import DEFAULT_PROTOCOL, ServerConfig, Transport
@@ -21,7 +22,7 @@ _MODERN_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}")
 LAST_HANDSHAKE_VERSION: Final = "2025-11-25"  # protocol versions up to this one use the initialize handshake
 
 
-class EntryError(Exception):
+class EntryError(CodemodeError):
     """One entry cannot be used; the message says how to fix it."""
 
 

@@ -20,12 +20,14 @@ import stat
 from pathlib import Path
 from typing import Final
 
+from ..errors import CodemodeError
+
 # A Kubernetes Secret's keys are [-._a-zA-Z0-9]+; a leading dot would reach the kubelet's own ..data entries.
 SECRET_NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,252}")
 MAX_SECRET_BYTES: Final = 64 << 10  # a token, a password, a PEM key: far below; a mistaken path to a big file: above
 
 
-class SecretError(Exception):
+class SecretError(CodemodeError):
     """A ``${secret:NAME}`` that cannot be filled in; the message says why and how to fix it, without the value."""
 
 
