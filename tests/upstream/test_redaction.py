@@ -178,7 +178,7 @@ def test_stored_oauth_secrets_are_hidden_and_a_refreshed_token_from_the_moment_i
     """The client secret and every token ``login`` stored (and the SDK replaced at a refresh), old ones included."""
     config = ServerConfig(name="remote", alias="remote", transport="http", url="https://example.test/mcp", source="t")
     store = StoredSignIn(FileSignIns(tmp_path / "oauth"), sign_in_key(config))
-    redaction = redaction_for(config, None, state_dir=tmp_path)
+    redaction = redaction_for(config, None, sign_ins=FileSignIns(tmp_path / "oauth"))
     assert redaction.for_sandbox("nothing stored yet") == "nothing stored yet"
     asyncio.run(store.keep_client(configured_client("client-id-1", "client-secret-77", "http://127.0.0.1:5/callback")))
     asyncio.run(store.set_tokens(OAuthToken(access_token="access-one-11", refresh_token="refresh-one-22")))

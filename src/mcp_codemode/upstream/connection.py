@@ -43,7 +43,7 @@ from .paging import list_prompts, list_resource_templates, list_resources, list_
 from .redaction import redaction_for
 from .restart import STABLE_AFTER, backoff_delay
 from .roots import Roots
-from .sign_ins import sign_ins_for
+from .sign_ins import SignInStore
 from .state import ServerState, Status
 from .transport import open_transport
 from .watch import watched
@@ -74,14 +74,14 @@ class Connection:
         secrets: Sequence[str] = (),
         allow_self: bool = False,
         roots: Roots | None = None,
-        state_dir: Path | None = None,
+        sign_ins: SignInStore | None = None,
     ) -> None:
         self.config = config
-        self.state_dir = state_dir  # whose sign-ins (sign_ins.py) hold signed-in servers' tokens; None: none are used
+        self.sign_ins = sign_ins  # where signed-in servers' tokens are (sign_ins.py); None: none are used
         self.roots = roots or Roots()
         self.log_file = log_file
         self.server_log = ServerLog(config, log_file)
-        self.redaction = redaction_for(config, log_file, secrets, state_dir)  # with its stored OAuth tokens
+        self.redaction = redaction_for(config, log_file, secrets, sign_ins)  # with its stored OAuth tokens
         self._call_timeout = call_timeout
         self._connect_timeout = connect_timeout
         self._on_tools_changed = on_tools_changed
@@ -238,9 +238,7 @@ class Connection:
                         start=self._starts,
                         call_timeout=self._call_timeout,
                         setpriv=self._setpriv,
-                        auth=await bridge_auth(self.config, sign_ins_for(self.state_dir))
-                        if self.state_dir is not None
-                        else None,
+                        auth=await bridge_auth(self.config, self.sign_ins) if self.sign_ins is not None else None,
                     )
                     try:
                         client = Client(

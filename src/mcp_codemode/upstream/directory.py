@@ -52,7 +52,7 @@ from .ranking import Entry, Ranker
 from .refresh import Changes
 from .roots import Roots
 from .served import digest, served_listing
-from .sign_ins import SignInStore, keep_in
+from .sign_ins import FileSignIns, SignInStore
 
 log = logging.getLogger(__name__)
 _Refusal = tuple[ServerConfig, Refused]  # a server the policy refuses, and the rule that does
@@ -82,15 +82,13 @@ class ToolDirectory:
         backoff: tuple[float, float] = (0.5, 30.0),
         sign_ins: SignInStore | None = None,
     ) -> None:
-        """``sign_ins``: where the servers' sign-ins are (None: the files of the state directory), for the hub's
-        connections to find by the state directory while this directory lives (``sign_ins.keep_in``)."""
+        """``sign_ins``: where the servers' sign-ins are (None: the files of the state directory), for the hub to
+        hand each connection."""
         self.settings = settings
         self.gate: Gate = settings.policy
         self.cache = cache if cache is not None else ListingCache(settings.state_dir, settings.catalog_ttl)
         # Refused servers, by name and by alias, for the refusal a call that names one gets; the hub never sees them.
         self.refused, allowed = self._admit(servers)
-        self._sign_ins = contextlib.ExitStack()
-        self._sign_ins.enter_context(keep_in(settings.state_dir, sign_ins))
         self.hub = Hub(
             allowed,
             log_dir=settings.state_dir / "logs",
@@ -102,7 +100,7 @@ class ToolDirectory:
             secrets=settings.http_tokens,  # the bridge's own secrets; each server's env and headers are added
             allow_self=settings.allow_self_server,
             roots=Roots(settings.roots),
-            state_dir=settings.state_dir,
+            sign_ins=sign_ins if sign_ins is not None else FileSignIns(settings.state_dir / "oauth"),
         )
         names = self.hub.names()
         self.versions: dict[str, int] = dict.fromkeys(names, 0)
@@ -147,7 +145,6 @@ class ToolDirectory:
         if self._writer is not None:
             await asyncio.gather(self._writer, return_exceptions=True)
         await self.hub.aclose()
-        self._sign_ins.close()
 
     def _admit(self, servers: Sequence[ServerConfig]) -> tuple[dict[str, _Refusal], list[ServerConfig]]:
         refused: dict[str, _Refusal] = {}

@@ -56,6 +56,7 @@ from .errors import SHUTTING_DOWN, UnknownServer
 from .model import ServerConfig
 from .refresh import Changes, changes
 from .roots import Roots
+from .sign_ins import SignInStore
 from .state import ServerState
 
 logger = logging.getLogger(__name__)
@@ -97,7 +98,7 @@ class Hub:
         secrets: Iterable[str] = (),
         allow_self: bool = False,
         roots: Roots | None = None,
-        state_dir: Path | None = None,
+        sign_ins: SignInStore | None = None,
     ) -> None:
         """``secrets``: values no server's error text may show, besides each server's own ``env`` and ``headers``
         values (the bridge's HTTP tokens, credential-looking variables of its environment: ``secret_values``).
@@ -113,7 +114,7 @@ class Hub:
             logger.warning(
                 "setpriv (util-linux) is not on PATH: stdio servers will not be killed if this process is killed"
             )
-        self._log_dir, self._setpriv, self._state_dir = log_dir, setpriv, state_dir
+        self._log_dir, self._setpriv, self._sign_ins = log_dir, setpriv, sign_ins
         self._timeouts, self._backoff = (call_timeout, connect_timeout), backoff
         self._secrets, self._allow_self = tuple(secrets), allow_self
         self._on_tools_changed, self._on_listing = on_tools_changed, on_listing
@@ -163,7 +164,7 @@ class Hub:
             secrets=self._secrets,
             allow_self=self._allow_self,
             roots=self.roots,
-            state_dir=self._state_dir,
+            sign_ins=self._sign_ins,
         )
         return connection
 

@@ -15,18 +15,18 @@ from mcp.client.stdio import get_default_environment
 from .errors import HIDDEN, Redaction, secret_args
 from .model import ServerConfig
 from .oauth import StoredSecrets
-from .sign_ins import sign_in_key, sign_ins_for
+from .sign_ins import SignInStore, sign_in_key
 
 
 def redaction_for(
-    config: ServerConfig, log_file: Path | None, secrets: Iterable[str] = (), state_dir: Path | None = None
+    config: ServerConfig, log_file: Path | None, secrets: Iterable[str] = (), sign_ins: SignInStore | None = None
 ) -> Redaction:
     """What of one server's texts stays on the host.
 
     Hidden from everyone: the values of its ``env`` and ``headers`` (and each word of a header value, so a
     quoted ``Bearer`` token is caught alone), credentials in its URL (user, password, query values) and in its
     args (``--token X``), ``secrets``, and, for a remote server, the OAuth tokens and client secret that
-    ``mcp-codemode login`` stored for it in the sign-ins of ``state_dir`` (looked at again whenever the store
+    ``mcp-codemode login`` stored for it in ``sign_ins`` (looked at again whenever the store
     changes, so a refreshed token is hidden too). Hidden from sandboxed code only: its log file, its config file,
     its URL and the bridge's ``PATH``, which say where things are on the host and help nobody in the sandbox.
     """
@@ -47,6 +47,6 @@ def redaction_for(
     path = get_default_environment().get("PATH")
     if path:
         host_only.append((path, HIDDEN))
-    signed_in = config.transport in ("http", "sse") and config.url and state_dir is not None
-    live = StoredSecrets(sign_ins_for(state_dir), sign_in_key(config)) if signed_in and state_dir is not None else None
+    signed_in = config.transport in ("http", "sse") and config.url and sign_ins is not None
+    live = StoredSecrets(sign_ins, sign_in_key(config)) if signed_in and sign_ins is not None else None
     return Redaction.of(hidden, host_only, live)

@@ -11,8 +11,8 @@ conflict. Refreshes take turns on top of it (``SignIn.take_turn``, used by ``oau
 
 Two stores: ``FileSignIns`` (a file per server under ``<state_dir>/oauth/``, swapped under a lock of the directory)
 and, for replicas, the kubernetes one (``sandbox/kube/shared_state.py``: one Secret, a key per server), which the
-upstream package does not import: whoever builds the tool directory hands it over (``keep_in``), and the connections
-find it by their state directory (``sign_ins_for``), the one thing the hub tells them about where sign-ins live.
+upstream package does not import: whoever builds the tool directory hands it over, and the hub passes that one store
+to each connection it makes.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -129,36 +129,6 @@ class FileSignIns:
         if seen is None or seen[0] != stamp:
             seen = self._stamps[key] = (stamp, self._read(key))
         return seen[1]
-
-
-_KEPT: dict[Path, SignInStore] = {}
-
-
-def sign_ins_for(state_dir: Path) -> SignInStore:
-    """The store of the sign-ins of a state directory: the one handed over by ``keep_in``, else its files."""
-    return _KEPT.get(state_dir) or FileSignIns(state_dir / "oauth")
-
-
-@contextlib.contextmanager
-def keep_in(state_dir: Path, store: SignInStore | None) -> Iterator[None]:
-    """While the block runs, the sign-ins of ``state_dir`` are in ``store`` (None: its files).
-
-    Why a table by state directory: the hub, which builds one connection per server, tells each only its state
-    directory, and that is where they have always looked for sign-ins; the tool directory that builds the hub
-    holds this for as long as it lives (``directory.py``)."""
-    previous = _KEPT.get(state_dir)
-    if store is None:
-        _KEPT.pop(state_dir, None)
-    else:
-        _KEPT[state_dir] = store
-    try:
-        yield
-    finally:
-        if _KEPT.get(state_dir) is store:
-            if previous is None:
-                _KEPT.pop(state_dir, None)
-            else:
-                _KEPT[state_dir] = previous
 
 
 BUSY_FIX = "find what keeps writing it (a bridge writes a sign-in when it refreshes it, about once an hour); then retry"
