@@ -98,8 +98,8 @@ from mcp_codemode.sandbox.calls import CONCURRENT_CALLS
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import AUTO_ORDER, choose_backend
 from mcp_codemode.settings import Settings
-from mcp_codemode.upstream.catalog import identifier
 from mcp_codemode.upstream.model import Discovery, ServerConfig
+from mcp_codemode.upstream.tools.catalog import identifier
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE_MODULES = ROOT / "tests" / "node" / "node_modules"

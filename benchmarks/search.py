@@ -2,7 +2,7 @@
 
 Why this exists
     Sandboxed code finds upstream tools by asking in its own words ("ls a folder", "unstage a file", "serach
-    files"). The ranker behind that (``mcp_codemode.upstream.ranking.Ranker``) must put the right tool at or near
+    files"). The ranker behind that (``mcp_codemode.upstream.tools.ranking.Ranker``) must put the right tool at or near
     the top, among the real reference servers' 52 tools and among a thousand, and answer in a few milliseconds.
     This script measures that against two baselines, on labelled queries written before any ranker was run.
 
@@ -70,10 +70,10 @@ from catalogs import Catalog, Query, load_queries, mixed_catalog, real_catalog, 
 from common import Stats, emit, fill_defaults, machine_info, positive, summarize
 
 try:
-    from mcp_codemode.upstream.ranking import Entry, Ranker
+    from mcp_codemode.upstream.tools.ranking import Entry, Ranker
 except ImportError as exc:  # the product's ranker is what this measures: without it there is nothing to report
     raise SystemExit(
-        f"benchmarks/search.py: cannot import mcp_codemode.upstream.ranking ({exc}); "
+        f"benchmarks/search.py: cannot import mcp_codemode.upstream.tools.ranking ({exc}); "
         "the ranked tool search is not (yet) in this checkout"
     ) from exc
 
@@ -404,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seed": args.seed,
         },
         "rankers": {
-            "ours": "mcp_codemode.upstream.ranking.Ranker",
+            "ours": "mcp_codemode.upstream.tools.ranking.Ranker",
             "bm25": f"Okapi BM25 k1={BM25.K1} b={BM25.B}, idf ln(1+(N-df+0.5)/(df+0.5)), one field (name, description, "
             "parameter names and descriptions), [a-z0-9]+ tokens, no stemming or synonyms",
             "reference_filter": "every query word a substring of lowercased 'name description', listing order",

@@ -26,7 +26,7 @@ What is measured
         tools of plausible servers (``catalogs.mixed_catalog(n)``).
     docs
         For the same 52 tools, each tool's docs at every detail level (``tool_doc(server, tool, alias, detail)``
-        of mcp_codemode.upstream.catalog, aliases from ``tool_aliases`` per server): ``name``, ``summary`` and
+        of mcp_codemode.upstream.tools.catalog, aliases from ``tool_aliases`` per server): ``name``, ``summary`` and
         ``full`` are dicts, counted as the compact JSON of the dict; ``stub`` is Python source, counted as the
         stub text itself (the dict's ``stub`` field, what ``print`` shows). Totals are the sum over the tools;
         ``per_tool`` has the median, the nearest-rank p95 and the maximum. ``per_server`` sets each server's
@@ -72,7 +72,7 @@ from mcp.client.stdio import stdio_client
 
 from catalogs import Catalog, mixed_catalog, real_catalog
 from common import BenchmarkError, emit, machine_info
-from mcp_codemode.upstream.catalog import DETAILS, identifier, server_stub, tool_aliases, tool_doc
+from mcp_codemode.upstream.tools.catalog import DETAILS, identifier, server_stub, tool_aliases, tool_doc
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE_MODULES = ROOT / "tests" / "node" / "node_modules"

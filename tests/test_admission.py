@@ -14,7 +14,7 @@ import pytest
 from mcp_codemode.admission import admit, refused_names
 from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.settings import Settings
-from mcp_codemode.upstream.config import ConfigSources
+from mcp_codemode.upstream.config.discovery import ConfigSources
 from mcp_codemode.upstream.model import Discovery, ServerConfig
 
 GIT = ServerConfig(name="git", alias="git", transport="stdio", source="/etc/mcp/team.json", command="mcp-server-git")

@@ -55,9 +55,12 @@ EXTRA_FORBIDDEN = {
     (f"{PACKAGE}.cli.weak_setups", f"{PACKAGE}.face.web"),  # doctor's pure rules must not drag uvicorn in
     (f"{PACKAGE}.face.web", f"{PACKAGE}.face.server"),
     (f"{PACKAGE}.face.render", f"{PACKAGE}.sandbox.worker"),
-    (f"{PACKAGE}.upstream.directory", f"{PACKAGE}.settings"),
+    (f"{PACKAGE}.upstream.tools.directory", f"{PACKAGE}.settings"),
     *{(f"{PACKAGE}.{m}", f"{PACKAGE}.sandbox.frames") for m in ("runs.relay", "runs.relay_params", "policy.guard")},
-    *{(f"{PACKAGE}.{s}", f"{PACKAGE}.upstream.directory") for s in ("settings", "settings_fields", "settings_file")},
+    *{
+        (f"{PACKAGE}.{s}", f"{PACKAGE}.upstream.tools.directory")
+        for s in ("settings", "settings_fields", "settings_file")
+    },
 }
 
 

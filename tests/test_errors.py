@@ -15,7 +15,7 @@ from mcp_codemode.errors import CodemodeError, SettingsError
 from mcp_codemode.face.tool import InvalidArguments
 from mcp_codemode.runs.saved_tools import SavedToolProblem
 from mcp_codemode.sandbox.seccomp import SeccompUnavailable
-from mcp_codemode.upstream.validate import ArgumentProblem
+from mcp_codemode.upstream.tools.validate import ArgumentProblem
 
 
 @pytest.mark.parametrize("error", [SeccompUnavailable, ArgumentProblem, SavedToolProblem, InvalidArguments])

@@ -111,7 +111,7 @@ class Settings:
     servers_config: tuple[Path, ...] = ()
     # Seconds between two looks at the config files and secrets (runs/config_refresh.py); 0: read once at start.
     config_refresh: float = 0.0
-    secrets_dir: Path | None = None  # what ${secret:NAME} reads in our own config files (upstream/secrets.py)
+    secrets_dir: Path | None = None  # what ${secret:NAME} reads in our own config files (upstream/config/secrets.py)
     roots: tuple[Path, ...] = ()  # given to upstream servers that ask roots/list (else a stdio client's own)
     # Host directories seen inside every sandbox (mounts.py); off unless given.
     mounts: tuple[Mount, ...] = ()

@@ -28,7 +28,7 @@ from referencing import Registry, Resource
 
 from mcp_codemode.admission import admit
 from mcp_codemode.settings import Settings
-from mcp_codemode.upstream.config import ConfigSources
+from mcp_codemode.upstream.config.discovery import ConfigSources
 from tests.deploy import manifest_checks as checks
 from tests.support.kube_manifests import DEPLOY, KUBECTL, render
 from tests.support.volumes import kubelet_volume

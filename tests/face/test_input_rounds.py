@@ -12,7 +12,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_codemode.face.input_rounds import InputRounds
 from mcp_codemode.runs.relay_run import Caller, News
-from mcp_codemode.upstream.call_links import CannotAsk
+from mcp_codemode.upstream.servers.call_links import CannotAsk
 
 ELICITING = types.ClientCapabilities(elicitation=types.ElicitationCapability())
 FORM = types.ElicitRequestFormParams(message="allow?", requested_schema={"type": "object", "properties": {}})

@@ -29,11 +29,11 @@ from mcp.shared.auth import OAuthClientInformationFull
 
 from mcp_codemode.runs.shared_state import SharedState, shared_state
 from mcp_codemode.settings import Settings
-from mcp_codemode.upstream.directory import ToolDirectory
 from mcp_codemode.upstream.errors import UpstreamCallError
 from mcp_codemode.upstream.model import ServerConfig
-from mcp_codemode.upstream.oauth import SignInRequired, StoredSignIn, bridge_auth, client_metadata
-from mcp_codemode.upstream.sign_ins import sign_in_key
+from mcp_codemode.upstream.servers.oauth import SignInRequired, StoredSignIn, bridge_auth, client_metadata
+from mcp_codemode.upstream.servers.sign_ins import sign_in_key
+from mcp_codemode.upstream.tools.directory import ToolDirectory
 from tests.support import oauth_server
 from tests.support.backends import sandbox_settings
 from tests.support.clients import free_port

@@ -25,7 +25,7 @@ from mcp_codemode.sandbox.kube.checks import cluster_checks
 from mcp_codemode.sandbox.kube.claims import ClaimStore
 from mcp_codemode.sandbox.kube.leases import SessionLeases, lease_signing_key
 from mcp_codemode.sandbox.kube.permissions import PERMISSIONS
-from mcp_codemode.upstream.oauth import StoredSignIn
+from mcp_codemode.upstream.servers.oauth import StoredSignIn
 from tests.support.backends import sandbox_settings
 from tests.support.cells import private_state_dir
 from tests.support.exec_endpoint import ExecEndpoint

@@ -26,8 +26,8 @@ from mcp_codemode.runs.shared_state import SharedState, shared_state
 from mcp_codemode.sandbox.kube import naming
 from mcp_codemode.sandbox.kube.api import KubeApiError
 from mcp_codemode.upstream.model import ServerConfig
-from mcp_codemode.upstream.oauth import StoredSecrets, StoredSignIn
-from mcp_codemode.upstream.sign_ins import sign_in_key
+from mcp_codemode.upstream.servers.oauth import StoredSecrets, StoredSignIn
+from mcp_codemode.upstream.servers.sign_ins import sign_in_key
 from tests.support.backends import sandbox_settings
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 

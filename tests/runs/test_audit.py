@@ -25,8 +25,8 @@ from mcp_codemode.runs.relay import Relay
 from mcp_codemode.runs.relay_run import Run
 from mcp_codemode.runs.saved_tools import FileSavedTools, SavedToolStore
 from mcp_codemode.settings import Settings
-from mcp_codemode.upstream.directory import ToolDirectory
 from mcp_codemode.upstream.model import Discovery
+from mcp_codemode.upstream.tools.directory import ToolDirectory
 from tests.support import upstreams
 from tests.support.backends import sandbox_settings
 from tests.support.cells import private_state_dir, reported, run

@@ -24,7 +24,7 @@ from mcp_codemode.guest.mcp import _rpc
 from mcp_codemode.runs.relay import Relay
 from mcp_codemode.runs.saved_tools import FileSavedTools, SavedToolStore
 from mcp_codemode.sandbox.frames import FrameError, decode_frame, encode_frame
-from mcp_codemode.upstream.directory import ToolDirectory
+from mcp_codemode.upstream.tools.directory import ToolDirectory
 from tests.support import upstreams
 from tests.support.backends import sandbox_settings
 from tests.support.fuzzing import LoopThread, json_values

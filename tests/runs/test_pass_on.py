@@ -14,7 +14,7 @@ from mcp_codemode.policy.guard import CallGuard
 from mcp_codemode.policy.rules import Policy
 from mcp_codemode.runs.audit import AuditLog
 from mcp_codemode.runs.relay_run import MAX_CLIENT_REQUESTS, Caller, Run
-from mcp_codemode.upstream.call_links import CannotAsk
+from mcp_codemode.upstream.servers.call_links import CannotAsk
 
 SAMPLE = types.CreateMessageRequestParams(messages=[], max_tokens=5)
 FORM = types.ElicitRequestFormParams(message="name?", requested_schema={"type": "object", "properties": {}})

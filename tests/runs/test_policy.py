@@ -27,8 +27,8 @@ from mcp_codemode.policy.rules import Policy, ToolNames, canonical_json, nesting
 from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.runs.summary import capability_summary
 from mcp_codemode.settings import Settings
-from mcp_codemode.upstream.gate import Refused
 from mcp_codemode.upstream.model import Discovery
+from mcp_codemode.upstream.tools.gate import Refused
 from tests.support import upstreams
 from tests.support.backends import sandbox_settings
 from tests.support.cells import private_state_dir, reported, run

@@ -20,8 +20,8 @@ from mcp import types
 from mcp_codemode.guest.mcp import _proxies, _rpc, runtime
 from mcp_codemode.runs import saved_tools
 from mcp_codemode.runs.saved_tools import SavedToolProblem, SavedToolStore
-from mcp_codemode.upstream import catalog
-from mcp_codemode.upstream.validate import ArgumentProblem, check_arguments, describe_parameters
+from mcp_codemode.upstream.tools import catalog
+from mcp_codemode.upstream.tools.validate import ArgumentProblem, check_arguments, describe_parameters
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
@@ -49,7 +49,7 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-# ------------------------------------------------------------------------------- upstream/validate.py
+# ------------------------------------------------------------------------- upstream/tools/validate.py
 
 
 def test_valid_arguments_pass_the_check():
@@ -131,7 +131,7 @@ def test_describe_parameters_lists_types_and_required_flags():
     assert describe_parameters({"properties": {"a": {}, "b": "junk"}}) == "a (any), b (any)"
 
 
-# ------------------------------------------------------------------------------- upstream/catalog.py
+# ------------------------------------------------------------------------- upstream/tools/catalog.py
 
 
 def tool(name: str, description: str | None = None, **changes: Any) -> types.Tool:

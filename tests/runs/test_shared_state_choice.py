@@ -14,7 +14,7 @@ from mcp_codemode.runs.saved_tools import FileSavedTools
 from mcp_codemode.runs.shared_state import ClusterSavedTools, shared_state
 from mcp_codemode.sandbox.kube.shared_state import SecretRecords
 from mcp_codemode.settings import Settings
-from mcp_codemode.upstream.sign_ins import FileSignIns
+from mcp_codemode.upstream.servers.sign_ins import FileSignIns
 from tests.support.backends import sandbox_settings
 
 

@@ -28,8 +28,8 @@ from mcp_codemode.sandbox.container import ContainerBackend
 from mcp_codemode.sandbox.staged_trust import UntrustedStaging
 from mcp_codemode.sandbox.staging import stage_guest
 from mcp_codemode.upstream.model import ServerConfig
-from mcp_codemode.upstream.oauth import StoredSignIn
-from mcp_codemode.upstream.sign_ins import FileSignIns, sign_in_key
+from mcp_codemode.upstream.servers.oauth import StoredSignIn
+from mcp_codemode.upstream.servers.sign_ins import FileSignIns, sign_in_key
 from tests.support.backends import SANDBOX_UID, fail_unless, require_usable, sandbox_settings
 
 PLANTED = "import os\nopen('/tmp/planted-by-another-user', 'w').close()\n"

@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 
 from mcp_codemode.runs.bridge import Bridge
-from mcp_codemode.upstream.config import discover
+from mcp_codemode.upstream.config.discovery import discover
 from tests.support import upstreams
 from tests.support.cells import private_state_dir
 from tests.support.security import (

@@ -36,7 +36,7 @@ from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox import calls as calls_module
 from mcp_codemode.sandbox import worker as worker_module
 from mcp_codemode.sandbox.results import ExecutionResult
-from mcp_codemode.upstream.hub import Hub
+from mcp_codemode.upstream.servers.hub import Hub
 from tests.support.cells import explain
 from tests.support.security import Target, assert_no_secrets
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from mcp_codemode.runs.bridge import Bridge, RunRequest
-from mcp_codemode.upstream.config import ConfigSources
+from mcp_codemode.upstream.config.discovery import ConfigSources
 from mcp_codemode.upstream.model import ServerConfig
 from tests.support import upstreams
 from tests.support.backends import sandbox_settings

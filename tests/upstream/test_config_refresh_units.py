@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from mcp_codemode.runs.config_refresh import ConfigRefresh
-from mcp_codemode.upstream.config import ConfigSources
+from mcp_codemode.upstream.config.discovery import ConfigSources
+from mcp_codemode.upstream.config.refresh import Changes, changes, fingerprint
 from mcp_codemode.upstream.model import ConfigProblem, Discovery, ServerConfig
-from mcp_codemode.upstream.refresh import Changes, changes, fingerprint
 from tests.support.volumes import kubelet_volume
 
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from mcp_codemode.upstream.config import ConfigSources, discover
+from mcp_codemode.upstream.config.discovery import ConfigSources, discover
+from mcp_codemode.upstream.config.secrets import MAX_SECRET_BYTES
 from mcp_codemode.upstream.model import Discovery
-from mcp_codemode.upstream.redaction import redaction_for
-from mcp_codemode.upstream.secrets import MAX_SECRET_BYTES
+from mcp_codemode.upstream.servers.redaction import redaction_for
 from tests.support.volumes import kubelet_volume
 
 TOKEN = "tok-7f3a9c1e5b2d8a4f"

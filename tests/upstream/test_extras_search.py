@@ -13,10 +13,10 @@ from mcp import types
 
 from mcp_codemode.guest.mcp import runtime
 from mcp_codemode.policy.rules import Policy
-from mcp_codemode.upstream.extras import MAX_PER_KIND, ExtrasIndex, limited
-from mcp_codemode.upstream.listing import ExtraHit, Extras
-from mcp_codemode.upstream.listing_cache import ListingCache
 from mcp_codemode.upstream.model import ServerConfig
+from mcp_codemode.upstream.tools.extras import MAX_PER_KIND, ExtrasIndex, limited
+from mcp_codemode.upstream.tools.listing import ExtraHit, Extras
+from mcp_codemode.upstream.tools.listing_cache import ListingCache
 
 WEATHER = types.Prompt(
     name="forecast",

@@ -32,10 +32,10 @@ from mcp_codemode.upstream.errors import (
     UpstreamCallError,
     UpstreamTimeout,
 )
-from mcp_codemode.upstream.hub import Hub
-from mcp_codemode.upstream.launch import MARK
 from mcp_codemode.upstream.model import ServerConfig
-from mcp_codemode.upstream.restart import backoff_delay
+from mcp_codemode.upstream.servers.hub import Hub
+from mcp_codemode.upstream.servers.launch import MARK
+from mcp_codemode.upstream.servers.restart import backoff_delay
 from tests.support import upstreams
 from tests.support.processes import wait_until_gone
 from tests.support.upstreams import GROWER
@@ -660,7 +660,7 @@ _DRIVER = textwrap.dedent(
     import asyncio, json, sys
     from pathlib import Path
 
-    from mcp_codemode.upstream.hub import Hub
+    from mcp_codemode.upstream.servers.hub import Hub
     from tests.support import upstreams
 
     async def main() -> None:

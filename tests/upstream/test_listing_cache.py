@@ -1,4 +1,4 @@
-"""The catalog cache on disk (``upstream/listing_cache.py``): keys, permissions, atomic writes, distrust, TTL.
+"""The catalog cache on disk (``upstream/tools/listing_cache.py``): keys, permissions, atomic writes, distrust, TTL.
 
 Real files in a temporary state directory; the clock is injected so staleness is tested without waiting.
 """
@@ -19,8 +19,8 @@ from mcp import types
 
 from mcp_codemode.errors import SettingsError
 from mcp_codemode.settings import Settings
-from mcp_codemode.upstream.listing_cache import MAX_FILE_BYTES, SALT_BYTES, ListingCache, listing_fields
 from mcp_codemode.upstream.model import ServerConfig
+from mcp_codemode.upstream.tools.listing_cache import MAX_FILE_BYTES, SALT_BYTES, ListingCache, listing_fields
 
 DAY = 86400.0
 

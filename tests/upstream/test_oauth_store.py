@@ -14,8 +14,14 @@ import pytest
 from mcp.shared.auth import OAuthToken
 
 from mcp_codemode.upstream.model import ServerConfig
-from mcp_codemode.upstream.oauth import SignInRequired, StoredSignIn, TokenRefused, bridge_auth, configured_client
-from mcp_codemode.upstream.sign_ins import TURN_SECONDS, FileSignIns, sign_in_key
+from mcp_codemode.upstream.servers.oauth import (
+    SignInRequired,
+    StoredSignIn,
+    TokenRefused,
+    bridge_auth,
+    configured_client,
+)
+from mcp_codemode.upstream.servers.sign_ins import TURN_SECONDS, FileSignIns, sign_in_key
 
 
 def remote(name: str = "docs", url: str = "https://docs.example.com/mcp", **headers: str) -> ServerConfig:

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp import types
 
-from mcp_codemode.upstream.ranking import Entry, Ranker
-from mcp_codemode.upstream.words import query_terms, split_words, stem, terms
+from mcp_codemode.upstream.tools.ranking import Entry, Ranker
+from mcp_codemode.upstream.tools.words import query_terms, split_words, stem, terms
 
 CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "corpus" / "tools"
 

@@ -21,11 +21,11 @@ from mcp.shared.auth import OAuthToken
 from mcp_codemode.cli.servers_report import servers_report
 from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.upstream.errors import HIDDEN, ServerUnavailable, secret_args, secret_values
-from mcp_codemode.upstream.hub import Hub
 from mcp_codemode.upstream.model import Discovery, ServerConfig
-from mcp_codemode.upstream.oauth import StoredSignIn, configured_client
-from mcp_codemode.upstream.redaction import redaction_for
-from mcp_codemode.upstream.sign_ins import FileSignIns, sign_in_key
+from mcp_codemode.upstream.servers.hub import Hub
+from mcp_codemode.upstream.servers.oauth import StoredSignIn, configured_client
+from mcp_codemode.upstream.servers.redaction import redaction_for
+from mcp_codemode.upstream.servers.sign_ins import FileSignIns, sign_in_key
 from tests.support.backends import sandbox_settings
 from tests.support.cells import closed_port, private_state_dir, reported, run
 from tests.support.clients import require_bubblewrap

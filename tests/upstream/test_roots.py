@@ -10,7 +10,7 @@ import pytest
 
 from mcp_codemode.errors import SettingsError
 from mcp_codemode.settings import Settings
-from mcp_codemode.upstream.roots import Roots
+from mcp_codemode.upstream.servers.roots import Roots
 
 
 def root(uri: str) -> types.Root:

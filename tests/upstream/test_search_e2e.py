@@ -24,9 +24,9 @@ from typing import Any, TypeVar
 import pytest
 
 from mcp_codemode.runs.bridge import Bridge
-from mcp_codemode.upstream.directory import ToolDirectory
-from mcp_codemode.upstream.listing_cache import ListingCache
 from mcp_codemode.upstream.model import Discovery, ServerConfig
+from mcp_codemode.upstream.tools.directory import ToolDirectory
+from mcp_codemode.upstream.tools.listing_cache import ListingCache
 from tests.support import upstreams
 from tests.support.backends import sandbox_settings
 from tests.support.cells import explain, poll, private_state_dir, reported, run

@@ -6,7 +6,7 @@ import pytest
 
 from mcp_codemode.upstream.errors import UnknownServer
 from mcp_codemode.upstream.suggest import close_matches, did_you_mean
-from mcp_codemode.upstream.validate import ArgumentProblem, check_arguments
+from mcp_codemode.upstream.tools.validate import ArgumentProblem, check_arguments
 
 
 def test_unknown_server_joins_its_matches_with_or() -> None:

@@ -22,7 +22,7 @@ from mcp import types
 
 from mcp_codemode.guest.mcp import _docs, _proxies, _rpc, runtime
 from mcp_codemode.runs.bridge import Bridge
-from mcp_codemode.upstream import catalog, stubs
+from mcp_codemode.upstream.tools import catalog, stubs
 from tests.support.backends import fail_unless
 from tests.support.cells import reported, run, time_and_everything
 from tests.support.parsing import parse

@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from mcp_codemode.upstream.config import bridge_identity, default_sources, derive_alias, discover, launches_bridge
+from mcp_codemode.upstream.config.discovery import (
+    bridge_identity,
+    default_sources,
+    derive_alias,
+    discover,
+    launches_bridge,
+)
 from mcp_codemode.upstream.model import ConfigProblem, Discovery, ServerConfig
 
 SELF_REASON = (

@@ -19,10 +19,10 @@ from ..runs.relay_params import MAX_QUERY
 from ..sandbox.results import ExecutionResult
 from ..sandbox.select import choose_backend
 from ..settings import Settings
-from ..upstream import catalog
-from ..upstream.directory import ToolDirectory
-from ..upstream.listing import SearchPage
 from ..upstream.model import Discovery
+from ..upstream.tools import catalog
+from ..upstream.tools.directory import ToolDirectory
+from ..upstream.tools.listing import SearchPage
 
 EXIT_OK, EXIT_RAISED, EXIT_TIMEOUT, EXIT_BRIDGE = 0, 1, 124, 125
 

@@ -23,11 +23,11 @@ from mcp.shared.auth import AuthorizationCodeResult
 from ..errors import CodemodeError
 from ..runs.shared_state import shared_state
 from ..settings import Settings
-from ..upstream.launch import ServerLog
 from ..upstream.model import Discovery, ServerConfig
-from ..upstream.oauth import SigningIn, client_metadata, configured_client, sign_in_of
-from ..upstream.sign_ins import SignInStore
-from ..upstream.transport import open_transport
+from ..upstream.servers.launch import ServerLog
+from ..upstream.servers.oauth import SigningIn, client_metadata, configured_client, sign_in_of
+from ..upstream.servers.sign_ins import SignInStore
+from ..upstream.servers.transport import open_transport
 
 PAGE = b"<!doctype html><title>mcp-codemode</title><p>Signed in. You can close this tab.</p>\n"
 MAX_REQUEST = 16 << 10  # the redirect is one short GET line; anything longer is not it

@@ -32,9 +32,9 @@ from ..runs.relay_params import MAX_LIMIT, MAX_OFFSET
 from ..runs.sessions import DEFAULT_SESSION, check_session_name
 from ..settings import Settings
 from ..settings_fields import FIELD_BY_NAME, RUNTIME_CHOICES, SECRET_FIELDS, parse_field
-from ..upstream import catalog
-from ..upstream.config import ConfigSources
+from ..upstream.config.discovery import ConfigSources
 from ..upstream.model import Discovery
+from ..upstream.tools import catalog
 from .commands import EXIT_BRIDGE, EXIT_OK, read_cells, run_cells, search
 from .doctor import diagnose, render_text
 from .login import login, logout, remote_server

@@ -23,7 +23,7 @@ from ..face.tool_calls import local_runner
 from ..face.web import bind_socket, check_exposure, serve_http
 from ..runs.bridge import Bridge
 from ..settings import Settings
-from ..upstream.config import ConfigSources
+from ..upstream.config.discovery import ConfigSources
 from ..upstream.model import Discovery
 
 log = logging.getLogger("mcp_codemode")

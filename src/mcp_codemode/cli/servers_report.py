@@ -23,12 +23,12 @@ from typing import Any
 
 from ..runs.shared_state import shared_state
 from ..settings import Settings
-from ..upstream.directory import ToolDirectory
 from ..upstream.errors import SelfServerSkipped
-from ..upstream.listing import Listing
 from ..upstream.model import Discovery, ServerConfig
-from ..upstream.oauth import sign_in_of
-from ..upstream.sign_ins import SignInStore
+from ..upstream.servers.oauth import sign_in_of
+from ..upstream.servers.sign_ins import SignInStore
+from ..upstream.tools.directory import ToolDirectory
+from ..upstream.tools.listing import Listing
 
 
 @dataclasses.dataclass(frozen=True)

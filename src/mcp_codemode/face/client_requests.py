@@ -19,8 +19,8 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
 
 from ..runs.relay_run import Caller
-from ..upstream.call_links import CannotAsk
-from ..upstream.roots import Roots
+from ..upstream.servers.call_links import CannotAsk
+from ..upstream.servers.roots import Roots
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ import pydantic
 from mcp.shared.exceptions import MCPError
 
 from ..runs.relay_run import Caller, News
-from ..upstream.call_links import CannotAsk
+from ..upstream.servers.call_links import CannotAsk
 
 KEEP = 600.0  # seconds a parked run's entry outlives its last round (the sealed state expires then too)
 MAX_PARKED = 256  # parked runs at once; each holds its session, so the session cap bounds them first

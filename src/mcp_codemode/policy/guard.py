@@ -29,8 +29,8 @@ from ..runs.approval_question import TooLongToShow, approval_question
 from ..runs.audit import AuditLog
 from ..runs.relay_params import Refusal
 from ..runs.relay_run import MAX_CLIENT_REQUESTS, Run, upstream_log
-from ..upstream.call_links import CallLink, CannotAsk
-from ..upstream.gate import Refused
+from ..upstream.servers.call_links import CallLink, CannotAsk
+from ..upstream.tools.gate import Refused
 from .rules import Policy, ToolNames
 
 if TYPE_CHECKING:

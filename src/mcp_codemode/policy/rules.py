@@ -35,7 +35,7 @@ from typing import Any
 
 from mcp import types
 
-from ..upstream.gate import Refused
+from ..upstream.tools.gate import Refused
 
 DEFAULT_MAX_CALLS_PER_RUN = 1000
 DEFAULT_MAX_ARGUMENT_BYTES = 1 << 20

@@ -32,10 +32,10 @@ from ..sandbox.results import ExecutionResult
 from ..sandbox.select import Choice, announce, choose_backend, passed_over_note
 from ..sandbox.worker import OutputCallback, Worker
 from ..settings import Settings
-from ..upstream.config import ConfigSources
-from ..upstream.directory import ToolDirectory
+from ..upstream.config.discovery import ConfigSources
+from ..upstream.config.refresh import Changes
 from ..upstream.model import Discovery, ServerConfig
-from ..upstream.refresh import Changes
+from ..upstream.tools.directory import ToolDirectory
 from .audit import AuditLog
 from .config_refresh import ConfigRefresh
 from .relay import Relay

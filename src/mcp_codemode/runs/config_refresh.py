@@ -3,7 +3,7 @@
 Why: a team's servers come from a ConfigMap and their credentials from a mounted Secret, both updated in place by
 the kubelet; a bridge that read them once would need a restart (and lose every session) for each new server or
 rotated token. With ``MCP_BRIDGE_CONFIG_REFRESH`` set, every that many seconds the paths ``ConfigSources.watched``
-names are looked at (``upstream/refresh.py``: what each resolves to, and the bytes of the small ones); when
+names are looked at (``upstream/config/refresh.py``: what each resolves to, and the bytes of the small ones); when
 something changed, discovery runs again exactly as at start, and the bridge applies the outcome
 (``Bridge.reconfigure``): servers added, removed, or restarted from a changed entry (a rotated secret is a changed
 entry), the others untouched.
@@ -21,9 +21,9 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
-from ..upstream.config import ConfigSources
+from ..upstream.config.discovery import ConfigSources
+from ..upstream.config.refresh import Changes, Fingerprint, fingerprint
 from ..upstream.model import ConfigProblem, Discovery
-from ..upstream.refresh import Changes, Fingerprint, fingerprint
 
 log = logging.getLogger("mcp_codemode.bridge")
 

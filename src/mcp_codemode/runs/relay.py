@@ -36,13 +36,13 @@ from ..guest.protocol import (
 from ..policy.guard import CallGuard, CallNote
 from ..policy.rules import ToolNames
 from ..settings import Settings
-from ..upstream import catalog
-from ..upstream.directory import ToolDirectory
 from ..upstream.errors import ServerUnavailable, UnknownServer, UpstreamCallError, UpstreamTimeout
-from ..upstream.listing import Listing
 from ..upstream.model import ServerConfig
 from ..upstream.suggest import close_matches, did_you_mean
-from ..upstream.validate import ArgumentProblem, check_arguments
+from ..upstream.tools import catalog
+from ..upstream.tools.directory import ToolDirectory
+from ..upstream.tools.listing import Listing
+from ..upstream.tools.validate import ArgumentProblem, check_arguments
 from .audit import AuditLog
 from .relay_params import (
     MAX_LIMIT,

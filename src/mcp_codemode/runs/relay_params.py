@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CodemodeError
 from ..guest.protocol import ERROR_KIND_ARGUMENT
-from ..upstream import catalog
+from ..upstream.tools import catalog
 
 if TYPE_CHECKING:
     from ..guest.protocol import CallFrame, ErrorInfo, ReplyRefusal

@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable
 
 import mcp_types as types
 
-from ..upstream.call_links import Elicit, Sample, UpstreamLog
-from ..upstream.hub import Progress
+from ..upstream.servers.call_links import Elicit, Sample, UpstreamLog
+from ..upstream.servers.hub import Progress
 
 # One line of news for the client of a running call (an upstream server's progress on a tool the code called).
 News = Callable[[str], Awaitable[None]]

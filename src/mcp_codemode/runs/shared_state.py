@@ -25,7 +25,7 @@ from ..sandbox.kube.api import EXTRA_FIX, KubeApiError, require_client
 from ..sandbox.kube.naming import saved_tool_object
 from ..sandbox.kube.shared_state import LazyApi, SecretRecords, ToolConfigMaps
 from ..settings import Settings
-from ..upstream.sign_ins import FileSignIns, SignInStore
+from ..upstream.servers.sign_ins import FileSignIns, SignInStore
 from .saved_tools import (
     MAX_TOOLS_PER_OWNER,
     FileSavedTools,

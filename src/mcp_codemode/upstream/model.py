@@ -1,7 +1,7 @@
 """What one configured upstream MCP server is, once every config format has been normalised.
 
-This is the contract between config discovery (``config.py``), the hub that connects to servers
-(``hub.py``) and everything above them. It is plain data: no I/O, nothing that reads the environment.
+This is the contract between config discovery (``config/discovery.py``), the hub that connects to servers
+(``servers/hub.py``) and everything above them. It is plain data: no I/O, nothing that reads the environment.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from ._results import Audio, Media, natural, parse_text, resource_value
 from ._rpc import MCPError, PolicyError, ServerNotFound, ToolNotFound
 from ._signatures import ToolSpec, annotation, close_names, did_you_mean, make_tool, type_label
 
-# Kept reachable here for the host's stubs (``upstream/stubs.py`` imports ``ToolSpec`` and ``annotation``)
+# Kept reachable here for the host's stubs (``upstream/tools/stubs.py`` imports ``ToolSpec`` and ``annotation``)
 # and the tests that reach the result and signature helpers through this module.
 __all__ = [
     "Audio",

@@ -1,7 +1,7 @@
 """Tool functions built from a JSON schema: annotations, signatures, docs, and argument binding.
 
 Standard library only, and importable on the host too: the bridge renders its stubs with the same
-``ToolSpec`` and ``annotation`` (``upstream/stubs.py``), so a stub and the proxy function cannot disagree.
+``ToolSpec`` and ``annotation`` (``upstream/tools/stubs.py``), so a stub and the proxy function cannot disagree.
 Arguments are bound against the signature here (an unknown name gets a suggestion at once, without a
 round trip) and then validated by the bridge against the full schema: the host is the authority.
 

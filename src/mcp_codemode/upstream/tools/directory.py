@@ -39,22 +39,22 @@ from types import TracebackType
 
 from mcp import types
 
+from ..config.refresh import Changes
+from ..errors import ServerUnavailable, UpstreamCallError, UpstreamTimeout
+from ..model import ServerConfig
+from ..servers.failures import headline
+from ..servers.hub import Hub
+from ..servers.roots import Roots
+from ..servers.sign_ins import FileSignIns, SignInStore
 from .directory_settings import DirectorySettings
-from .errors import ServerUnavailable, UpstreamCallError, UpstreamTimeout
 from .extras import ExtrasIndex, limited
-from .failures import headline
 from .gate import Gate, Refused
-from .hub import Hub
 from .listing import NO_EXTRAS, Extras, Hit, Listing, SearchPage
 from .listing_cache import CachedListing, ListingCache
-from .model import ServerConfig
 from .ranking import Entry, Ranker
-from .refresh import Changes
-from .roots import Roots
 from .served import digest, served_listing
-from .sign_ins import FileSignIns, SignInStore
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mcp_codemode.upstream.directory")  # the name log lines have always shown
 _Refusal = tuple[ServerConfig, Refused]  # a server the policy refuses, and the rule that does
 
 

@@ -15,8 +15,8 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import SchemaError
 
-from ..errors import CodemodeError
-from .suggest import close_matches, did_you_mean
+from ...errors import CodemodeError
+from ..suggest import close_matches, did_you_mean
 
 _NAMES = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",
           "array": "a list", "object": "a dict", "null": "None"}  # fmt: skip

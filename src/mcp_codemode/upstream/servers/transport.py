@@ -17,8 +17,8 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from ..model import ServerConfig
 from .launch import INNER_SCRIPT, OUTER_SCRIPT, SH, LaunchError, ServerLog, resolve_command
-from .model import ServerConfig
 
 # The hub's logger: the bridge's log lines carry the logger name, and these kept theirs when the code moved here.
 logger = logging.getLogger("mcp_codemode.upstream.hub")

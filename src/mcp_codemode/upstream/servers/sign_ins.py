@@ -30,9 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import CodemodeError
-from ..state_files import make_private_dir
-from .model import ServerConfig
+from ...errors import CodemodeError
+from ...state_files import make_private_dir
+from ..model import ServerConfig
 
 Record = dict[str, Any]
 TURN_SECONDS = 30.0  # how long a refresh turn is held before another bridge may take it (a refresh is one request)

@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from .selfref import SELF_SERVER_SETTING, bridge_identity
+from ..config.selfref import SELF_SERVER_SETTING, bridge_identity
 
 # How long a server connected at a named 2026-era version may take to say who it is (see server_info).
 IDENTITY_WAIT = 5.0

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 from mcp import types
 
+from ..model import ServerConfig
 from . import catalog
 from .gate import Gate, Refused
 from .listing import Listing, Origin
 from .listing_cache import wire
-from .model import ServerConfig
 
 
 def served_listing(

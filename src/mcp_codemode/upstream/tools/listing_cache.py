@@ -33,11 +33,11 @@ from typing import Any
 from mcp import types
 from pydantic import ValidationError
 
-from ..state_files import make_state_dir, write_json
+from ...state_files import make_state_dir, write_json
+from ..model import ServerConfig
 from .listing import NO_EXTRAS, Extras
-from .model import ServerConfig
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mcp_codemode.upstream.listing_cache")  # the name log lines have always shown
 
 FORMAT = 1
 MAX_FILE_BYTES = 16 << 20  # a listing of 1,000 tools with full schemas is about 2 MB

@@ -22,9 +22,9 @@ from typing import TextIO
 
 from mcp.client.stdio import get_default_environment
 
-from ..errors import CodemodeError
-from ..state_files import make_private_dir
-from .model import ServerConfig
+from ...errors import CodemodeError
+from ...state_files import make_private_dir
+from ..model import ServerConfig
 
 # The hub's logger: the bridge's log lines carry the logger name, and these kept theirs when the code moved here.
 logger = logging.getLogger("mcp_codemode.upstream.hub")

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from .model import Transport
+from ..model import Transport
 
 _TRANSPORTS: Final[Mapping[str, Transport]] = {
     "stdio": "stdio",

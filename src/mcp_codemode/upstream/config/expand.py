@@ -40,7 +40,7 @@ class _Variables:
 
     bare: bool = False
     keeps: bool = False
-    secrets: bool = False  # ${secret:NAME} (upstream/secrets.py): our own files only, no other client knows it
+    secrets: bool = False  # ${secret:NAME} (upstream/config/secrets.py): our own files only, no other client knows it
 
 
 VARIABLE_RULES: Final[Mapping[str, _Variables]] = {

@@ -50,16 +50,16 @@ import mcp_types as types
 from mcp.client.stdio import get_default_environment
 from mcp.shared.dispatcher import ProgressFnT
 
+from ..config.refresh import Changes, changes
+from ..errors import SHUTTING_DOWN, UnknownServer
+from ..model import ServerConfig
 from .call_links import CallLink
 from .connection import Connection
-from .errors import SHUTTING_DOWN, UnknownServer
-from .model import ServerConfig
-from .refresh import Changes, changes
 from .roots import Roots
 from .sign_ins import SignInStore
 from .state import ServerState
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("mcp_codemode.upstream.hub")  # the name log lines have always shown
 
 # A call's progress as the server reports it: (progress, total, message), as the SDK's client passes it on.
 Progress = ProgressFnT

@@ -7,8 +7,8 @@ directory uses ``headline`` too, for one-line reasons without the quoted stderr.
 
 from __future__ import annotations
 
+from ..model import ServerConfig
 from .launch import ServerLog
-from .model import ServerConfig
 from .oauth import SignInRequired, TokenRefused
 
 

@@ -11,10 +11,10 @@ import re
 from typing import Final
 from urllib.parse import urlsplit
 
-from ..errors import CodemodeError
+from ...errors import CodemodeError
+from ..model import DEFAULT_PROTOCOL, ServerConfig, Transport
 from .entry import RawEntry, ReadContext, kind_of, transport_of
 from .expand import VARIABLE_NAME, VARIABLE_RULES, Expander, expand_tilde
-from .model import DEFAULT_PROTOCOL, ServerConfig, Transport
 
 _MODERN_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}")
 

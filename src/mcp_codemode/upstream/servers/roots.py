@@ -16,7 +16,7 @@ from typing import Any
 
 import mcp_types as types
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("mcp_codemode.upstream.roots")  # the name log lines have always shown
 
 
 class Roots:

@@ -7,7 +7,7 @@ at what every path resolves to now (``stat`` follows the links) catches both. A 
 since two writes within one tick of the file system's clock can leave size and times alike.
 
 The other half, asking again at an interval and applying a change to the running bridge, is
-``runs/config_refresh.py``; ``ConfigSources.watched`` in ``config.py`` says which paths matter.
+``runs/config_refresh.py``; ``ConfigSources.watched`` in ``discovery.py`` says which paths matter.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from .model import ServerConfig
+from ..model import ServerConfig
 
 HASHED_BYTES: Final = 1 << 20  # config files and secrets are far smaller; a client's big state file is stat'ed only
 

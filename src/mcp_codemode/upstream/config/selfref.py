@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from .model import ServerConfig
+from ..model import ServerConfig
 
 SELF_SERVER_SETTING: Final = "MCP_BRIDGE_ALLOW_SELF_SERVER=1"
 

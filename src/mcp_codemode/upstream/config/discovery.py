@@ -54,8 +54,8 @@ import sys
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
+from ..model import ConfigProblem, Discovery, ServerConfig, SkippedServer
 from .entry import RawEntry, ReadContext
-from .model import ConfigProblem, Discovery, ServerConfig, SkippedServer
 from .parse import EntryError, best_effort, normalise
 from .readers import FORMATS, Reader, default_sources, expand_home, guess_format
 from .selfref import SELF_SERVER_SETTING, bridge_identity, launches_bridge

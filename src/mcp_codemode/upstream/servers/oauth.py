@@ -27,8 +27,8 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
-from ..errors import CodemodeError
-from .model import ServerConfig
+from ...errors import CodemodeError
+from ..model import ServerConfig
 from .sign_ins import Record, SignIn, SignInStore, same_tokens, sign_in_key
 
 CLIENT_NAME = "mcp-codemode"

@@ -2,8 +2,8 @@
 
 One job: turn files (JSON, JSONC, TOML; one server per file, a ``mcpServers`` map, VS Code's ``servers``,
 Claude Code's per-project table) into ``RawEntry`` entries with where they came from. Nothing here decides which
-entry wins or what its fields mean; ``config`` and ``parse`` do that. The list of sources and their order is in
-``config``'s docstring.
+entry wins or what its fields mean; ``discovery`` and ``parse`` do that. The list of sources and their order is in
+``discovery``'s docstring.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
+from ..model import ConfigProblem
 from .entry import RawEntry, ReadContext, kind_of, transport_of
-from .model import ConfigProblem
 
 # How a source is read. "dir": every *.json in a directory, each read as "json". "codemode" is the same JSON in a
 # file of our own (where ${secret:NAME} is read), "codemode-dir" a directory of them.

@@ -12,8 +12,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from mcp.client.stdio import get_default_environment
 
-from .errors import HIDDEN, Redaction, secret_args
-from .model import ServerConfig
+from ..errors import HIDDEN, Redaction, secret_args
+from ..model import ServerConfig
 from .oauth import StoredSecrets
 from .sign_ins import SignInStore, sign_in_key
 

@@ -20,7 +20,7 @@ import stat
 from pathlib import Path
 from typing import Final
 
-from ..errors import CodemodeError
+from ...errors import CodemodeError
 
 # A Kubernetes Secret's keys are [-._a-zA-Z0-9]+; a leading dot would reach the kubelet's own ..data entries.
 SECRET_NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,252}")

@@ -31,13 +31,13 @@ from mcp.client.session import IncomingMessage
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from .. import __version__
+from ... import __version__
+from ..errors import SHUTTING_DOWN, SelfServerSkipped, ServerUnavailable, UpstreamCallError, UpstreamTimeout
+from ..model import ServerConfig
 from .call_links import CallLinks
-from .errors import SHUTTING_DOWN, SelfServerSkipped, ServerUnavailable, UpstreamCallError, UpstreamTimeout
 from .failures import crash_reason, describe_failure, headline
 from .identity import refusal_of
 from .launch import LaunchError, ServerLog
-from .model import ServerConfig
 from .oauth import bridge_auth
 from .paging import list_prompts, list_resource_templates, list_resources, list_tools
 from .redaction import redaction_for

@@ -24,9 +24,9 @@ from typing import Any
 
 import mcp_types as types
 
-from ..errors import CodemodeError
+from ...errors import CodemodeError
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("mcp_codemode.upstream.call_links")  # the name log lines have always shown
 
 # Hears an upstream server's log messages while a call is in flight.
 UpstreamLog = Callable[[types.LoggingMessageNotificationParams], Awaitable[None]]
