@@ -279,6 +279,7 @@ def test_the_checker_sees_a_planted_violation() -> None:
 # The upstream package (config discovery, the hub, the directory, the catalog) sits below the bridge: the bridge,
 # the relay, the CLI and the web face build it and hand it what it needs (``directory.DirectorySettings``,
 # ``gate.Gate``). An import of a higher module from here, or a function-level import that hides a circle, fails.
+# Inside it, its rooms stand on each other in one order (``UPSTREAM_ROOMS``), on the shared words at its top.
 
 UPSTREAM = SRC / PACKAGE / "upstream"
 # Project modules below the upstream package: the version, the error base, private state files, the pure guest.
@@ -289,8 +290,8 @@ MODULE_LEVEL = ((), (("If", "body"),))  # the module's body, or the body of an `
 def upstream_violations(package: Path) -> list[str]:
     """Every import in ``package`` that goes up or sideways out of it, and every import inside a function or class."""
     found = []
-    for statement in imports(package, f"{PACKAGE}.upstream", "*.py"):
-        node, where = statement.node, f"{statement.path.name}:{statement.lineno}"
+    for statement in imports(package, f"{PACKAGE}.upstream"):
+        node, where = statement.node, f"{statement.path.relative_to(package)}:{statement.lineno}"
         if statement.scope not in MODULE_LEVEL:
             found.append(f"{where}: import inside a function or class")
         names = [statement.base()] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
@@ -309,11 +310,63 @@ def test_upstream_imports_only_downward_and_only_at_module_level() -> None:
 
 
 def test_the_check_sees_a_wrong_way_edge_and_a_hidden_circle(tmp_path: Path) -> None:
-    (tmp_path / "directory.py").write_text("from ..settings import Settings\n", encoding="utf-8")
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "directory.py").write_text("from ...settings import Settings\n", encoding="utf-8")
     (tmp_path / "stubs.py").write_text("def f():\n    from .catalog import proxy_info\n", encoding="utf-8")
     assert upstream_violations(tmp_path) == [
-        "directory.py:1: imports mcp_codemode.settings, a layer above the upstream package",
         "stubs.py:2: import inside a function or class",
+        "tools/directory.py:1: imports mcp_codemode.settings, a layer above the upstream package",
+    ]
+
+
+#: The rooms of the upstream package, lowest first: a room imports the rooms below it and the shared words at the
+#: package's top (``model``, ``errors``, ``suggest``), never a room above; the shared words import no room.
+UPSTREAM_ROOMS = ("config", "servers", "tools")
+
+
+def _room_of(module: str) -> int | None:
+    """The rank of the room ``module`` lies in (0 for the shared words at the top); None outside the package."""
+    prefix = f"{PACKAGE}.upstream"
+    if module != prefix and not module.startswith(prefix + "."):
+        return None
+    room = module[len(prefix) + 1 :].split(".")[0]
+    return UPSTREAM_ROOMS.index(room) + 1 if room in UPSTREAM_ROOMS else 0
+
+
+def upstream_room_violations(package: Path) -> list[str]:
+    """Every import in ``package`` from one room into a room above it (or from the shared words into a room)."""
+    found = []
+    for statement in imports(package, f"{PACKAGE}.upstream"):
+        source = _room_of(statement.module) or 0
+        for target in statement.targets():
+            rank = _room_of(target)
+            if rank is not None and rank > source:
+                where = f"{statement.path.relative_to(package)}:{statement.lineno}"
+                found.append(f"{where}: imports {target}, a room above its own")
+    return found
+
+
+def test_upstream_rooms_import_each_other_in_one_direction() -> None:
+    rooms = {path.name for path in UPSTREAM.iterdir() if (path / "__init__.py").is_file()}
+    assert rooms == set(UPSTREAM_ROOMS), f"give every package in upstream/ its place in UPSTREAM_ROOMS: {rooms}"
+    assert upstream_room_violations(UPSTREAM) == []
+
+
+def test_the_room_check_sees_a_wrong_way_edge(tmp_path: Path) -> None:
+    for room in UPSTREAM_ROOMS:
+        (tmp_path / room).mkdir()
+    (tmp_path / "config" / "discovery.py").write_text("from ..tools.directory import ToolDirectory\n", "utf-8")
+    (tmp_path / "servers" / "hub.py").write_text(
+        "from ..config.refresh import changes\nfrom .. import tools\n", "utf-8"
+    )
+    (tmp_path / "tools" / "directory.py").write_text("from ..servers import hub\nfrom ..model import X\n", "utf-8")
+    (tmp_path / "model.py").write_text("from .servers.state import Status\n", encoding="utf-8")
+    assert upstream_room_violations(tmp_path) == [
+        "config/discovery.py:1: imports mcp_codemode.upstream.tools.directory, a room above its own",
+        "config/discovery.py:1: imports mcp_codemode.upstream.tools.directory.ToolDirectory, a room above its own",
+        "model.py:1: imports mcp_codemode.upstream.servers.state, a room above its own",
+        "model.py:1: imports mcp_codemode.upstream.servers.state.Status, a room above its own",
+        "servers/hub.py:2: imports mcp_codemode.upstream.tools, a room above its own",
     ]
 
 

@@ -19,7 +19,7 @@ PACKAGE = Path(mcp_codemode.upstream.__file__).parent
 def private_imports(package: Path) -> list[str]:
     """Every ``from .x import _name`` (or ``from mcp_codemode.upstream.x import _name``) in ``package``."""
     found = []
-    for path in sorted(package.glob("*.py")):
+    for path in sorted(package.rglob("*.py")):
         tree = parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if not isinstance(node, ast.ImportFrom):
@@ -28,7 +28,9 @@ def private_imports(package: Path) -> list[str]:
                 continue  # another package's private names are that package's business (and its test's)
             for alias in node.names:
                 if alias.name.startswith("_") and not alias.name.startswith("__"):
-                    found.append(f"{path.name}:{node.lineno}: imports {alias.name} from {node.module or '.'}")
+                    found.append(
+                        f"{path.relative_to(package)}:{node.lineno}: imports {alias.name} from {node.module or '.'}"
+                    )
     return found
 
 
@@ -37,10 +39,11 @@ def test_no_upstream_module_imports_a_private_name_of_another() -> None:
 
 
 def test_the_check_sees_a_private_name_crossing_modules(tmp_path: Path) -> None:
-    (tmp_path / "hub.py").write_text("from .connection import _Connection, headline\n", encoding="utf-8")
-    (tmp_path / "deep.py").write_text("from mcp_codemode.upstream.entry import _Raw\n", encoding="utf-8")
+    (tmp_path / "servers").mkdir()  # a room of the package: its modules are checked too
+    (tmp_path / "servers" / "hub.py").write_text("from .connection import _Connection, headline\n", "utf-8")
+    (tmp_path / "deep.py").write_text("from mcp_codemode.upstream.config.entry import _Raw\n", encoding="utf-8")
     (tmp_path / "other.py").write_text("from typing import _T\n", encoding="utf-8")
     assert private_imports(tmp_path) == [
-        "deep.py:1: imports _Raw from mcp_codemode.upstream.entry",
-        "hub.py:1: imports _Connection from connection",
+        "deep.py:1: imports _Raw from mcp_codemode.upstream.config.entry",
+        "servers/hub.py:1: imports _Connection from connection",
     ]
