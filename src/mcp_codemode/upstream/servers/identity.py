@@ -18,8 +18,10 @@ from pydantic import ValidationError
 
 from ..config.selfref import SELF_SERVER_SETTING, bridge_identity
 
-# How long a server connected at a named 2026-era version may take to say who it is (see server_info).
-IDENTITY_WAIT = 5.0
+# How long a server connected at a named 2026-era version may take to say who it is (see server_info). A nested
+# bridge on a loaded 2-core machine took over 5 s to answer (and so was not recognised, and was used); a server
+# that never answers costs this once per start, so it errs long.
+IDENTITY_WAIT = 15.0
 
 
 async def refusal_of(client: Client, protocol: str, *, allow_self: bool) -> str:
