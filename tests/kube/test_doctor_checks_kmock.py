@@ -1,4 +1,5 @@
-"""``doctor``'s cluster checks against an EMULATED API server (kmock on 127.0.0.1) through the real client.
+"""``doctor``'s cluster checks, and the readiness check of ``/readyz``, against an EMULATED API server (kmock on
+127.0.0.1) through the real client.
 
 Not a cluster: the emulator stands in for discovery, the objects and the authorizer (tests/support/kube_emulator.py
 says how). What is real: the client's requests and how every answer becomes a check with a fix.
@@ -12,14 +13,16 @@ from typing import Any
 
 import pytest
 
-from mcp_codemode.sandbox.kube import naming
+from mcp_codemode.sandbox.base import StartCheck
+from mcp_codemode.sandbox.kube import naming, start_check
+from mcp_codemode.sandbox.kube.backend import KubernetesBackend
 from mcp_codemode.sandbox.kube.checks import WARM_POOLS, Check, cluster_checks
 from mcp_codemode.sandbox.kube.permissions import PERMISSIONS
 from tests.support.backends import sandbox_settings
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 
 if not KUBE_TEST_DEPS_PROBLEM:
-    from tests.support.kube_emulator import ClusterEmulator, emulated_cluster
+    from tests.support.kube_emulator import ClusterEmulator, emulated_cluster, write_kubeconfig
     from tests.support.kube_manifests import grants_without
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backend]
@@ -102,3 +105,36 @@ async def test_no_credentials_is_one_failed_check_with_its_fix(tmp_path: Path) -
     found = await checks_for(tmp_path / "absent-kubeconfig")
     assert list(found) == ["credentials"]
     assert found["credentials"].ok is False and "MCP_BRIDGE_KUBECONFIG" in found["credentials"].fix
+
+
+async def test_emulated_api_readiness_reads_the_warm_pool_once_a_while_and_names_what_fails(
+    cluster: tuple[Any, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What /readyz asks of the cluster (sandbox/kube/start_check.py): the pool is there and the API answers this
+    face; an empty pool still gives sandboxes (started cold), so it counts as ready; probes within TTL_S share one
+    read."""
+    emulator, kubeconfig = cluster
+    backend = KubernetesBackend(sandbox_settings(kube_config=kubeconfig, runtime="kubernetes"))
+    try:
+        missing = await backend.start_check()  # nothing of agent-sandbox installed
+        install_agent_sandbox(emulator, ready=0)
+        kept = await backend.start_check()
+        monkeypatch.setattr(start_check, "TTL_S", 0.0)
+        empty = await backend.start_check()
+        emulator.token = "another-token"  # the face's credentials are refused from now on
+        refused = await backend.start_check()
+    finally:
+        await backend.close()
+    assert (missing.ok, missing.problem) == (False, "warm-pool-missing")
+    assert kept == missing, "a second probe within TTL_S asked the API server again"
+    assert empty == StartCheck(
+        True, None, f"SandboxWarmPool {POOL!r} in namespace {NAMESPACE!r}: 0 of 4 sandboxes ready"
+    )
+    assert (refused.ok, refused.problem) == (False, "cluster-refused")
+    nobody = write_kubeconfig(tmp_path / "nobody", "http://127.0.0.1:9")  # the discard port: nothing listens
+    away = KubernetesBackend(sandbox_settings(kube_config=nobody, runtime="kubernetes"))
+    try:
+        unreachable = await away.start_check()
+    finally:
+        await away.close()
+    assert (unreachable.ok, unreachable.problem) == (False, "cluster-unreachable"), unreachable

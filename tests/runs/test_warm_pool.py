@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from mcp_codemode.errors import SettingsError
+from mcp_codemode.runs.readiness import facts_of, judge
 from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox import cgroups
 from mcp_codemode.sandbox.select import make_backend
@@ -58,6 +59,7 @@ def test_a_new_sessions_first_call_uses_a_pooled_worker_and_the_pool_refills(wit
         assert first.status == "ok" and first.value == "42", first
         assert s.worker("new") in pooled, "the first call did not run in a pooled worker"
         assert s.pool.counters.taken == 1
+        assert judge(facts_of(s, "", s.settings.max_sessions, stopping=False)).ready
         assert fresh_flags == [True], "a pooled worker must get the session's context, like any fresh worker"
         await settle(lambda: s.pool.ready == 2)
         assert s.pool.counters.started == 3
@@ -267,6 +269,9 @@ def test_a_backend_that_cannot_start_workers_does_not_make_the_pool_spin(
 
     async def body(s: SessionManager) -> int:
         await settle(lambda: s.pool.counters.failed >= 1)
+        # What /readyz says of it: no new session can be taken, because starts fail (runs/readiness.py).
+        verdict = judge(facts_of(s, "", s.settings.max_sessions, stopping=False))
+        assert (verdict.ready, verdict.reason) == (False, "sandbox-start-failing"), verdict
         await asyncio.sleep(2.5)  # a spinning pool would fail hundreds of times meanwhile
         failed = s.pool.counters.failed
         # Failed starts give their slots back: between retries nothing is left counted. (Sampled at one moment,

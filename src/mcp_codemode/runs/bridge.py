@@ -38,6 +38,7 @@ from ..upstream.model import Discovery, ServerConfig
 from ..upstream.tools.directory import ToolDirectory
 from .audit import AuditLog
 from .config_refresh import ConfigRefresh
+from .readiness import ChangeLog, Readiness, readiness_of
 from .relay import Relay
 from .relay_run import Caller
 from .session_files import SessionFiles
@@ -100,6 +101,7 @@ class Bridge:
         if refreshed and sources is not None:
             self.refresh = ConfigRefresh(sources, settings.config_refresh, self.reconfigure, self.discovery.problems)
         self._refreshing: asyncio.Task[None] | None = None
+        self._readiness = ChangeLog()
 
     def _admitted(self, discovery: Discovery) -> Discovery:
         """``discovery`` without the servers this bridge may not run (``admission.py``), each refusal logged once."""
@@ -251,6 +253,12 @@ class Bridge:
             f"Fix the cause above, or set MCP_BRIDGE_RUNTIME to another backend and restart (`mcp-codemode doctor` "
             "shows which can run here)"
         )
+
+    async def readiness(self, *, stopping: bool = False) -> Readiness:
+        """Whether a new session could be taken now, and if not why (``readiness.py``: from what is known, never by
+        starting a sandbox). ``stopping``: the face that asks is shutting down."""
+        verdict = await readiness_of(self.sessions, self.backend_error, self.settings.max_sessions, stopping)
+        return self._readiness.note(verdict)
 
     async def discard(self, key: str) -> None:
         """Close a client's session when its connection ends (the sandbox would otherwise idle until expiry)."""

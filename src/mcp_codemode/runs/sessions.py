@@ -121,6 +121,16 @@ class SessionManager:
     def names(self) -> list[str]:
         return sorted(self._sessions)
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` began: no session is placed any more."""
+        return self._closed
+
+    def has_room(self) -> bool:
+        """Whether a new session would be placed now without waiting for one to end: the cap is not reached, or an
+        idle session can be closed for it (``_get``). Busy sessions are never closed for another."""
+        return len(self._sessions) < self.settings.max_sessions or any(not s.busy for s in self._sessions.values())
+
     def worker(self, name: str) -> Worker | None:
         """The session's current worker, if it has one (tests and diagnostics)."""
         entry = self._sessions.get(name)

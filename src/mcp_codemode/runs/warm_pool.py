@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import time
 import weakref
 
 import anyio
@@ -30,7 +31,7 @@ from ..settings import Settings
 
 log = logging.getLogger("mcp_codemode.warm_pool")  # the name log lines have always shown
 _BACKOFF_FIRST = 1.0  # seconds before retrying after a failed start; doubles per failure in a row
-_BACKOFF_MAX = 60.0
+BACKOFF_MAX_S = 60.0  # the longest the filler waits between two failed starts
 # A taken worker is replaced this long afterwards, not at once. Starting a sandbox forks on the event loop and
 # keeps a core busy for tens of milliseconds; begun at once, it slowed the very call that took the pooled worker
 # (the first call of a new session, bubblewrap: 3.4 ms median with an immediate refill, 1.2 ms with this delay).
@@ -69,7 +70,9 @@ class WarmPool:
         self._refill: asyncio.TimerHandle | None = None
         self._filler: asyncio.Task[None] | None = None
         self._retired: weakref.WeakSet[Worker] = weakref.WeakSet()  # so closing one twice frees one slot
-        self._failures = 0  # failed starts in a row
+        self._failures = 0  # failed starts of the filler in a row
+        # When the latest start, the filler's or a session's, failed (time.monotonic()); None once one succeeded.
+        self.last_failed_start: float | None = None
         self._closed = False
 
     @property
@@ -112,9 +115,12 @@ class WarmPool:
         worker = Worker(self.backend, self.settings, worker_id)
         try:
             await worker.start()
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                self.last_failed_start = time.monotonic()
             await self.retire(worker)
             raise
+        self.last_failed_start = None
         if self._closed:  # the manager closed while this one started: it must not outlive the bridge
             await self.retire(worker)
             raise SessionLimitError("the bridge is shutting down; no new sandbox can start")
@@ -188,7 +194,7 @@ class WarmPool:
             self._wake.clear()
             await self._wake.wait()
             if self._failures:
-                delay = min(_BACKOFF_FIRST * 2 ** (self._failures - 1), _BACKOFF_MAX)
+                delay = min(_BACKOFF_FIRST * 2 ** (self._failures - 1), BACKOFF_MAX_S)
                 await asyncio.sleep(delay)
 
     def _prune_dead(self) -> None:
@@ -210,6 +216,7 @@ class WarmPool:
         except Exception as exc:  # noqa: BLE001 - any failed start (launch, image, timeout) means back off
             self.counters.failed += 1
             self._failures += 1
+            self.last_failed_start = time.monotonic()
             if self._failures == 1:
                 log.warning(
                     "the warm pool could not start a %s worker (%s); retrying with back-off, and sessions "
@@ -227,6 +234,7 @@ class WarmPool:
         if self._failures:
             log.info("the warm pool starts %s workers again", self.backend.name)
         self._failures = 0
+        self.last_failed_start = None
         self.counters.started += 1
         self._ready.append(worker)
         self._notify()

@@ -13,7 +13,7 @@ import dataclasses
 import json
 import types
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from ..mounts import Mount
 from .channel import WorkerChannel
@@ -35,6 +35,22 @@ class Availability:
     usable: bool
     reason: str
     fix: str = ""
+
+
+# Why a backend that was asked cheaply could not start a sandbox now: a word from this closed set, which the readiness
+# endpoint shows to anyone who asks (runs/readiness.py), so it never carries a name, a host or a path.
+StartProblem = Literal["cluster-unreachable", "cluster-refused", "warm-pool-missing"]
+
+
+@dataclasses.dataclass(frozen=True)
+class StartCheck:
+    """Whether the backend could be asked for a new sandbox now, as a readiness probe wants to know it: from what
+    the backend learnt cheaply and keeps for a while, never by starting a sandbox (probes come every few seconds).
+    ``problem`` is safe to show to anyone; ``detail`` (hosts, namespaces, the API's message) is for the log."""
+
+    ok: bool
+    problem: StartProblem | None = None
+    detail: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +96,12 @@ class Backend(abc.ABC):
     def mount_limits(mounts: tuple[Mount, ...], how: str) -> list[EnforcedLimit]:
         """The host directories of ``MCP_BRIDGE_MOUNTS`` as doctor lists them: the only host paths a sandbox sees."""
         return [EnforcedLimit(mount.target, mount.mode, f"{how} of {mount.host}") for mount in mounts]
+
+    async def start_check(self) -> StartCheck:
+        """Whether a sandbox could be started now, asked cheaply (``StartCheck``). A local backend has nothing to
+        ask beyond what ``availability`` said at start: its last start's outcome, which the warm pool keeps, says the
+        rest. A cluster backend asks whether the cluster answers."""
+        return StartCheck(ok=True)
 
     async def reap_orphans(self) -> int:
         """Remove leftovers of bridges that died without cleaning up; returns how many."""

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import SandboxUnavailable
 from ...settings import Settings
-from ..base import Availability, Backend, EnforcedLimit, Launch, guest_argv
+from ..base import Availability, Backend, EnforcedLimit, Launch, StartCheck, guest_argv
 from .api import connect, exec_refused, failures, require_client
 from .checks import allowed
 from .claims import ClaimStore
@@ -33,6 +33,7 @@ from .exec_channel import ExecChannel, ExecRefused, open_exec_channel
 from .exec_protocol import exec_url
 from .naming import ClaimKey
 from .permissions import needed
+from .start_check import CachedStartCheck
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
@@ -64,6 +65,7 @@ class KubernetesBackend(Backend):
         self.settings = settings
         self._cluster: _Cluster | None = None
         self._lock = asyncio.Lock()
+        self._start_check = CachedStartCheck(self._api, settings.kube_namespace, settings.kube_warm_pool)
 
     def availability(self) -> Availability:
         """Only what can be known without the cluster: the client is installed. ``doctor`` asks the cluster."""
@@ -95,6 +97,14 @@ class KubernetesBackend(Backend):
         node-wide podPidsLimit), so MCP_BRIDGE_PIDS becomes RLIMIT_NPROC. Every worker runs as uid 65534 in its own
         pod, so the count is this worker's alone. Memory and CPU are the template's container limits."""
         return {"CORE": 0, "MSGQUEUE": 0, "NOFILE": 1024, "NPROC": self.settings.pids}
+
+    async def start_check(self) -> StartCheck:
+        """Whether the API server answers and the warm pool is there, read at most every few seconds
+        (``start_check.py`` says why its level does not count)."""
+        return await self._start_check()
+
+    async def _api(self) -> ApiClient:
+        return (await self._connect()).api
 
     async def _connect(self) -> _Cluster:
         async with self._lock:

@@ -72,7 +72,7 @@ PERMISSIONS: tuple[Permission, ...] = (
     Permission(GROUP, CLAIMS, "", "patch", "push shutdownTime forward; re-annotate an adopted claim"),
     Permission(GROUP, CLAIMS, "", "delete", "end a worker's claim; sweep orphans and a dead replica's claims"),
     Permission(GROUP, CLAIMS, "", "list", "find the claims of this replica (at start) or of a dead one"),
-    Permission(GROUP, WARM_POOLS, "", "get", "doctor reports the warm pool's readiness"),
+    Permission(GROUP, WARM_POOLS, "", "get", "doctor reports the warm pool; /readyz sees it answer"),
     Permission(SANDBOX_GROUP, SANDBOXES, "", "get", "find the pod a bound claim's Sandbox adopted"),
     Permission("", "pods", "exec", "get", "the exec WebSocket is an HTTP GET, authorized as get"),
     Permission("", "pods", "exec", "create", "and from Kubernetes 1.35 as create too (kubernetes#134577)"),
