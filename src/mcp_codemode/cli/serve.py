@@ -16,7 +16,9 @@ from typing import cast
 
 import anyio
 from mcp.server.stdio import stdio_server
+from starlette.types import ASGIApp
 
+from ..face.probes import Probes
 from ..face.server import build_server
 from ..face.stdio import private_stdio
 from ..face.tool_calls import local_runner
@@ -60,9 +62,14 @@ async def _serve_shared(bridge: Bridge, settings: Settings, sock: socket.socket,
                  settings.peer_url, settings.peer_port)  # fmt: skip
         with contextlib.closing(bind_socket(settings, settings.peer_port, "MCP_BRIDGE_PEER_PORT")) as peers:
             await serve_http(
-                server, settings, sock, stop, lambda app: PeerEndpoint(app, router, run_here), peers,
-                drain=lambda: drain(router),
+                server, settings, sock, stop, lambda app: PeerEndpoint(_probed(app, bridge, stop), router, run_here),
+                peers, drain=lambda: drain(router),
             )  # fmt: skip
+
+
+def _probed(app: ASGIApp, bridge: Bridge, stop: anyio.Event) -> ASGIApp:
+    """``/healthz`` and ``/readyz`` in front of the guarded app (face/probes.py); a face told to stop is not ready."""
+    return Probes(app, lambda: bridge.readiness(stopping=stop.is_set()))
 
 
 async def _serve(
@@ -77,7 +84,7 @@ async def _serve(
             await _serve_shared(bridge, settings, sock, stop)
             return
         if sock is not None:
-            await serve_http(build_server(bridge, "http"), settings, sock, stop)
+            await serve_http(build_server(bridge, "http"), settings, sock, stop, lambda app: _probed(app, bridge, stop))
             return
         async with anyio.create_task_group() as group:
 
