@@ -12,10 +12,12 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
+from mcp_codemode.face.probes import HEALTH_PATH, READY_PATH
 from mcp_codemode.face.stopping import MARGIN_S
 from mcp_codemode.face.web import AFTER_DRAIN_S
 from mcp_codemode.sandbox.kube.naming import SIGN_INS_SECRET
 from mcp_codemode.sandbox.kube.permissions import PERMISSIONS
+from mcp_codemode.sandbox.kube.start_check import TIMEOUT_S
 from mcp_codemode.settings import Settings
 from tests.support.kube_manifests import face_grants
 
@@ -251,9 +253,7 @@ def face_problems(objects: list[Obj]) -> list[str]:
     container = pod["containers"][0]
     if container.get("args", [])[:3] != ["serve", "--transport", "http"]:
         problems.append(f"face: args {container.get('args')} do not serve HTTP")
-    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        if probe not in container:
-            problems.append(f"face: no {probe}")
+    problems += probe_problems(container)
     env = {item["name"]: item.get("value") for item in container.get("env", [])}
     if env.get("MCP_BRIDGE_SHARED_STATE") != "kubernetes":
         problems.append("face: MCP_BRIDGE_SHARED_STATE is not kubernetes: each replica would keep its own sign-ins and "
@@ -277,6 +277,29 @@ def face_problems(objects: list[Obj]) -> list[str]:
         if key not in spread:
             problems.append(f"face: replicas are not spread over {key} (one node or zone would hold every session)")
     return problems + stop_problems(pod, container) + ingress_problems(objects)
+
+
+PROBE_PATHS = {"startupProbe": HEALTH_PATH, "readinessProbe": READY_PATH, "livenessProbe": HEALTH_PATH}
+
+
+def probe_problems(container: Obj) -> list[str]:
+    """The face's probes ask its endpoints (src/mcp_codemode/face/probes.py), not whether a port is open: readiness
+    asks /readyz (a face that cannot take a session leaves the Service), startup and liveness ask /healthz, never
+    /readyz (a full or cut-off face must not be restarted, which would lose its sessions), and readiness waits longer
+    than the face's own read of the cluster (sandbox/kube/start_check.py), or a slow API server would fail it."""
+    problems = []
+    ports = {port.get("name") for port in container.get("ports", [])} | {8765}
+    for probe, path in PROBE_PATHS.items():
+        asks = (container.get(probe) or {}).get("httpGet") or {}
+        if not asks:
+            problems.append(f"face: no {probe} asking {path} over HTTP")
+        elif asks.get("path") != path or asks.get("port") not in ports:
+            problems.append(f"face: {probe} asks {asks.get('path')} on {asks.get('port')}, not {path} on the MCP port")
+    waits = (container.get("readinessProbe") or {}).get("timeoutSeconds", 1)
+    if waits <= TIMEOUT_S:
+        problems.append(f"face: the readinessProbe gives up after {waits} s, before the face's read of the cluster "
+                        f"({TIMEOUT_S:g} s) does")  # fmt: skip
+    return problems
 
 
 CLOSE_S = 5  # after the drain: hand over what is left, close the sandboxes (delete the claims), end the liveness

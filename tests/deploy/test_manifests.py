@@ -278,6 +278,11 @@ def _container(objects: list[Obj]) -> Obj:
     return container
 
 
+def _face(objects: list[Obj]) -> Obj:
+    container: Obj = checks.find(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+    return container
+
+
 def _face_env_list(objects: list[Obj]) -> list[Obj]:
     env: list[Obj] = checks.find(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["env"]
     return env
@@ -377,6 +382,11 @@ BREAKAGES: dict[str, Callable[[list[Obj]], object]] = {
     "face without probes": lambda o: checks.find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0].pop(
         "readinessProbe"
     ),
+    "face probed by a TCP port again": lambda o: _face(o).update(readinessProbe={"tcpSocket": {"port": "http"}}),
+    "face restarted when full (liveness asks /readyz)": lambda o: _face(o)["livenessProbe"]["httpGet"].update(
+        path="/readyz"
+    ),
+    "face readiness gives up before its cluster read": lambda o: _face(o)["readinessProbe"].update(timeoutSeconds=1),
     "face grace shorter than a call": lambda o: checks.find(o, "Deployment")[0]["spec"]["template"]["spec"].update(
         terminationGracePeriodSeconds=60
     ),
