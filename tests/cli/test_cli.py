@@ -111,6 +111,12 @@ def test_doctor_reports_backends_limits_and_the_choice():
     assert report["cgroups"]["mode"] in ("v1", "v2", "none")
     docker = report["backends"]["docker"]
     assert docker["usable"] or docker["fix"], "an unusable backend must say how to fix it"
+    probes = report["probes"]  # what a deployment of serve --transport http probes, and what it would answer now
+    assert (probes["liveness"], probes["readiness"]) == (
+        "http://127.0.0.1:8765/healthz",
+        "http://127.0.0.1:8765/readyz",
+    )
+    assert (probes["ready_now"], probes["reason"]) == (True, None)
 
 
 def _wait_for(probe: Callable[[], list[str]], seconds: float = 180.0) -> list[str]:

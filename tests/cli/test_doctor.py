@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from mcp_codemode.cli.doctor import probes, render_text
 from mcp_codemode.cli.weak_setups import SetupFacts, findings, for_user, render
 from mcp_codemode.mounts import Mount, SharedPlace
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
@@ -342,3 +343,22 @@ def test_doctor_names_a_state_directory_of_another_user_that_keeps_the_sandbox_o
     if report["selected"]["backend"] is not None:
         assert "passed over bubblewrap: uid 65534 cannot pass through" in report["selected"]["reason"], report
     assert stat.S_IMODE(state.stat().st_mode) == 0o700, "not the bridge's directory: its mode is left alone"
+
+
+def test_doctor_names_the_probe_endpoints_and_why_a_face_without_a_backend_would_not_be_ready() -> None:
+    settings = sandbox_settings(http_host="::", http_port=9000)
+    found = probes(settings, {"backend": None, "reason": "no backend can run here; install bubblewrap"})
+    assert found == {
+        "liveness": "http://127.0.0.1:9000/healthz",  # every address is listened on: this machine's is one
+        "readiness": "http://127.0.0.1:9000/readyz",
+        "ready_now": False,
+        "reason": "no-sandbox-backend",
+        "detail": "no backend can run here; install bubblewrap",
+    }
+    report = {"platform": "Linux", "bridge_python": "3.11", "running_as_root": False, "cgroups": {"detail": "v2"},
+              "selected": {"backend": None, "reason": "none"}, "sandbox_python": None, "image": "i", "state_dir": "s",
+              "mounts": [], "warnings": [], "backends": {}, "probes": found}  # fmt: skip
+    assert "ready now: no, no-sandbox-backend: no backend can run here)" in render_text(report)
+    assert (
+        probes(sandbox_settings(http_host="::1"), {"backend": "bubblewrap"})["liveness"] == "http://[::1]:8765/healthz"
+    )

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import ipaddress
 import json
 import os
 import platform
@@ -18,9 +20,12 @@ from ..admission import refused_names
 from ..errors import SandboxUnavailable
 from ..mounts import access_problem, shared_with_servers
 from ..provision import sandbox_env
+from ..runs.readiness import Facts, judge
+from ..sandbox.base import StartCheck
 from ..sandbox.bubblewrap import BubblewrapBackend
 from ..sandbox.cgroups import CGROUP_ROOT, CgroupSupport
 from ..sandbox.container import ContainerBackend
+from ..sandbox.kube.backend import KubernetesBackend
 from ..sandbox.kube.checks import cluster_checks
 from ..sandbox.select import AUTO_ORDER, choose_backend, make_backend
 from ..settings import Settings
@@ -76,10 +81,48 @@ def diagnose(settings: Settings, discovery: Discovery | None = None) -> dict[str
         "state_dir": str(settings.state_dir),
         "mounts": [{"host": str(m.host), "target": m.target, "mode": m.mode} for m in settings.mounts],
         "warnings": [dataclasses.asdict(finding) for finding in weak_spots],
+        "probes": probes(settings, chosen),
     }
     if settings.runtime == "kubernetes":  # only then: asking a cluster nobody configured would only be noise
         report["kubernetes"] = [dataclasses.asdict(check) for check in asyncio.run(cluster_checks(settings))]
     return report
+
+
+def probes(settings: Settings, chosen: dict[str, Any]) -> dict[str, Any]:
+    """The endpoints a deployment of ``serve --transport http`` probes, and what ``/readyz`` would answer now.
+
+    A face that just started has no session and no failed start yet, so only the backend can make it not ready: none
+    can run here, or (kubernetes) the cluster does not answer as a claim needs; the same rules as the face's.
+    """
+    host = settings.http_host.strip("[]")
+    with contextlib.suppress(ValueError):
+        host = "127.0.0.1" if ipaddress.ip_address(host).is_unspecified else host  # every address: ask this one
+    base = f"http://{f'[{host}]' if ':' in host else host}:{settings.http_port}"
+    check = StartCheck(ok=True)
+    if chosen.get("backend") == "kubernetes":
+        check = asyncio.run(_cluster_start_check(settings))
+    verdict = judge(
+        Facts(
+            started=True,
+            stopping=False,
+            backend_error="" if chosen.get("backend") else str(chosen.get("reason")),
+            cap=settings.max_sessions,
+            has_room=True,
+            pooled=0,
+            failed_start_age=None,
+            backend=check,
+        )
+    )
+    return {"liveness": f"{base}/healthz", "readiness": f"{base}/readyz", "ready_now": verdict.ready,
+            "reason": verdict.reason, "detail": verdict.detail}  # fmt: skip
+
+
+async def _cluster_start_check(settings: Settings) -> StartCheck:
+    backend = KubernetesBackend(settings)
+    try:
+        return await backend.start_check()
+    finally:
+        await backend.close()
 
 
 def setup_facts(
@@ -227,6 +270,11 @@ def _packages_note(report: dict[str, Any]) -> str:
     return f" (added with `mcp-codemode packages add`: {', '.join(added)})"
 
 
+def _probes_line(found: dict[str, Any]) -> str:
+    now = "yes" if found["ready_now"] else f"no, {found['reason']}: {found['detail'].split('; ')[0]}"
+    return f"probes (http):   alive {found['liveness']}, ready {found['readiness']} (ready now: {now})"
+
+
 def render_text(report: dict[str, Any]) -> str:
     lines = [
         f"platform:        {report['platform']}, bridge Python {report['bridge_python']}"
@@ -238,6 +286,7 @@ def render_text(report: dict[str, Any]) -> str:
         f"state dir:       {report['state_dir']}",
         "mounts:          "
         + (", ".join(f"{m['host']} at {m['target']} ({m['mode']})" for m in report["mounts"]) or "none"),
+        _probes_line(report["probes"]),
         "",
     ]
     lines += ["weak spots:", *(f"  {line}" for line in render(report["warnings"])), ""]
