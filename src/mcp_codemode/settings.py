@@ -107,6 +107,12 @@ class Settings:
     http_port: int = 8765
     http_tokens: tuple[str, ...] = dataclasses.field(default=(), repr=False)
     allowed_origins: tuple[str, ...] = ()
+    # Prometheus metrics (telemetry/): kept unless off; served at /metrics on the HTTP face, and on a port of their
+    # own when metrics_port is set (face/metrics_endpoint.py says who may read them).
+    metrics: bool = True
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    metrics_tokens: tuple[str, ...] = dataclasses.field(default=(), repr=False)
     log_file: Path | None = None
     servers_config: tuple[Path, ...] = ()
     # Seconds between two looks at the config files and secrets (runs/config_refresh.py); 0: read once at start.
@@ -175,6 +181,11 @@ class Settings:
                 "neither to serve sessions from this replica alone"
             )
 
+        if self.metrics_port is not None and not self.metrics:
+            raise SettingsError(
+                f"MCP_BRIDGE_METRICS_PORT is {self.metrics_port} but MCP_BRIDGE_METRICS is off, so there is nothing to "
+                "serve there; unset MCP_BRIDGE_METRICS_PORT, or turn MCP_BRIDGE_METRICS on"
+            )
         if self.shares_sessions and self.peer_port == self.http_port:
             raise SettingsError(
                 f"MCP_BRIDGE_PEER_PORT and the MCP port are both {self.http_port}: forwarded calls need a port of "

@@ -197,6 +197,11 @@ def _runtime_class(text: str) -> str:
     return value
 
 
+def _optional_port(text: str) -> int | None:
+    return _int_in(0, 65535)(text) if text.strip() else None
+
+
+_TOKENS = ("one or more bearer tokens of at least 16 characters, comma-separated", "$(openssl rand -hex 24)")
 AuditLog = Path | Literal["off"] | None  # None: the default place under the state directory
 
 
@@ -251,13 +256,7 @@ FIELDS: tuple[Field, ...] = (
     Field("progress_interval", "MCP_BRIDGE_PROGRESS_INTERVAL", _float_in(0.05, 5), "seconds, at most 5", "2"),
     Field("http_host", "MCP_BRIDGE_HTTP_HOST", _nonempty, "a host name or address to bind", "127.0.0.1"),
     Field("http_port", "MCP_BRIDGE_HTTP_PORT", _int_in(0, 65535), "a TCP port (0: any free port)", "8765"),
-    Field(
-        "http_tokens",
-        "MCP_BRIDGE_HTTP_TOKEN",
-        _tokens,
-        "one or more bearer tokens of at least 16 characters, comma-separated",
-        "$(openssl rand -hex 24)",
-    ),
+    Field("http_tokens", "MCP_BRIDGE_HTTP_TOKEN", _tokens, *_TOKENS),
     Field(
         "allowed_origins",
         "MCP_BRIDGE_ALLOWED_ORIGINS",
@@ -265,6 +264,10 @@ FIELDS: tuple[Field, ...] = (
         "comma-separated origins such as https://app.example.com",
         "https://app.example.com",
     ),
+    Field("metrics", "MCP_BRIDGE_METRICS", _bool, "true or false (false: no metrics kept or served)", "false"),
+    Field("metrics_port", "MCP_BRIDGE_METRICS_PORT", _optional_port, "a TCP port for /metrics (empty: none)", "9464"),
+    Field("metrics_host", "MCP_BRIDGE_METRICS_HOST", _nonempty, "the address the metrics port binds", "127.0.0.1"),
+    Field("metrics_tokens", "MCP_BRIDGE_METRICS_TOKEN", _tokens, *_TOKENS),
     Field("log_file", "MCP_BRIDGE_LOG_FILE", _optional_path, "a file path (empty: standard error)", "/tmp/bridge.log"),
     Field(
         "roots",
@@ -407,7 +410,7 @@ FIELDS: tuple[Field, ...] = (
         "kubernetes",
     ),
 )
-SECRET_FIELDS = frozenset({"http_tokens", "peer_token"})
+SECRET_FIELDS = frozenset({"http_tokens", "peer_token", "metrics_tokens"})
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
 
 
@@ -422,7 +425,7 @@ def parse_value(field: Field, raw: object, where: str) -> Any:
         text = "true" if raw else "false"
     if isinstance(raw, list) and field.name in ("servers_config", "roots"):
         text = os.pathsep.join(str(item) for item in raw)
-    listed = ("container_args", "http_tokens", "allowed_origins", "mounts", "mounts_shared")
+    listed = ("container_args", "http_tokens", "metrics_tokens", "allowed_origins", "mounts", "mounts_shared")
     if isinstance(raw, list) and field.name in listed:
         if field.name == "container_args":
             return tuple(str(item) for item in raw)

@@ -12,6 +12,7 @@ import datetime
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from mcp_codemode.runs.bridge import RunRequest
 from mcp_codemode.sandbox.kube.api import connect
 from mcp_codemode.sandbox.kube.leases import LEASE_GROUP, LEASE_VERSION, LEASES, SessionLeases, lease_signing_key
 from mcp_codemode.sandbox.kube.naming import ClaimKey
+from mcp_codemode.telemetry.seam import Telemetry
 from tests.support.backends import sandbox_settings
 from tests.support.clients import text_of
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
@@ -67,7 +69,8 @@ async def test_a_stopping_replica_neither_holds_nor_takes_a_session(leases: tupl
 ):  # fmt: skip
     emulator, by_name = leases
     settings = sandbox_settings(replica="a", peer_token=TOKEN, peer_url=by_name["a"].url)
-    router = SessionRouter(object(), settings, by_name["a"])  # type: ignore[arg-type]  # the bridge is not reached
+    bridge = SimpleNamespace(telemetry=Telemetry())  # nothing else of the bridge is reached
+    router = SessionRouter(bridge, settings, by_name["a"])  # type: ignore[arg-type]
     router.stopping = True
 
     def place(session: str) -> Placement:

@@ -72,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--log-file", type=Path, help="write logs here instead of standard error")
     serve.add_argument(
+        "--metrics-port", type=_whole(0, 65535), metavar="PORT",
+        help="also serve Prometheus metrics at /metrics on this port of MCP_BRIDGE_METRICS_HOST (default 127.0.0.1)",
+    )  # fmt: skip
+    serve.add_argument(
         "--backend", choices=(*RUNTIME_CHOICES, "bwrap"), help="sandbox backend (default: MCP_BRIDGE_RUNTIME or auto)"
     )
     _config_option(serve)
@@ -310,7 +314,8 @@ def _provision(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    overrides: dict[str, Any] = {"http_host": args.host, "http_port": args.port, "log_file": args.log_file}
+    overrides: dict[str, Any] = {"http_host": args.host, "http_port": args.port, "log_file": args.log_file,
+                                 "metrics_port": args.metrics_port}  # fmt: skip
     if args.token:
         overrides["http_tokens"] = parse_field("http_tokens", ",".join(args.token), "--token")
     if args.port is not None and not 0 <= args.port <= 65535:

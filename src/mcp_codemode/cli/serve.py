@@ -18,6 +18,8 @@ import anyio
 from mcp.server.stdio import stdio_server
 from starlette.types import ASGIApp
 
+from ..face.addresses import is_loopback
+from ..face.metrics_endpoint import MetricsEndpoint, check_metrics_exposure, serve_metrics
 from ..face.probes import Probes
 from ..face.server import build_server
 from ..face.stdio import private_stdio
@@ -42,12 +44,17 @@ async def serve(
     is driven without threads, so the cancellation does not wait for the client's next line. ``sources``: where
     ``discovery`` came from, read again while serving when ``MCP_BRIDGE_CONFIG_REFRESH`` is set.
     """
-    sock = None
-    if transport == "http":
-        check_exposure(settings)
-        sock = bind_socket(settings)
-    with contextlib.closing(sock) if sock is not None else contextlib.nullcontext():
-        await _serve(settings, sock, discovery, sources)
+    with contextlib.ExitStack() as sockets:
+        sock = metrics_sock = None
+        if transport == "http":
+            check_exposure(settings)
+            sock = sockets.enter_context(contextlib.closing(bind_socket(settings)))
+        if settings.metrics_port is not None:
+            check_metrics_exposure(settings)
+            metrics_sock = sockets.enter_context(contextlib.closing(bind_socket(
+                settings, settings.metrics_port, "--metrics-port (or MCP_BRIDGE_METRICS_PORT)", settings.metrics_host
+            )))  # fmt: skip
+        await _serve(settings, sock, discovery, sources, metrics_sock)
 
 
 async def _serve_shared(bridge: Bridge, settings: Settings, sock: socket.socket, stop: anyio.Event) -> None:
@@ -63,7 +70,7 @@ async def _serve_shared(bridge: Bridge, settings: Settings, sock: socket.socket,
         with contextlib.closing(bind_socket(settings, settings.peer_port, "MCP_BRIDGE_PEER_PORT")) as peers:
             await serve_http(
                 server, settings, sock, stop, lambda app: PeerEndpoint(_probed(app, bridge, stop), router, run_here),
-                peers, drain=lambda: drain(router),
+                peers, drain=lambda: drain(router), telemetry=bridge.telemetry,
             )  # fmt: skip
 
 
@@ -72,33 +79,50 @@ def _probed(app: ASGIApp, bridge: Bridge, stop: anyio.Event) -> ASGIApp:
     return Probes(app, lambda: bridge.readiness(stopping=stop.is_set()))
 
 
-async def _serve(
-    settings: Settings, sock: socket.socket | None, discovery: Discovery | None, sources: ConfigSources | None
-) -> None:
+async def _serve(settings: Settings, sock: socket.socket | None, discovery: Discovery | None,
+                 sources: ConfigSources | None, metrics_sock: socket.socket | None) -> None:  # fmt: skip
     stop = anyio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(signum, stop.set)
     async with Bridge(settings, discovery, sources=sources) as bridge:
-        if sock is not None and settings.shares_sessions:
-            await _serve_shared(bridge, settings, sock, stop)
+        if metrics_sock is None:
+            await _serve_face(bridge, settings, sock, stop)
             return
-        if sock is not None:
-            await serve_http(build_server(bridge, "http"), settings, sock, stop, lambda app: _probed(app, bridge, stop))
-            return
+        endpoint = MetricsEndpoint(bridge.telemetry, settings, is_loopback(settings.metrics_host))
+        served = anyio.Event()
         async with anyio.create_task_group() as group:
+            group.start_soon(serve_metrics, endpoint, metrics_sock, served)
+            try:
+                await _serve_face(bridge, settings, sock, stop)
+            finally:
+                served.set()
 
-            async def stop_on_signal() -> None:
-                await stop.wait()
-                log.info("stopping: closing every sandbox")
-                group.cancel_scope.cancel()
 
-            group.start_soon(stop_on_signal)
-            server = build_server(bridge, "stdio")
-            with private_stdio() as (lines, output):
-                channel = stdio_server(
-                    stdin=cast("anyio.AsyncFile[str]", lines), stdout=cast("anyio.AsyncFile[str]", output)
-                )
-                async with channel as (read_stream, write_stream):
-                    await server.run(read_stream, write_stream, server.create_initialization_options())
+async def _serve_face(bridge: Bridge, settings: Settings, sock: socket.socket | None, stop: anyio.Event) -> None:
+    """Serve MCP over HTTP (``sock``) or stdio until the client hangs up or ``stop`` is set."""
+    if sock is not None and settings.shares_sessions:
+        await _serve_shared(bridge, settings, sock, stop)
+        return
+    if sock is not None:
+        await serve_http(
+            build_server(bridge, "http"), settings, sock, stop, lambda app: _probed(app, bridge, stop),
+            telemetry=bridge.telemetry,
+        )  # fmt: skip
+        return
+    async with anyio.create_task_group() as group:
+
+        async def stop_on_signal() -> None:
+            await stop.wait()
+            log.info("stopping: closing every sandbox")
             group.cancel_scope.cancel()
+
+        group.start_soon(stop_on_signal)
+        server = build_server(bridge, "stdio")
+        with private_stdio() as (lines, output):
+            channel = stdio_server(
+                stdin=cast("anyio.AsyncFile[str]", lines), stdout=cast("anyio.AsyncFile[str]", output)
+            )
+            async with channel as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+        group.cancel_scope.cancel()

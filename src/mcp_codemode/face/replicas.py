@@ -115,7 +115,7 @@ class SessionRouter:
         self._peers = PeerChannel(connect_timeout=10.0, read_timeout=max(30.0, 10 * settings.progress_interval))
         self._request_key = request_signing_key(settings.peer_token)
         self.stopping = False  # set by stopping.drain: this replica holds and takes no session any more
-        self.forwarding = InFlight()  # calls this replica's clients made that run at another replica
+        self.forwarding = InFlight(bridge.telemetry.call_forwarded)  # calls of this replica's clients run elsewhere
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -128,8 +128,8 @@ class SessionRouter:
             replica=settings.replica,
             url=settings.peer_url,
             key=lease_signing_key(settings.peer_token),
-            duration=settings.session_lease,
-        )
+            duration=settings.session_lease, on_takeover=bridge.telemetry.session_taken_over,
+        )  # fmt: skip
         router = cls(bridge, settings, leases)
         try:
             async with anyio.create_task_group() as group:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 import mcp_types as types
@@ -50,13 +50,16 @@ MARGIN_S = 10.0  # beyond the longest call: its worker's start and the answer's 
 class InFlight:
     """How many calls of one kind are running, and a way to wait until none is."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_start: Callable[[], object] = lambda: None) -> None:
+        """``on_start`` is called as each call starts (the metrics count the calls forwarded)."""
         self.count = 0
+        self._on_start = on_start
         self._none = asyncio.Event()
         self._none.set()
 
     @contextlib.contextmanager
     def track(self) -> Iterator[None]:
+        self._on_start()
         self.count += 1
         self._none.clear()
         try:

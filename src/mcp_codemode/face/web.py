@@ -25,8 +25,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import SettingsError
 from ..settings import Settings
+from ..telemetry.seam import Telemetry
 from .addresses import is_loopback
 from .http_sessions import principal_user, tag_sdk_session_logs
+from .metrics_endpoint import METRICS_PATH, MetricsEndpoint
 from .principals import PRINCIPAL_STATE_KEY, principal_of
 
 log = logging.getLogger("mcp_codemode.web")  # the name log lines have always shown
@@ -48,10 +50,12 @@ def _local_origins() -> list[str]:
 
 
 class Guard:
-    """Origin check and bearer-token authentication in front of the MCP endpoint."""
+    """Origin check and bearer-token authentication in front of the MCP endpoint; after the Origin check, ``/metrics``
+    goes to its own endpoint, which has token rules of its own."""
 
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+    def __init__(self, app: ASGIApp, settings: Settings, metrics: MetricsEndpoint | None = None) -> None:
         self.app = app
+        self.metrics = metrics  # GET /metrics, with rules of its own (metrics_endpoint.py)
         self.tokens = [(token.encode(), principal_of(token)) for token in settings.http_tokens]
         self.origins = list(settings.allowed_origins)
         if is_loopback(settings.http_host):
@@ -67,6 +71,9 @@ class Guard:
             log.warning("refused a request from origin %s", origin)
             refusal = f"origin {origin} is not allowed; add it to MCP_BRIDGE_ALLOWED_ORIGINS"
             await _reply(send, 403, FORBIDDEN_ORIGIN, refusal, {})
+            return
+        if self.metrics is not None and scope.get("path") == METRICS_PATH:
+            await self.metrics.answer(scope, headers, send)
             return
         if self.tokens:
             principal = self._principal(headers.get("authorization", ""))
@@ -121,10 +128,12 @@ async def reply_json(send: Send, status: int, answer: dict[str, Any], extra: dic
     await send({"type": "http.response.body", "body": body})
 
 
-def http_app(server: Server[Any], settings: Settings, wrap: Callable[[ASGIApp], ASGIApp] | None = None) -> ASGIApp:
+def http_app(server: Server[Any], settings: Settings, wrap: Callable[[ASGIApp], ASGIApp] | None = None,
+             telemetry: Telemetry | None = None) -> ASGIApp:  # fmt: skip
     """The guarded Streamable HTTP app; the SDK checks Host on loopback (DNS rebinding), we check the rest.
 
-    ``wrap`` puts an app in front of the guards: the replicas' own endpoint, which has its own token.
+    ``wrap`` puts an app in front of the guards: the replicas' own endpoint, which has its own token. ``telemetry``:
+    the bridge's, served at ``/metrics`` (none: that path is the MCP app's, which has nothing there).
     """
     loopback = is_loopback(settings.http_host)
     security = TransportSecuritySettings(
@@ -139,31 +148,31 @@ def http_app(server: Server[Any], settings: Settings, wrap: Callable[[ASGIApp], 
         session_idle_timeout=settings.session_idle_timeout,
     )
     tag_sdk_session_logs()
-    guarded = Guard(app, settings)
+    metrics = MetricsEndpoint(telemetry, settings, loopback) if telemetry is not None else None
+    guarded = Guard(app, settings, metrics)
     return wrap(guarded) if wrap is not None else guarded
 
 
-def bind_socket(settings: Settings, port: int | None = None, setting: str = "--port (or MCP_BRIDGE_HTTP_PORT)") -> (
-    socket.socket
-):  # fmt: skip
-    """The listening socket (the MCP port, or ``port``), bound before anything else starts, so a busy port is a
-    plain error naming the ``setting`` to change.
+def bind_socket(settings: Settings, port: int | None = None, setting: str = "--port (or MCP_BRIDGE_HTTP_PORT)",
+                host: str | None = None) -> socket.socket:  # fmt: skip
+    """The listening socket (the MCP port, or ``port`` on ``host``), bound before anything else starts, so a busy
+    port is a plain error naming the ``setting`` to change.
 
     Bound here rather than by uvicorn also lets the log name the real port (``--port 0`` picks a free one).
     """
     port = settings.http_port if port is None else port
-    family = socket.AF_INET6 if ":" in settings.http_host else socket.AF_INET
+    host = settings.http_host if host is None else host
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # Inherited by accepted connections; without it small SSE replies wait ~40 ms for delayed ACKs.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind((settings.http_host.strip("[]"), port))
+        sock.bind((host.strip("[]"), port))
     except OSError as exc:
         sock.close()
         raise SettingsError(
-            f"cannot listen on {settings.http_host}:{port}: {exc.strerror}; choose another {setting}, or stop what "
-            "is using it"
+            f"cannot listen on {host}:{port}: {exc.strerror}; choose another {setting}, or stop what is using it"
         ) from None
     return sock
 
@@ -196,6 +205,7 @@ async def serve_http(
     wrap: Callable[[ASGIApp], ASGIApp] | None = None,
     peer_sock: socket.socket | None = None,
     drain: Callable[[], Awaitable[None]] | None = None,
+    telemetry: Telemetry | None = None,
 ) -> None:
     """Serve until ``stop`` is set or uvicorn sees SIGINT/SIGTERM; either way through uvicorn's graceful exit.
 
@@ -207,7 +217,7 @@ async def serve_http(
     open go on being served; then uvicorn exits, cutting what still runs after ``AFTER_DRAIN_S``.
     """
     config = uvicorn.Config(
-        http_app(server, settings, wrap),
+        http_app(server, settings, wrap, telemetry),
         log_config=None,
         log_level=settings.log_level.lower(),
         access_log=False,

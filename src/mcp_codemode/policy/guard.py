@@ -29,6 +29,8 @@ from ..runs.approval_question import TooLongToShow, approval_question
 from ..runs.audit import AuditLog
 from ..runs.relay_params import Refusal
 from ..runs.relay_run import MAX_CLIENT_REQUESTS, Run, upstream_log
+from ..telemetry.metrics import ApprovalDecision, UpstreamOutcome
+from ..telemetry.seam import Telemetry
 from ..upstream.servers.call_links import CallLink, CannotAsk
 from ..upstream.tools.gate import Refused
 from .rules import Policy, ToolNames
@@ -48,6 +50,10 @@ class CallNote:
     arguments: bytes | None = None  # canonical JSON
     rule: str | None = None
     approval: str | None = None  # for a call ask_tools names: how it was (not) approved
+    # What the metrics may name (telemetry/): the server once it is one configured, the tool once its server listed
+    # it; never the names the code wrote, which could carry anything.
+    configured: str = ""
+    listed: str = ""
 
 
 log = logging.getLogger(__name__)
@@ -68,6 +74,14 @@ APPROVAL_SCHEMA: dict[str, Any] = {
     },
 }
 Forward = Callable[[Any], Awaitable[Any]]  # a Caller's elicit or sample
+# How a call ask_tools names was (not) approved (``CallNote.approval``), as the metrics count it; the rest: "unasked".
+_DECISIONS: dict[str, ApprovalDecision] = {
+    "approved": "granted",
+    "approved for the session": "granted",
+    "declined": "denied",
+    "cancelled": "denied",
+    "remembered": "remembered",
+}
 
 
 class RateLimiter:
@@ -103,9 +117,10 @@ class RateLimiter:
 class CallGuard:
     """The policy's refusals, caps and audit log for the tool calls of every session of one bridge."""
 
-    def __init__(self, policy: Policy, audit: AuditLog) -> None:
+    def __init__(self, policy: Policy, audit: AuditLog, telemetry: Telemetry | None = None) -> None:
         self.policy = policy
         self.audit = audit
+        self.telemetry = telemetry or Telemetry()
         self.rate = RateLimiter(policy.max_calls_per_second)
 
     async def audited(self, run: Run, answer: Callable[[CallNote], Awaitable[ReplyBody]], kind: str = "tool") -> Reply:
@@ -125,7 +140,7 @@ class CallGuard:
             raise
         if reply["ok"]:
             value = reply["value"]
-            outcome = "tool_error" if isinstance(value, dict) and value.get("isError") else "ok"
+            outcome: UpstreamOutcome = "tool_error" if isinstance(value, dict) and value.get("isError") else "ok"
             try:  # encoded once: the audit counts these bytes and the reply frame reuses them
                 encoded = EncodedReply(reply, encode_value(value))
             except (TypeError, ValueError, RecursionError):  # the worker tells the code it could not be sent
@@ -143,8 +158,12 @@ class CallGuard:
                 self._audit(run, note, started, "error", error=kind)
         return reply
 
-    def _audit(self, run: Run, note: CallNote, started: float, outcome: str, *, result_bytes: int | None = None,
-               error: str | None = None) -> None:  # fmt: skip
+    def _audit(self, run: Run, note: CallNote, started: float, outcome: UpstreamOutcome, *,
+               result_bytes: int | None = None, error: str | None = None) -> None:  # fmt: skip
+        duration = time.monotonic() - started
+        self.telemetry.upstream_used(note.kind, note.configured, note.listed, outcome, duration)
+        if note.approval is not None:
+            self.telemetry.approval(_DECISIONS.get(note.approval, "unasked"))
         self.audit.record(
             session=run.session,
             owner=run.owner,
@@ -152,7 +171,7 @@ class CallGuard:
             tool=note.tool,
             arguments=note.arguments,
             outcome=outcome,
-            duration=time.monotonic() - started,
+            duration=duration,
             result_bytes=result_bytes,
             rule=note.rule if outcome == "refused" else None,
             error=error,

@@ -20,18 +20,24 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import time
 from pathlib import Path
 from types import TracebackType
 
 import anyio
 
+from .. import __version__
 from ..admission import admit
 from ..errors import CodemodeError, SandboxStartError, SandboxUnavailable
+from ..guest.protocol import ERROR_KIND_APPROVAL, ERROR_KIND_POLICY, ERROR_KIND_TOOL
 from ..mounts import config_in_mounts, refusal, shared_with_servers
 from ..sandbox.results import ExecutionResult
 from ..sandbox.select import Choice, announce, choose_backend, passed_over_note
 from ..sandbox.worker import OutputCallback, Worker
 from ..settings import Settings
+from ..telemetry.metrics import CallOutcome
+from ..telemetry.seam import telemetry
+from ..telemetry.snapshot import ServerSnapshot, Snapshot
 from ..upstream.config.discovery import ConfigSources
 from ..upstream.config.refresh import Changes
 from ..upstream.model import Discovery, ServerConfig
@@ -95,7 +101,8 @@ class Bridge:
         rewritable = config_in_mounts(settings.mounts, watched)  # the sandbox must not write what is read again
         self.mount_refusal = "; and ".join(problem for problem in (refusal(shared), rewritable) if problem)
         self.audit = AuditLog(settings.audit_path, settings.audit_max_bytes, settings.audit_backups)
-        self.relay = Relay(self.directory, self.shared.saved_tools, settings, self.audit)
+        self.telemetry = telemetry(settings.metrics)  # what /metrics serves (telemetry/); nothing when they are off
+        self.relay = Relay(self.directory, self.shared.saved_tools, settings, self.audit, self.telemetry)
         self._note = ""  # what the summary says after the backend's name (auto passed over a better one)
         self.refresh: ConfigRefresh | None = None
         if refreshed and sources is not None:
@@ -139,12 +146,25 @@ class Bridge:
         self.summary = self._summary()
         if self._choice is not None:
             # The summary and the relay are the bridge's, the same for every call: handed down once, not with each run.
-            sessions = SessionManager(self._choice.backend, self.settings, summary=self.summary, services=self.relay)
+            sessions = SessionManager(self._choice.backend, self.settings, summary=self.summary, services=self.relay,
+                                      telemetry=self.telemetry)  # fmt: skip
             self.sessions = await sessions.__aenter__()
             self.files = SessionFiles(self.sessions, self.settings)
+        self.telemetry.watch(self._snapshot)
         if self.refresh is not None:
             self._refreshing = asyncio.get_running_loop().create_task(self.refresh.run(), name="mcp-codemode refresh")
         return self
+
+    def _snapshot(self) -> Snapshot:
+        """What /metrics reads by looking, each time it is scraped (telemetry/snapshot.py)."""
+        servers = tuple(ServerSnapshot(name, (state := self.hub.state(name)).status, state.restarts)
+                        for name in self.hub.names())  # fmt: skip
+        now = Snapshot(__version__, self.backend_name, servers=servers)
+        if self.sessions is None:
+            return now
+        pool = self.sessions.pool
+        return dataclasses.replace(now, sessions=len(self.sessions.names()), sessions_max=self.settings.max_sessions,
+                                   sandboxes=pool.live, pool_ready=pool.ready, pool_target=pool.size)  # fmt: skip
 
     def _summary(self) -> str:
         servers = {name: self.hub.config(name).alias for name in self.servers}
@@ -208,7 +228,25 @@ class Bridge:
         ``owner`` is who is asking (an HTTP principal, or "local"): saved tools are kept per owner. ``caller`` is
         the call's client: it receives, as lines of text, the progress upstream servers report on the tools the
         code calls, and its user is asked to approve the calls the policy's ``ask_tools`` names.
+
+        Every call is counted here, where it runs (a call forwarded from another replica too), by how it ended.
         """
+        began = time.perf_counter()
+        outcome: CallOutcome = "bridge_error"  # what raises here is the bridge's, not the code's
+        result = None
+        try:
+            result = await self._run(request, key, on_output, owner, caller)
+            outcome = call_outcome(result)
+            return result
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            size = output_bytes(result) if result is not None else None
+            self.telemetry.call_ended(outcome, time.perf_counter() - began, size)
+
+    async def _run(self, request: RunRequest, key: str, on_output: OutputCallback | None, owner: str,
+                   caller: Caller | None) -> ExecutionResult:  # fmt: skip
         if self.sessions is None:
             raise CodemodeError(self.backend_error or "the bridge is not running")
         hinted = [self._by_name_or_alias.get(name) for name in request.servers]
@@ -264,6 +302,29 @@ class Bridge:
         """Close a client's session when its connection ends (the sandbox would otherwise idle until expiry)."""
         if self.sessions is not None:
             await self.sessions.discard(key)
+
+
+def call_outcome(result: ExecutionResult) -> CallOutcome:
+    """How a call ended, as the metrics count it: the code's own failures told apart from the policy's refusals
+    and upstream tools' errors it did not catch (by the exception the guest named: a closed set of names here)."""
+    if result.status == "error":
+        kind = result.error.type if result.error is not None else ""
+        return _ERROR_OUTCOMES.get(kind, "code_error")
+    return _STATUS_OUTCOMES[result.status]
+
+
+_STATUS_OUTCOMES: dict[str, CallOutcome] = {"ok": "ok", "timeout": "timeout", "crashed": "crashed"}
+_ERROR_OUTCOMES: dict[str, CallOutcome] = {
+    ERROR_KIND_POLICY: "refused",
+    ERROR_KIND_APPROVAL: "refused",
+    ERROR_KIND_TOOL: "tool_error",
+}
+
+
+def output_bytes(result: ExecutionResult) -> int:
+    """What the code produced for its caller: printed output, the value, its error and images, in bytes."""
+    texts = (result.stdout, result.stderr, result.value or "", result.error.message if result.error else "")
+    return sum(len(text.encode("utf-8", "replace")) for text in texts) + sum(len(i.data) for i in result.images)
 
 
 def _with_note(result: ExecutionResult, note: str) -> ExecutionResult:

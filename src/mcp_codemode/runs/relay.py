@@ -36,6 +36,7 @@ from ..guest.protocol import (
 from ..policy.guard import CallGuard, CallNote
 from ..policy.rules import ToolNames
 from ..settings import Settings
+from ..telemetry.seam import Telemetry
 from ..upstream.errors import ServerUnavailable, UnknownServer, UpstreamCallError, UpstreamTimeout
 from ..upstream.model import ServerConfig
 from ..upstream.suggest import close_matches, did_you_mean
@@ -71,15 +72,14 @@ log = logging.getLogger("mcp_codemode.relay")  # the name log lines have always 
 class Relay:
     """Answers the requests of every session of one bridge; ``for_run`` binds one client and one run."""
 
-    def __init__(
-        self, directory: ToolDirectory, store: SavedTools, settings: Settings, audit: AuditLog | None = None
-    ) -> None:
+    def __init__(self, directory: ToolDirectory, store: SavedTools, settings: Settings, audit: AuditLog | None = None,
+                 telemetry: Telemetry | None = None) -> None:  # fmt: skip
         self.directory = directory
         self.hub = directory.hub
         self.store = store
         self.settings = settings
         self.policy = settings.policy
-        self.guard = CallGuard(self.policy, audit if audit is not None else AuditLog(None))
+        self.guard = CallGuard(self.policy, audit if audit is not None else AuditLog(None), telemetry or Telemetry())
         # Built again only when the configured servers change (a refresh); a worker sends them when they differ.
         self._entries, self._entries_of = self._server_entries(), self.hub.generation
         self._ops: dict[str, Callable[[str, CallFrame], Awaitable[Any]]] = {
@@ -283,7 +283,7 @@ class Relay:
             raise Refusal(ERROR_KIND_ARGUMENT, "the arguments hold a lone surrogate, which is not valid Unicode text; "
                           "pass text as str without surrogates, or bytes as base64", name, wanted)  # fmt: skip
         config = self._call_target(name, wanted, note)
-        server = note.server = config.name
+        server = note.server = note.configured = config.name
         typed = self.policy.name_refusal(ToolNames.typed_only(server, config.alias, wanted))
         if typed is not None:
             raise self.guard.refused(f"{server}/{wanted}", typed, note, server, wanted)
@@ -297,7 +297,7 @@ class Relay:
         # Arguments are checked against what the running server lists now, never against a cached listing.
         listing = await self.directory.listing(server, live=True)
         tool = listing.lookup.get(wanted) or self._find_tool(server, listing, wanted, note)
-        note.tool = tool.name
+        note.tool = note.listed = tool.name
         try:
             check_arguments(tool.name, tool.input_schema or {}, arguments)
         except ArgumentProblem as exc:
@@ -316,7 +316,7 @@ class Relay:
         note.server = name
         uri = note.tool = checked_text(message.get("uri"), "uri", MAX_URI)
         config = self._call_target(name, uri, note)
-        server = note.server = config.name
+        server = note.server = note.configured = config.name
         refused = self.policy.resource_refusal(server, config.alias, uri)
         if refused is not None:
             raise self.guard.refused(f"resource {uri!r:.300} of {server!r}", refused, note, server)
@@ -334,7 +334,7 @@ class Relay:
                           "are text: pass str(value))", name, prompt)  # fmt: skip
         too_large, note.arguments = self.policy.argument_refusal(arguments)
         config = self._call_target(name, prompt, note)
-        server = note.server = config.name
+        server = note.server = note.configured = config.name
         subject = f"prompt {prompt!r} of {server!r}"
         refused = self.policy.prompt_refusal(server, config.alias, prompt) or too_large
         if refused is not None:

@@ -31,6 +31,8 @@ from ..sandbox.base import Backend
 from ..sandbox.results import ExecutionResult
 from ..sandbox.worker import OutputCallback, Worker
 from ..settings import Settings
+from ..telemetry.metrics import SessionEnd
+from ..telemetry.seam import Telemetry
 from .relay_run import Caller
 from .warm_pool import WarmPool
 
@@ -90,9 +92,11 @@ class SessionManager:
         settings: Settings,
         summary: str | None = None,
         services: GuestServices | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         """``summary``: the capability text every worker's guest is given; ``services``: what the guest is given and
-        who answers its requests (None for either: nothing, as in tests of the sessions alone)."""
+        who answers its requests (None for either: nothing, as in tests of the sessions alone); ``telemetry``: where
+        waits, starts and closed sessions are counted."""
         self.backend = backend
         self.settings = settings
         self.summary = summary
@@ -102,7 +106,8 @@ class SessionManager:
         self._reaper: asyncio.Task[None] | None = None
         self._keeper: asyncio.Task[None] | None = None
         self._closed = False
-        self.pool = WarmPool(backend, settings)
+        self.telemetry = telemetry or Telemetry()
+        self.pool = WarmPool(backend, settings, self.telemetry)
 
     async def __aenter__(self) -> SessionManager:
         with contextlib.suppress(Exception):
@@ -163,6 +168,7 @@ class SessionManager:
         ``prepare`` gets the session's worker before the code runs (the call's files go in); what it raises ends
         the call before the code runs, the session kept."""
         check_session_name(session)
+        arrived = time.perf_counter()
         entry = await self._get(session)
         async with entry.lock:
             entry.last_used = time.monotonic()
@@ -182,6 +188,7 @@ class SessionManager:
                     )
                 entry.worker = await self._start_worker(session, entry)
                 entry.unconfigured = True
+            self.telemetry.sandbox_waited(time.perf_counter() - arrived)
             if prepare is not None:
                 try:
                     await prepare(entry.worker)
@@ -248,10 +255,11 @@ class SessionManager:
                 "MCP_BRIDGE_MAX_SESSIONS"
             )
         victim = min(idle, key=lambda s: s.last_used)
-        await self._drop(victim, "was closed to make room for another (the session limit was reached)")
+        await self._drop(victim, "was closed to make room for another (the session limit was reached)", "evicted")
 
-    async def _drop(self, entry: Session, why: str) -> None:
-        self._sessions.pop(entry.name, None)
+    async def _drop(self, entry: Session, why: str, reason: SessionEnd) -> None:
+        if self._sessions.pop(entry.name, None) is not None:
+            self.telemetry.session_closed(reason)
         self._forgotten[entry.name] = why
         while len(self._forgotten) > 4 * self.settings.max_sessions:
             self._forgotten.pop(next(iter(self._forgotten)))
@@ -263,7 +271,7 @@ class SessionManager:
         if entry is None:
             return
         async with entry.lock:
-            await self._drop(entry, "")
+            await self._drop(entry, "", "ended")
         self._forgotten.pop(name, None)
 
     async def lose(self, name: str, why: str) -> None:
@@ -274,7 +282,7 @@ class SessionManager:
             self._forgotten[name] = why
             return
         async with entry.lock:
-            await self._drop(entry, why)
+            await self._drop(entry, why, "moved")
 
     async def settle(self) -> None:
         """Return once every call running or queued now has ended (a replica that stops lets them finish): each
@@ -289,7 +297,7 @@ class SessionManager:
         now = time.monotonic()
         stale = [s for s in self._sessions.values() if not s.busy and now - s.last_used > limit]
         for entry in stale:
-            await self._drop(entry, f"expired after {limit:g} s without use")
+            await self._drop(entry, f"expired after {limit:g} s without use", "expired")
         return len(stale)
 
     async def _expire_idle_forever(self) -> None:

@@ -28,6 +28,7 @@ from ..errors import SessionLimitError
 from ..sandbox.base import Backend
 from ..sandbox.worker import Worker
 from ..settings import Settings
+from ..telemetry.seam import Telemetry
 
 log = logging.getLogger("mcp_codemode.warm_pool")  # the name log lines have always shown
 _BACKOFF_FIRST = 1.0  # seconds before retrying after a failed start; doubles per failure in a row
@@ -55,9 +56,10 @@ class WarmPool:
 
     _ids = itertools.count(1)
 
-    def __init__(self, backend: Backend, settings: Settings) -> None:
+    def __init__(self, backend: Backend, settings: Settings, telemetry: Telemetry | None = None) -> None:
         self.backend = backend
         self.settings = settings
+        self.telemetry = telemetry or Telemetry()
         self.size = settings.warm_pool
         self.cap = settings.max_sessions
         self.counters = PoolCounters()
@@ -114,7 +116,7 @@ class WarmPool:
             await changed.wait()
         worker = Worker(self.backend, self.settings, worker_id)
         try:
-            await worker.start()
+            await self._started(worker)
         except BaseException as exc:
             if isinstance(exc, Exception):
                 self.last_failed_start = time.monotonic()
@@ -209,7 +211,7 @@ class WarmPool:
     async def _start_one(self) -> None:
         worker = Worker(self.backend, self.settings, f"pool-{next(self._ids)}")
         try:
-            await worker.start()
+            await self._started(worker)
         except asyncio.CancelledError:
             await self.retire(worker)
             raise
@@ -238,6 +240,18 @@ class WarmPool:
         self.counters.started += 1
         self._ready.append(worker)
         self._notify()
+
+    async def _started(self, worker: Worker) -> None:
+        """Start ``worker``, counting the start and its time by backend (a cancelled one is neither)."""
+        began = time.perf_counter()
+        try:
+            await worker.start()
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            self.telemetry.sandbox_started(self.backend.name, time.perf_counter() - began, ok=False)
+            raise
+        self.telemetry.sandbox_started(self.backend.name, time.perf_counter() - began, ok=True)
 
     async def close(self) -> None:
         """Stop filling and close every pooled worker, including those still starting."""

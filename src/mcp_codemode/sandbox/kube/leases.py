@@ -159,7 +159,9 @@ class SessionLeases:
         key: bytes,
         duration: float,
         now: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+        on_takeover: Callable[[], object] = lambda: None,
     ) -> None:
+        """``on_takeover`` is called each time this replica takes a session's Lease from another (the metrics)."""
         from kubernetes_asyncio.client import CustomObjectsApi
 
         self._objects = CustomObjectsApi(api)
@@ -170,6 +172,7 @@ class SessionLeases:
         self._key = key  # signs this replica's address and checks the others' (lease_signing_key)
         self.duration = duration
         self._now = now
+        self._on_takeover = on_takeover
         self.owned: dict[str, ClaimKey] = {}
 
     def _mine(self, version: str = "") -> Holder:
@@ -230,6 +233,7 @@ class SessionLeases:
             current = await self._get(key.name)
             return self._read(current) if current is not None else await self.holder(key)
         self.owned[key.name] = key
+        self._on_takeover()
         version = str((updated.get("metadata") or {}).get("resourceVersion") or "")
         return Holder(self.replica, self.url, version, taken_from=previous.replica, handed_over=previous.handed_over)
 
