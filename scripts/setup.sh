@@ -10,7 +10,8 @@ if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 timed() { local started=$SECONDS; "$@"; echo "setup: $* took $((SECONDS - started)) s" | cut -c1-160; }
 
 packages=(bubblewrap podman runc runsc catatonit uidmap debootstrap mmdebstrap libseccomp2 python3 python3-venv
-          util-linux procps ca-certificates python3-matplotlib python3-pil shellcheck)
+          util-linux procps ca-certificates python3-matplotlib python3-pil shellcheck
+          prometheus)  # a real Prometheus (and promtool) for tests/telemetry, which scrapes a bridge
 # npm fetches the Node test clients (MCP Inspector, the conformance suite, a Node 22 binary); any Node will do.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 missing=()
@@ -21,6 +22,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
     echo "setup: installing ${missing[*]}"
     $SUDO apt-get update -q
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+    # Debian's package starts a Prometheus service on :9090 where systemd runs; the tests start their own.
+    if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+        $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+    fi
 fi
 
 # uv from PyPI (the only Python package index we can rely on), in a private venv when it is not on PATH.
