@@ -14,7 +14,12 @@ What is measured (all with ``time.perf_counter``, in milliseconds)
         server uses: the sandbox's own round trip, with no MCP and no bridge.
     baseline.bridge_warm
         ``Bridge.run(RunRequest("1"))`` in this process: the sandbox plus what the bridge adds (it ships
-        the capability summary with every call), still without MCP.
+        the capability summary with every call), still without MCP. With its metrics on, the default.
+    baseline.bridge_warm_metrics_off
+        The same on a second bridge with ``MCP_BRIDGE_METRICS=false``, the two measured in alternating blocks
+        of ``METRICS_BLOCK`` calls; ``baseline.metrics_on_minus_off_ms`` is the difference of their medians.
+        ``baseline.metrics_record_us`` times the seam alone: what recording one warm call that made one
+        upstream tool call costs, in microseconds.
     baseline.inprocess_mcp_warm.<mode>
         ``mcp.Client(server)`` on the very ``Server`` object that ``serve`` runs, in this process: the SDK's
         client and server and our face, without a transport or a process boundary (``legacy`` passes
@@ -115,6 +120,7 @@ from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import AUTO_ORDER, choose_backend
 from mcp_codemode.settings import Settings
+from mcp_codemode.telemetry.seam import Recording
 
 CODE = "1"
 TOOL = "run_python"
@@ -148,6 +154,8 @@ finally:
 # Seconds between two paced new sessions: several times a pool refill here (a bubblewrap start is about 40 ms, a
 # podman one about 160 ms, and the pool starts its workers in parallel), so each paced call finds a warm pool.
 COLD_PACE_S = 0.3
+# Warm calls per block when bridges with metrics on and off alternate (measure_bridges).
+METRICS_BLOCK = 20
 
 # The goal, as a limit on median(e2e warm call) - median(sandbox warm call), checked for every stdio series.
 STDIO_OVERHEAD_TARGET_MS = 2.0
@@ -196,21 +204,50 @@ async def measure_baseline(settings: Settings, n: int, cold_n: int, modes: Seque
         await execute("cold-warmup")
         result["sandbox_cold"] = summarize([await paced(execute, f"cold-{index}") for index in range(cold_n)])
         result["sandbox_cold_burst"] = summarize([await execute(f"burst-{index}") for index in range(cold_n)])
-    async with Bridge(settings) as bridge:
-        request = RunRequest(code=CODE)
-
-        async def run() -> float:
-            started = time.perf_counter()
-            outcome = await bridge.run(request, "stdio:default")
-            elapsed = (time.perf_counter() - started) * 1000
-            check_execution(outcome, "baseline bridge")
-            return elapsed
-
-        for _ in range(WARMUP_CALLS):
-            await run()
-        result["bridge_warm"] = summarize([await run() for _ in range(n)])
+    on, off = settings.replace(metrics=True), settings.replace(metrics=False)
+    async with Bridge(on) as bridge, Bridge(off) as quiet:
+        warm = await measure_bridges({"on": bridge, "off": quiet}, n)
+        result["bridge_warm"], result["bridge_warm_metrics_off"] = warm["on"], warm["off"]
+        result["metrics_on_minus_off_ms"] = round(warm["on"]["median_ms"] - warm["off"]["median_ms"], 3)
         result["inprocess_mcp_warm"] = {mode: await measure_inprocess(bridge, mode, n) for mode in modes}
+    result["metrics_record_us"] = record_cost_us()
     return result
+
+
+async def measure_bridges(bridges: dict[str, Bridge], n: int) -> dict[str, Stats]:
+    """Warm ``Bridge.run`` on each bridge, in alternating blocks of ``METRICS_BLOCK`` calls (the order turned each
+    round), so a drift of the machine's speed lands on every bridge alike rather than on whichever ran last."""
+    request = RunRequest(code=CODE)
+    samples: dict[str, list[float]] = {name: [] for name in bridges}
+
+    async def run(bridge: Bridge) -> float:
+        started = time.perf_counter()
+        outcome = await bridge.run(request, "stdio:default")
+        elapsed = (time.perf_counter() - started) * 1000
+        check_execution(outcome, "baseline bridge")
+        return elapsed
+
+    for bridge in bridges.values():
+        for _ in range(WARMUP_CALLS):
+            await run(bridge)
+    order = list(bridges)
+    for block in range(-(-n // METRICS_BLOCK)):
+        for name in order if block % 2 == 0 else reversed(order):
+            size = min(METRICS_BLOCK, n - block * METRICS_BLOCK)
+            samples[name].extend([await run(bridges[name]) for _ in range(size)])
+    return {name: summarize(taken) for name, taken in samples.items()}
+
+
+def record_cost_us(rounds: int = 20_000) -> float:
+    """Microseconds the metrics of one warm call that made one upstream tool call cost (the seam's methods as the
+    bridge and the guard call them), timed alone."""
+    recording = Recording()
+    started = time.perf_counter()
+    for _ in range(rounds):
+        recording.sandbox_waited(0.0001)
+        recording.upstream_used("tool", "everything", "echo", "ok", 0.0004)
+        recording.call_ended("ok", 0.001, 12)
+    return round((time.perf_counter() - started) / rounds * 1e6, 2)
 
 
 async def measure_inprocess(bridge: Bridge, mode: str, n: int) -> Stats:
