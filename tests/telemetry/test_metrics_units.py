@@ -27,7 +27,7 @@ from mcp_codemode.settings import Settings
 from mcp_codemode.telemetry.metrics import CALL_OUTCOMES, MAX_TOOLS_PER_SERVER, OTHER_TOOL, ApprovalDecision
 from mcp_codemode.telemetry.seam import Recording, Telemetry, telemetry
 from mcp_codemode.telemetry.snapshot import ServerSnapshot, Snapshot
-from mcp_codemode.upstream.directory import ToolDirectory
+from mcp_codemode.upstream.tools.directory import ToolDirectory
 from tests.support.backends import sandbox_settings
 
 if TYPE_CHECKING:

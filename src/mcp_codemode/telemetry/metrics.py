@@ -21,6 +21,8 @@ from typing import Final, Literal, NamedTuple, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from ..upstream.servers.state import Status
+
 # Seconds: a warm call takes about a millisecond, a long run minutes (MCP_BRIDGE_MAX_TIMEOUT, 120 s by default).
 DURATION_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
                            120, 300)  # fmt: skip
@@ -47,7 +49,7 @@ UPSTREAM_METHODS: Final = {"tool": "tools/call", "resource": "resources/read", "
 # the session" let it pass without asking.
 ApprovalDecision = Literal["granted", "denied", "unasked", "remembered"]
 APPROVAL_DECISIONS: Final[tuple[ApprovalDecision, ...]] = get_args(ApprovalDecision)
-SERVER_STATES: Final = ("idle", "connecting", "ready", "failed")  # upstream/state.py's Status
+SERVER_STATES: Final[tuple[Status, ...]] = get_args(Status)  # an upstream server's connection: idle, connecting, ...
 SANDBOX_START_OUTCOMES: Final = ("ok", "failed")
 MAX_TOOLS_PER_SERVER: Final = 200
 OTHER_TOOL: Final = "other"
