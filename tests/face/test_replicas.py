@@ -41,6 +41,7 @@ from mcp_codemode.sandbox.kube.naming import ClaimKey
 from tests.support.clients import HttpServer, http_client_for, require_bubblewrap, text_of
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 from tests.support.patience import patient
+from tests.support.prometheus import get, samples_of
 from tests.support.replicas import PeerRelay, claims_of, replicas, replicas_on_cluster
 
 if not KUBE_TEST_DEPS_PROBLEM:
@@ -209,6 +210,11 @@ async def test_a_session_is_served_by_either_replica_and_survives_its_owner_only
         assert "lived on replica replica-a, which stopped answering, so its state was lost" in text_of(taken)
         assert (kept.is_error, text_of(kept)) == (False, "1")
         assert "replica-b" in holders(emulator)
+        # b's metrics count the calls it sent to a and the session it took over.
+        status, exposition = get(b.url.removesuffix("/mcp") + "/metrics")
+        counted = samples_of(exposition)
+        assert status == 200 and counted[("mcp_codemode_session_takeovers_total", ())] == 1, exposition
+        assert counted[("mcp_codemode_forwarded_calls_total", ())] >= 1
 
 
 async def test_on_the_kubernetes_backend_the_dead_owners_claims_go_with_the_takeover(tmp_path: Path) -> None:

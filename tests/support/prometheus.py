@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from .backends import fail_unless
 from .clients import free_port
 from .patience import patient
@@ -26,6 +28,18 @@ from .patience import patient
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
 START_DEADLINE = 120.0  # hang guards (scaled by patience), not speed checks
 SCRAPE_DEADLINE = 120.0
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def samples_of(exposition: bytes) -> Samples:
+    """Every sample of a /metrics answer, read by prometheus_client's own parser: (name, sorted labels) -> value."""
+    found: Samples = {}
+    for family in text_string_to_metric_families(exposition.decode()):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
 
 
 def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:

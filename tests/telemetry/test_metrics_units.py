@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_codemode.errors import SettingsError
 from mcp_codemode.face.metrics_endpoint import MetricsEndpoint, check_metrics_exposure
@@ -29,6 +28,7 @@ from mcp_codemode.telemetry.seam import Recording, Telemetry, telemetry
 from mcp_codemode.telemetry.snapshot import ServerSnapshot, Snapshot
 from mcp_codemode.upstream.tools.directory import ToolDirectory
 from tests.support.backends import sandbox_settings
+from tests.support.prometheus import Samples, samples_of
 
 if TYPE_CHECKING:
     from mcp_codemode.guest.protocol import CallFrame
@@ -39,13 +39,8 @@ METRICS_TOKEN = "m" * 16 + "metrics-only-123"
 CLIENT_TOKEN = "c" * 16 + "runs-code-456789"
 
 
-def samples(recording: Telemetry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of the exposition, parsed by prometheus_client's own parser: (name, labels) -> value."""
-    found = {}
-    for family in text_string_to_metric_families(recording.exposition().decode()):
-        for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return found
+def samples(recording: Telemetry) -> Samples:
+    return samples_of(recording.exposition())
 
 
 # --- labels never carry what clients or their code chose ------------------------------------------------------
