@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mcp_codemode.admission import admit, refused_names
+from mcp_codemode.mounts import config_paths_in_mounts
 from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.settings import Settings
 from mcp_codemode.upstream.config.discovery import ConfigSources
@@ -77,3 +78,10 @@ def test_a_refreshing_bridge_runs_no_code_with_a_writable_mount_over_its_config(
     assert Bridge(read_only, Discovery(), sources=sources).mount_refusal == ""
     once = settings(tmp_path, "bubblewrap", MCP_BRIDGE_MOUNTS=mounts)  # read once: what it read is what it runs
     assert Bridge(once, Discovery(), sources=sources).mount_refusal == ""
+    # ... until its next start, which doctor warns about: the same paths, the project's own client files among them
+    watched = [path for path, _ in sources.watched()]
+    planted = config_paths_in_mounts(once.mounts, watched)
+    assert f"{project / '.mcp.json'} lies in the writable mount {project} (/mnt/project)" in planted, planted
+    assert f"{project / 'mcp-servers'} lies in the writable mount {project} (/mnt/project)" in planted, planted
+    assert not [line for line in planted if str(outside) in line or str(tmp_path / "home") in line], planted
+    assert config_paths_in_mounts(read_only.mounts, watched) == []

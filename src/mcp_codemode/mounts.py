@@ -242,19 +242,28 @@ def config_in_mounts(mounts: Iterable[Mount], watched: Iterable[Path]) -> str:
 
     With ``MCP_BRIDGE_CONFIG_REFRESH`` such code could add a stdio server (a command the bridge would run on the
     host, within seconds) or point a server holding a secret at an address of its choosing."""
-    found = []
-    for mount in (mount for mount in mounts if mount.writable):
-        for path in watched:
-            real = _real(path)
-            if real == mount.host or mount.host in real.parents:
-                found.append(f"{path} lies in the writable mount {mount.host} ({mount.target})")
+    found = config_paths_in_mounts(mounts, watched)
     if not found:
         return ""
     return (
         f"sandboxed code could rewrite the MCP server configuration that the bridge reads again while it runs: "
-        f"{'; '.join(dict.fromkeys(found))}. To fix it: make that mount read-only (:ro), keep the config files and "
+        f"{'; '.join(found)}. To fix it: make that mount read-only (:ro), keep the config files and "
         "secrets outside it, or set MCP_BRIDGE_CONFIG_REFRESH=0"
     )
+
+
+def config_paths_in_mounts(mounts: Iterable[Mount], watched: Iterable[Path]) -> list[str]:
+    """Each configuration path the bridge reads that lies in a writable mount, said as "PATH lies in the writable
+    mount HOST (TARGET)". Without a refresh the bridge reads them only at its next start, so ``doctor`` warns
+    rather than the bridge refusing: what the code writes there runs on the host when the user restarts it."""
+    found = []
+    writable = [mount for mount in mounts if mount.writable]
+    for path in watched:
+        real = _real(path)
+        for mount in writable:
+            if real == mount.host or mount.host in real.parents:
+                found.append(f"{path} lies in the writable mount {mount.host} ({mount.target})")
+    return list(dict.fromkeys(found))
 
 
 def _server_paths(server: ServerConfig, cwd: Path) -> Iterable[tuple[Path, str, bool]]:

@@ -88,6 +88,7 @@ def test_a_strong_setup_has_nothing_to_say():
         ({"mounts": (Mount(Path("/srv/out"), "/mnt/out", True),)}, "mount-rw", "warn"),
         ({"mount_problems": (("uid 65534 cannot read /srv", "chmod o+rx /srv"),)}, "mount-access", "warn"),
         ({"shared_mounts": (SHARED, dataclasses.replace(SHARED, accepted=True))}, "mount-shared", "warn"),
+        ({"config_in_mounts": ("/srv/p/.mcp.json lies in a writable mount",)}, "mount-config", "warn"),
         ({"backend": "kubernetes", "kube_runtime_class": "none"}, "kube-no-gvisor", "warn"),
         ({"shares_sessions": True}, "state-per-replica", "warn"),
         ({"pod": "a service-account token is mounted", "refused_stdio": ("git",)}, "stdio-in-pod", "warn"),
@@ -120,6 +121,15 @@ def test_weak_spots_that_do_not_apply_to_the_backend_stay_quiet():
     assert findings(dataclasses.replace(STRONG, backend="kubernetes", kube_runtime_class="kata")) == []
     # tokens make a non-loopback address fine
     assert "http-exposed" not in topics(dataclasses.replace(STRONG, http_host="0.0.0.0", http_tokens=1))
+
+
+def test_a_config_file_in_a_writable_mount_is_said_to_run_at_the_next_start_or_within_seconds():
+    planted = ("/srv/p/.mcp.json lies in the writable mount /srv/p (/mnt/p)",)
+    [later] = findings(dataclasses.replace(STRONG, config_in_mounts=planted))
+    assert later.message.startswith(planted[0]) and later.message.endswith("runs on the host at its next start")
+    assert "--no-discover" in later.fix and ":ro" in later.fix
+    [now] = findings(dataclasses.replace(STRONG, config_in_mounts=planted, config_refresh=True))
+    assert "within seconds" in now.message and now.message.endswith("the bridge runs no code until this is fixed")
 
 
 def test_the_text_puts_warnings_before_hints_and_gives_each_a_fix():

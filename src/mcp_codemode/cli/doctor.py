@@ -13,12 +13,13 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ..admission import refused_names
 from ..errors import SandboxUnavailable
-from ..mounts import access_problem, shared_with_servers
+from ..mounts import access_problem, config_paths_in_mounts, shared_with_servers
 from ..provision import sandbox_env
 from ..runs.readiness import Facts, judge
 from ..sandbox.base import StartCheck
@@ -33,7 +34,9 @@ from ..upstream.model import Discovery, ServerConfig
 from .weak_setups import SetupFacts, findings, for_user, render
 
 
-def diagnose(settings: Settings, discovery: Discovery | None = None) -> dict[str, Any]:
+def diagnose(
+    settings: Settings, discovery: Discovery | None = None, config_paths: Iterable[Path] = ()
+) -> dict[str, Any]:
     """Every fix in the report is a command the reader can run as is: ``sudo`` where root is needed, and the
     package's own commands (``mcp-codemode image build``, ``packages add``) rather than repository scripts."""
     as_root = os.geteuid() == 0
@@ -59,7 +62,7 @@ def diagnose(settings: Settings, discovery: Discovery | None = None) -> dict[str
         chosen = {"backend": None, "reason": for_user(str(exc), as_root)}
     weak_spots = [
         dataclasses.replace(finding, fix=for_user(finding.fix, as_root))
-        for finding in findings(setup_facts(settings, discovery, chosen, cgroup))
+        for finding in findings(setup_facts(settings, discovery, chosen, cgroup, config_paths))
     ]
     report: dict[str, Any] = {
         "platform": f"{platform.system()} {platform.release()} ({platform.machine()})",
@@ -126,9 +129,14 @@ async def _cluster_start_check(settings: Settings) -> StartCheck:
 
 
 def setup_facts(
-    settings: Settings, discovery: Discovery | None, chosen: dict[str, Any], cgroup: CgroupSupport
+    settings: Settings,
+    discovery: Discovery | None,
+    chosen: dict[str, Any],
+    cgroup: CgroupSupport,
+    config_paths: Iterable[Path] = (),
 ) -> SetupFacts:
-    """Read off this machine and these settings what the weak-setup rules look at (``cgroup``: as probed)."""
+    """Read off this machine and these settings what the weak-setup rules look at (``cgroup``: as probed;
+    ``config_paths``: where the bridge reads MCP server configuration)."""
     podman = ContainerBackend(settings, "podman")
     backend = chosen.get("backend")
     servers = discovery.servers if discovery is not None else ()
@@ -166,6 +174,8 @@ def setup_facts(
         shared_state=settings.shared_state,
         pod=settings.pod,
         refused_stdio=refused_names(settings, discovery) if discovery is not None else (),
+        config_in_mounts=tuple(config_paths_in_mounts(settings.mounts, config_paths)),
+        config_refresh=settings.config_refresh > 0,
     )
 
 

@@ -277,7 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(login(server, settings, port=args.port, browser=not args.no_browser,
                                      out=sys.stdout, client_id=args.client_id, client_secret=secret))  # fmt: skip
         if args.command == "doctor":  # it reports the servers the bridge would refuse, so it reads them all
-            report = diagnose(settings, _discovery(settings, args, admitted=False))
+            sources = _sources(settings, args)
+            watched = [path for path, _ in sources.watched()]
+            report = diagnose(settings, _discovery(settings, args, admitted=False, sources=sources), watched)
             print(json.dumps(report, indent=2) if args.json else render_text(report))
             return EXIT_OK if report["selected"]["backend"] else EXIT_BRIDGE
         if args.command in ("image", "packages"):

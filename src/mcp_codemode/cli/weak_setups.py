@@ -61,6 +61,8 @@ class SetupFacts:
     shared_state: str = "files"  # where sign-ins and saved tools are kept (MCP_BRIDGE_SHARED_STATE)
     pod: str = ""  # why the bridge looks like it runs in a Kubernetes pod ("" when it does not)
     refused_stdio: tuple[str, ...] = ()  # stdio servers the bridge refuses here (admission.py)
+    config_in_mounts: tuple[str, ...] = ()  # MCP config paths the bridge reads that lie in a writable mount
+    config_refresh: bool = False  # MCP_BRIDGE_CONFIG_REFRESH: the config is read again while the bridge runs
 
 
 def findings(facts: SetupFacts) -> list[Finding]:
@@ -217,6 +219,22 @@ def _mounts(facts: SetupFacts) -> list[Finding]:
         )
         for place in facts.shared_mounts
     ]
+    if facts.config_in_mounts:
+        found.append(
+            Finding(
+                "warn",
+                "mount-config",
+                f"{'; '.join(facts.config_in_mounts)}: sandboxed code could write an MCP server there, a command "
+                + (
+                    "the bridge would run on the host within seconds (MCP_BRIDGE_CONFIG_REFRESH); the bridge runs "
+                    "no code until this is fixed"
+                    if facts.config_refresh
+                    else "the bridge runs on the host at its next start"
+                ),
+                "mount it read-only (:ro), or keep MCP config files out of it: start the bridge in another folder, "
+                "or give the servers with --config and --no-discover",
+            )
+        )
     return found
 
 
