@@ -266,11 +266,16 @@ def face_problems(objects: list[Obj]) -> list[str]:
     for service in find(objects, "Service"):
         if not service["spec"]["selector"].items() <= pod_labels.items():
             problems.append(f"service {service['metadata']['name']} does not select the face pods")
-    hpas = [h for h in find(objects, "HorizontalPodAutoscaler") if h["spec"]["scaleTargetRef"]["name"] == name]
+    scalers = [
+        h
+        for kind in ("HorizontalPodAutoscaler", "ScaledObject")
+        for h in find(objects, kind)
+        if h["spec"]["scaleTargetRef"]["name"] == name
+    ]  # an HPA, or KEDA's ScaledObject that makes one
     budgets = find(objects, "PodDisruptionBudget")
     pdbs = [p for p in budgets if p["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()]
-    if not find(objects, "Service") or not hpas or not pdbs:
-        problems.append("face: a Service, an HPA and a PDB must all target the Deployment")
+    if not find(objects, "Service") or not scalers or not pdbs:
+        problems.append("face: a Service, an autoscaler (HPA or ScaledObject) and a PDB must all target the Deployment")
     spread = {c.get("topologyKey") for c in pod.get("topologySpreadConstraints", [])
               if c.get("labelSelector", {}).get("matchLabels", {}).items() <= pod_labels.items()}  # fmt: skip
     for key in ("kubernetes.io/hostname", "topology.kubernetes.io/zone"):

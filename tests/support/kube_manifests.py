@@ -90,6 +90,12 @@ def face_grants(objects: Iterable[Obj]) -> Grants:
 
 
 @cache
+def rendered(kustomization: str) -> tuple[Obj, ...]:
+    """deploy/kubernetes/``kustomization`` as rendered, once per process (tests copy it before breaking it)."""
+    return tuple(render(DEPLOY / kustomization))
+
+
+@cache
 def base_objects() -> tuple[Obj, ...]:
     """deploy/kubernetes/base as rendered, once per process (the emulator asks every test)."""
     return tuple(render(DEPLOY / "base"))
