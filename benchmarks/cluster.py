@@ -40,12 +40,12 @@ from typing import Any
 import anyio
 
 from common import Stats, summarize
+from mcp_codemode.cluster import naming
+from mcp_codemode.cluster.api import connect
+from mcp_codemode.cluster.leases import LEASE_GROUP, LEASE_VERSION, LEASES
 from mcp_codemode.runs.sessions import SessionManager
-from mcp_codemode.sandbox.kube import naming
-from mcp_codemode.sandbox.kube.api import connect
 from mcp_codemode.sandbox.kube.backend import KubernetesBackend
 from mcp_codemode.sandbox.kube.claims import ClaimStore
-from mcp_codemode.sandbox.kube.leases import LEASE_GROUP, LEASE_VERSION, LEASES
 from mcp_codemode.settings import Settings
 from replicas import SESSION, owner_and_forwarded
 

@@ -119,6 +119,7 @@ from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import AUTO_ORDER, choose_backend
+from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.settings import Settings
 from mcp_codemode.telemetry.seam import Recording
 
@@ -222,7 +223,7 @@ async def measure_bridges(bridges: dict[str, Bridge], n: int) -> dict[str, Stats
 
     async def run(bridge: Bridge) -> float:
         started = time.perf_counter()
-        outcome = await bridge.run(request, "stdio:default")
+        outcome = await bridge.run(request, SessionKey.stdio("default"))
         elapsed = (time.perf_counter() - started) * 1000
         check_execution(outcome, "baseline bridge")
         return elapsed

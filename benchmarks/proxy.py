@@ -97,6 +97,7 @@ from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox.calls import CONCURRENT_CALLS
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import AUTO_ORDER, choose_backend
+from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.settings import Settings
 from mcp_codemode.upstream.model import Discovery, ServerConfig
 from mcp_codemode.upstream.tools.catalog import identifier
@@ -108,7 +109,7 @@ EVERYTHING_PACKAGE = NODE_MODULES / "@modelcontextprotocol" / "server-everything
 PYTHON_SERVERS = ROOT / ".cache" / "upstreams"
 TIME_SERVER = PYTHON_SERVERS / "bin" / "mcp-server-time"
 
-SESSION = "bench"
+SESSION = SessionKey.cli("bench")
 CALL_TIMEOUT = 30.0
 WARMUP_CALLS = 20
 ROUNDS = 5

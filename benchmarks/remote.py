@@ -115,7 +115,7 @@ async def on_stand_ins(base: Path, settings: Settings, n: int) -> dict[str, Any]
     from tests.support.kube_emulator import agent_sandbox_controller, emulated_cluster, write_kubeconfig
     from tests.support.kube_manifests import Grants
 
-    from mcp_codemode.sandbox.kube import naming
+    from mcp_codemode.cluster import naming
 
     namespace, pool = settings.kube_namespace, settings.kube_warm_pool
     async with (

@@ -27,7 +27,7 @@ from tests.support.clients import HttpServer, http_client_for, text_of
 from tests.support.kube_emulator import emulated_cluster
 
 from common import emit, machine_info, positive, summarize
-from mcp_codemode.sandbox.kube.leases import LEASE_GROUP, LEASE_VERSION, LEASES
+from mcp_codemode.cluster.leases import LEASE_GROUP, LEASE_VERSION, LEASES
 
 SESSION = "bench"
 

@@ -54,7 +54,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 EXTRA_FORBIDDEN = {
     (f"{PACKAGE}.cli.weak_setups", f"{PACKAGE}.face.web"),  # doctor's pure rules must not drag uvicorn in
     (f"{PACKAGE}.face.web", f"{PACKAGE}.face.server"),
-    (f"{PACKAGE}.face.render", f"{PACKAGE}.sandbox.worker"),
     (f"{PACKAGE}.upstream.tools.directory", f"{PACKAGE}.settings"),
     *{(f"{PACKAGE}.{m}", f"{PACKAGE}.sandbox.frames") for m in ("runs.relay", "runs.relay_params", "policy.guard")},
     *{
@@ -62,6 +61,21 @@ EXTRA_FORBIDDEN = {
         for s in ("settings", "settings_fields", "settings_file")
     },
 }
+
+#: Parts one part must never import, whatever the layers allow (each a package, with everything under it). The face
+#: asks the Bridge (``runs/bridge.py``) for what it needs, and reaches the cluster's Leases through ``cluster/``,
+#: never the sandboxes or the upstream servers themselves; ``cluster/`` stands below the kubernetes backend and the
+#: face's replicas, which both import it.
+FORBIDDEN_PARTS = {
+    (f"{PACKAGE}.face", f"{PACKAGE}.upstream"),
+    (f"{PACKAGE}.face", f"{PACKAGE}.sandbox"),
+    (f"{PACKAGE}.cluster", f"{PACKAGE}.sandbox"),
+    (f"{PACKAGE}.cluster", f"{PACKAGE}.upstream"),
+}
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
 
 
 def layer_of(module: str) -> int:
@@ -176,7 +190,11 @@ def _violations(internal: dict[str, set[str]]) -> set[tuple[str, str]]:
     found = set()
     for source, targets in internal.items():
         for target in targets:
-            if layer_of(target) > layer_of(source) or (source, target) in EXTRA_FORBIDDEN:
+            if (
+                layer_of(target) > layer_of(source)
+                or (source, target) in EXTRA_FORBIDDEN
+                or any(_within(source, part) and _within(target, other) for part, other in FORBIDDEN_PARTS)
+            ):
                 found.add((source, target))
     return found
 
@@ -233,6 +251,8 @@ def test_every_layer_exists() -> None:
     assert not empty, f"LAYERS names what is no longer in src/: {empty}"
     missing = {edge for edge in EXTRA_FORBIDDEN if not set(edge) <= set(internal)}
     assert not missing, f"EXTRA_FORBIDDEN names modules that no longer exist: {sorted(missing)}"
+    gone = {part for edge in FORBIDDEN_PARTS for part in edge if not any(_within(m, part) for m in internal)}
+    assert not gone, f"FORBIDDEN_PARTS names packages that no longer exist: {sorted(gone)}"
 
 
 def _cycle_edges(internal: dict[str, set[str]]) -> set[tuple[str, str]]:
@@ -263,15 +283,121 @@ def test_guest_imports_only_guest_code_and_the_standard_library() -> None:
 
 def test_the_checker_sees_a_planted_violation() -> None:
     """The rules are not vacuous: a lower-layer edge to the server is reported, and so is a face reaching the CLI."""
-    server, sandbox = f"{PACKAGE}.face.server", f"{PACKAGE}.sandbox.x"
-    internal = {sandbox: {server}, server: {sandbox}}
-    assert _violations(internal) == {(sandbox, server)}
+    server, lower = f"{PACKAGE}.face.server", f"{PACKAGE}.runs.x"
+    internal = {lower: {server}, server: {lower}}
+    assert _violations(internal) == {(lower, server)}
     assert _cycles(internal) == [sorted(internal)]
     assert _violations({f"{PACKAGE}.runs.bridge": {f"{PACKAGE}.face.render"}}) == {
         (f"{PACKAGE}.runs.bridge", f"{PACKAGE}.face.render")
     }
     assert _violations({f"{PACKAGE}.face.web": {f"{PACKAGE}.cli.main"}}) == {
         (f"{PACKAGE}.face.web", f"{PACKAGE}.cli.main")
+    }
+    # The face past its door, and the cluster package reaching up into the backend that imports it:
+    render, results = f"{PACKAGE}.face.render", f"{PACKAGE}.sandbox.results"
+    replicas, roots = f"{PACKAGE}.face.replicas", f"{PACKAGE}.upstream.roots"
+    leases, backend = f"{PACKAGE}.cluster.leases", f"{PACKAGE}.sandbox.kube.backend"
+    planted = {render: {results}, replicas: {roots, f"{PACKAGE}.cluster.api"}, leases: {backend}}
+    assert _violations(planted) == {(render, results), (replicas, roots), (leases, backend)}
+
+
+# ------------------------------------------------------------------------------------------ the face's one door
+# The face asks the Bridge for what it needs through its public methods and the attributes its class body declares
+# (``settings``, ``summary``), never through what the bridge holds (``bridge.sessions``, ``bridge.files``,
+# ``bridge.hub.roots`` were such reaches): how sessions, files and roots are kept may then change under it.
+
+BRIDGE = SRC / PACKAGE / "runs" / "bridge.py"
+FACE = SRC / PACKAGE / "face"
+
+
+def bridge_surface(source: str) -> set[str]:
+    """What a face may use of a ``Bridge``: the public methods and properties of its class, and the attributes its
+    class body declares with an annotation; not the parts ``__init__`` stores."""
+    tree = parse(source)
+    bridge = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Bridge")
+    names = {node.name for node in bridge.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
+    names |= {n.target.id for n in bridge.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    return {name for name in names if not name.startswith("_")}
+
+
+def _names_bridge(annotation: ast.expr | None) -> bool:
+    return annotation is not None and any(
+        (isinstance(node, ast.Name) and node.id == "Bridge")
+        or (isinstance(node, ast.Constant) and node.value == "Bridge")
+        for node in ast.walk(annotation)
+    )
+
+
+def bridge_uses(source: str) -> list[tuple[int, str]]:
+    """(line, attribute) of every attribute a module reads of a ``Bridge``: of a name bound to one (``bridge``, an
+    argument or variable annotated ``Bridge``, a name assigned from one) or of any attribute called ``bridge``
+    (``self.bridge``, ``router.bridge``)."""
+    tree = parse(source)
+    names = {"bridge"}
+    names |= {node.arg for node in ast.walk(tree) if isinstance(node, ast.arg) and _names_bridge(node.annotation)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and _names_bridge(node.annotation):
+            names.add(node.target.id)
+        if isinstance(node, ast.Assign):
+            pairs = [(target, node.value) for target in node.targets]
+            for target, value in list(pairs):
+                if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
+                    pairs += list(zip(target.elts, value.elts, strict=False))
+            for target, value in pairs:
+                if isinstance(target, ast.Name) and _is_bridge(value, names):
+                    names.add(target.id)
+    return sorted(
+        (node.lineno, node.attr)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and _is_bridge(node.value, names)
+    )
+
+
+def _is_bridge(node: ast.expr, names: set[str]) -> bool:
+    return (isinstance(node, ast.Name) and node.id in names) or (
+        isinstance(node, ast.Attribute) and node.attr == "bridge"
+    )
+
+
+def test_the_face_uses_only_the_bridges_public_surface() -> None:
+    surface = bridge_surface(BRIDGE.read_text(encoding="utf-8"))
+    assert {"run", "settings", "summary"} <= surface and not {"sessions", "files", "hub"} & surface
+    reaches = [
+        f"{path.relative_to(SRC)}:{line}: bridge.{name}"
+        for path in python_files(FACE)
+        for line, name in bridge_uses(path.read_text(encoding="utf-8"))
+        if name not in surface
+    ]
+    assert not reaches, f"the face reaches past the Bridge's public methods (add one to runs/bridge.py): {reaches}"
+
+
+def test_the_door_check_sees_a_face_reaching_past_the_bridge() -> None:
+    planted = """
+class Resources:
+    def __init__(self, bridge: Bridge, router: Router) -> None:
+        self.bridge = bridge
+        self.router = router
+
+    def read(self, door: Bridge | None) -> None:
+        bridge, other = self.bridge, self.router
+        held = self.bridge
+        self.bridge.run(1)
+        bridge.files.listing("k")
+        held.sessions.names()
+        door.hub.roots
+        self.router.bridge.summary
+        other.bridge.directory
+"""
+    surface = {"run", "summary"}
+    assert [name for _, name in bridge_uses(planted) if name not in surface] == [
+        "files",
+        "sessions",
+        "hub",
+        "directory",
+    ]
+    assert bridge_surface("class Bridge:\n    settings: int\n    def run(self): ...\n    def _go(self): ...") == {
+        "settings",
+        "run",
     }
 
 

@@ -23,6 +23,7 @@ from mcp_codemode.guest.mcp import _rpc
 from mcp_codemode.runs import relay_params, sessions
 from mcp_codemode.sandbox import frames
 from mcp_codemode.sandbox import worker as host_worker
+from mcp_codemode.session_keys import SessionKey
 from tests.support.parsing import parse
 
 SRC = Path(protocol.__file__).resolve().parents[1]
@@ -100,8 +101,8 @@ def test_the_two_session_name_rules_are_the_modules_and_nest() -> None:
     longest = "a" * 64
     assert user.fullmatch(longest) and not user.fullmatch(longest + "a") and not user.fullmatch("a:b")
     for name in ("default", longest, "x.y@z-1_2"):  # the keys placement.py builds from a user's name
-        assert key.fullmatch(f"stdio:{name}")
-        assert key.fullmatch(f"p:{'o' * 40}:{name}")
+        assert key.fullmatch(str(SessionKey.stdio(name)))
+        assert key.fullmatch(str(SessionKey.principal("o" * 40, name)))
 
 
 def _refusal_kinds(path: Path) -> set[str]:

@@ -47,7 +47,7 @@ report="$work/report"
 forwards=()
 
 # The verbs the face uses, as "verb resource[.group][/name] [subresource]": the rows of
-# src/mcp_codemode/sandbox/kube/permissions.py (tests/deploy/test_smoke_script.py fails when the two differ).
+# src/mcp_codemode/cluster/permissions.py (tests/deploy/test_smoke_script.py fails when the two differ).
 face_may=(
     "create sandboxclaims.extensions.agents.x-k8s.io"
     "get sandboxclaims.extensions.agents.x-k8s.io"

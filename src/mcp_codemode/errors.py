@@ -39,3 +39,11 @@ class SandboxStartError(CodemodeError):
 
 class SessionLimitError(CodemodeError):
     """Every session slot is busy, so no new session can be opened right now."""
+
+
+class CannotAsk(CodemodeError):
+    """The client cannot be asked after all (no capability, no back channel, the policy): the message says why
+    and what would make it possible.
+
+    Here, not beside the upstream call links that catch it: the face raises it for its client and the policy's
+    guard for its questions, and neither should reach into the other's part for the word they share."""

@@ -12,11 +12,11 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
+from mcp_codemode.cluster.naming import SIGN_INS_SECRET
+from mcp_codemode.cluster.permissions import PERMISSIONS
 from mcp_codemode.face.probes import HEALTH_PATH, READY_PATH
 from mcp_codemode.face.stopping import MARGIN_S
 from mcp_codemode.face.web import AFTER_DRAIN_S
-from mcp_codemode.sandbox.kube.naming import SIGN_INS_SECRET
-from mcp_codemode.sandbox.kube.permissions import PERMISSIONS
 from mcp_codemode.sandbox.kube.start_check import TIMEOUT_S
 from mcp_codemode.settings import Settings
 from tests.support.kube_manifests import face_grants

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mcp_codemode.sandbox.kube import leases, naming
-from mcp_codemode.sandbox.kube.permissions import PERMISSIONS
+from mcp_codemode.cluster import leases, naming
+from mcp_codemode.cluster.permissions import PERMISSIONS
 from mcp_codemode.settings import Settings
 from mcp_codemode.settings_fields import FIELDS
 

@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_codemode.sandbox.kube.permissions import PERMISSIONS
+from mcp_codemode.cluster.permissions import PERMISSIONS
 from tests.support.backends import fail_unless
 from tests.support.clients import HttpServer, require_bubblewrap
 from tests.support.kube_deps import require_kube_test_deps

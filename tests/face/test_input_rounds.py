@@ -10,14 +10,15 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from mcp_codemode.errors import CannotAsk
 from mcp_codemode.face.input_rounds import InputRounds
 from mcp_codemode.runs.relay_run import Caller, News
-from mcp_codemode.upstream.servers.call_links import CannotAsk
+from mcp_codemode.session_keys import SessionKey
 
 ELICITING = types.ClientCapabilities(elicitation=types.ElicitationCapability())
 FORM = types.ElicitRequestFormParams(message="allow?", requested_schema={"type": "object", "properties": {}})
 ARGUMENTS = {"code": "x"}
-SESSION = "p:me:default"
+SESSION = SessionKey.principal("me", "default")
 
 
 def text(result: Any) -> str:
@@ -193,7 +194,7 @@ def test_a_new_call_ends_a_run_whose_question_was_never_answered_but_not_one_who
         rounds = InputRounds()
         first = await rounds.start("me", SESSION, ARGUMENTS, ELICITING, asks_twice, None)
         assert isinstance(first, types.InputRequiredResult)
-        other = await rounds.start("me", "p:me:other", ARGUMENTS, ELICITING, asks_twice, None)
+        other = await rounds.start("me", SessionKey.principal("me", "other"), ARGUMENTS, ELICITING, asks_twice, None)
         assert isinstance(other, types.InputRequiredResult)
         ended = rounds.abandon_waiting(SESSION)
         again = rounds.abandon_waiting(SESSION)
@@ -204,10 +205,12 @@ def test_a_new_call_ends_a_run_whose_question_was_never_answered_but_not_one_who
             await asyncio.sleep(0.05)
             return done("finished")
 
-        running = asyncio.ensure_future(rounds.start("me", "p:me:busy", ARGUMENTS, ELICITING, slow, None))
+        running = asyncio.ensure_future(
+            rounds.start("me", SessionKey.principal("me", "busy"), ARGUMENTS, ELICITING, slow, None)
+        )
         await asyncio.sleep(0)
-        busy = rounds.abandon_waiting("p:me:busy")
-        return ended, again, busy, text(await running), rounds.abandon_waiting("p:me:other")
+        busy = rounds.abandon_waiting(SessionKey.principal("me", "busy"))
+        return ended, again, busy, text(await running), rounds.abandon_waiting(SessionKey.principal("me", "other"))
 
     ended, again, busy, finished, other = asyncio.run(main())
     assert (ended, again, busy, finished) == ("elicitation/create", None, None, "finished")

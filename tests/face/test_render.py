@@ -13,12 +13,13 @@ import toon_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_codemode.face.placement import place
-from mcp_codemode.face.principals import PRINCIPAL_STATE_KEY, connection_key
+from mcp_codemode.face.placement import connection_key, place
+from mcp_codemode.face.principals import PRINCIPAL_STATE_KEY
 from mcp_codemode.face.render import NO_OUTPUT, cut_middle, error_result, fit_fields, render_result
 from mcp_codemode.face.tool import MAX_CODE_CHARS, InvalidArguments, parse_arguments, run_python_tool
 from mcp_codemode.runs.bridge import RunRequest
 from mcp_codemode.sandbox.results import ExecutionResult, GuestError, OutputImage
+from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.settings import Settings
 from mcp_codemode.settings_fields import OUTPUT_MODES, OutputMode
 
@@ -178,8 +179,8 @@ def named_by_header(name: str) -> list[tuple[bytes, bytes]]:
     [
         ("stdio", None, None, None, None, "stdio:default", "default"),
         ("stdio", None, None, "work", None, "stdio:work", "work"),
-        ("http", None, "abc123", None, None, connection_key("abc123"), "default"),
-        ("http", "token1", "abc123", None, None, connection_key("abc123"), "default"),
+        ("http", None, "abc123", None, None, str(connection_key("abc123")), "default"),
+        ("http", "token1", "abc123", None, None, str(connection_key("abc123")), "default"),
         ("http", "token2", None, None, None, "p:token2:default", "default"),
         ("http", None, None, None, None, "p:local:default", "default"),
         ("http", None, "abc123", "work", None, "p:local:work", "work"),
@@ -203,12 +204,13 @@ def test_sessions_are_placed_by_the_documented_rules(
 ) -> None:
     headers = named_by_header(header) if header is not None else None
     where = place(fake_context(principal, session_id, headers), transport, named)
-    assert (where.key, where.label, where.owner) == (key, label, principal or "local")
-    assert where.per_connection is key.startswith("h:")
+    assert (str(where.key), where.label, where.owner) == (key, label, principal or "local")  # the audit's form
+    assert where.key == SessionKey.parse(key)
+    assert where.per_connection is (where.key.kind == "connection")
 
 
 def test_the_session_header_is_ignored_over_stdio() -> None:
-    assert place(fake_context(headers=named_by_header("mine")), "stdio", None).key == "stdio:default"
+    assert place(fake_context(headers=named_by_header("mine")), "stdio", None).key == SessionKey.stdio("default")
 
 
 def test_two_principals_never_share_a_named_session() -> None:
@@ -244,7 +246,7 @@ def test_a_bad_session_header_is_refused_naming_the_header(headers: list[tuple[b
 
 def test_the_same_session_header_sent_twice_is_one_name() -> None:
     twice = [(b"mcp-codemode-session", b"one"), (b"mcp-codemode-session", b"one")]
-    assert place(fake_context(headers=twice), "http", None).key == "p:local:one"
+    assert place(fake_context(headers=twice), "http", None).key == SessionKey.principal("local", "one")
 
 
 # --- cutting -------------------------------------------------------------------------------------------

@@ -19,11 +19,11 @@ import anyio.abc
 import httpx2
 import pytest
 
+from mcp_codemode.cluster.api import connect
+from mcp_codemode.cluster.leases import LEASE_GROUP, LEASE_VERSION, LEASES, PEER_URL_ANNOTATION, micro_time
+from mcp_codemode.cluster.naming import ClaimKey
 from mcp_codemode.face.forwarded_calls import SIGNATURE_HEADER, request_signing_key, sign_forwarded
 from mcp_codemode.face.replicas import INTERNAL_PATH
-from mcp_codemode.sandbox.kube.api import connect
-from mcp_codemode.sandbox.kube.leases import LEASE_GROUP, LEASE_VERSION, LEASES, PEER_URL_ANNOTATION, micro_time
-from mcp_codemode.sandbox.kube.naming import ClaimKey
 from mcp_codemode.settings import Settings
 from tests.support.clients import HttpServer, http_client_for, text_of
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps

@@ -7,15 +7,7 @@ import json
 
 import pytest
 
-from mcp_codemode.errors import SettingsError
-from mcp_codemode.face.forwarded_calls import (
-    BadForwardedCall,
-    SignatureCheck,
-    parse_forwarded,
-    request_signing_key,
-    sign_forwarded,
-)
-from mcp_codemode.sandbox.kube.leases import (
+from mcp_codemode.cluster.leases import (
     PEER_URL_ANNOTATION,
     PEER_URL_SIGNATURE_ANNOTATION,
     holder_of,
@@ -25,6 +17,15 @@ from mcp_codemode.sandbox.kube.leases import (
     micro_time,
     peer_url_annotations,
 )
+from mcp_codemode.errors import SettingsError
+from mcp_codemode.face.forwarded_calls import (
+    BadForwardedCall,
+    SignatureCheck,
+    parse_forwarded,
+    request_signing_key,
+    sign_forwarded,
+)
+from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.settings import Settings
 
 TOKEN = "t" * 40
@@ -72,7 +73,7 @@ def forwarded(**changes: object) -> bytes:
 
 def test_a_forwarded_call_is_read_into_its_place_and_request() -> None:
     place, request = parse_forwarded(forwarded(servers=["time"], reset=True), 120)
-    assert (place.key, place.label, place.owner) == ("p:local:analysis", "analysis", "local")
+    assert (place.key, place.label, place.owner) == (SessionKey.principal("local", "analysis"), "analysis", "local")
     assert (request.code, request.timeout, request.reset, request.servers) == ("x", 30.0, True, ("time",))
     assert parse_forwarded(forwarded(timeout=None, extra="ignored"), 120)[1].timeout is None
 

@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 
+from mcp_codemode.cluster.api import connect
+from mcp_codemode.cluster.leases import LEASE_GROUP, LEASE_VERSION, LEASES, SessionLeases, lease_signing_key
+from mcp_codemode.cluster.naming import ClaimKey
 from mcp_codemode.face.placement import Placement
 from mcp_codemode.face.replicas import SessionRouter
 from mcp_codemode.runs.bridge import RunRequest
-from mcp_codemode.sandbox.kube.api import connect
-from mcp_codemode.sandbox.kube.leases import LEASE_GROUP, LEASE_VERSION, LEASES, SessionLeases, lease_signing_key
-from mcp_codemode.sandbox.kube.naming import ClaimKey
+from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.telemetry.seam import Telemetry
 from tests.support.backends import sandbox_settings
 from tests.support.clients import text_of
@@ -74,7 +75,7 @@ async def test_a_stopping_replica_neither_holds_nor_takes_a_session(leases: tupl
     router.stopping = True
 
     def place(session: str) -> Placement:
-        return Placement(f"p:local:{session}", session, "local")
+        return Placement(SessionKey.principal("local", session), session, "local")
 
     async def call(session: str) -> Any:
         return await router.run(RunRequest("1", session=session), place(session), _never, None)

@@ -27,8 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import HEADER_MISMATCH
 
-from mcp_codemode.face.replicas import INTERNAL_PATH
-from mcp_codemode.sandbox.kube.leases import (
+from mcp_codemode.cluster.leases import (
     HANDED_OVER_ANNOTATION,
     LEASE_GROUP,
     LEASE_VERSION,
@@ -37,7 +36,8 @@ from mcp_codemode.sandbox.kube.leases import (
     lease_end,
     replica_lease_name,
 )
-from mcp_codemode.sandbox.kube.naming import ClaimKey
+from mcp_codemode.cluster.naming import ClaimKey
+from mcp_codemode.face.replicas import INTERNAL_PATH
 from tests.support.clients import HttpServer, http_client_for, require_bubblewrap, text_of
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 from tests.support.patience import patient

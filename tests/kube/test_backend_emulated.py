@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from mcp_codemode.cluster import naming
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
-from mcp_codemode.sandbox.kube import naming
 from mcp_codemode.sandbox.kube.backend import KubernetesBackend
 from mcp_codemode.sandbox.worker import Worker
 from mcp_codemode.settings import Settings

@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from mcp_codemode.sandbox.kube.naming import (
+from mcp_codemode.cluster.naming import (
     MANAGED_BY,
     OWNER_ANNOTATION,
     ClaimKey,

@@ -17,9 +17,9 @@ from typing import Any
 import anyio
 import pytest
 
+from mcp_codemode.cluster import naming
+from mcp_codemode.cluster.api import KubeApiError, connect
 from mcp_codemode.errors import SandboxUnavailable
-from mcp_codemode.sandbox.kube import naming
-from mcp_codemode.sandbox.kube.api import KubeApiError, connect
 from mcp_codemode.sandbox.kube.claims import ClaimNotReady, ClaimStore
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 from tests.support.patience import patient

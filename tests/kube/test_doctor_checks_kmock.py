@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
+from mcp_codemode.cluster import naming
+from mcp_codemode.cluster.permissions import PERMISSIONS
 from mcp_codemode.sandbox.base import StartCheck
-from mcp_codemode.sandbox.kube import naming, start_check
+from mcp_codemode.sandbox.kube import start_check
 from mcp_codemode.sandbox.kube.backend import KubernetesBackend
 from mcp_codemode.sandbox.kube.checks import WARM_POOLS, Check, cluster_checks
-from mcp_codemode.sandbox.kube.permissions import PERMISSIONS
 from tests.support.backends import sandbox_settings
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 

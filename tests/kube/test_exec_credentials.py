@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_codemode.sandbox.kube import naming
+from mcp_codemode.cluster import naming
 from mcp_codemode.sandbox.kube.backend import KubernetesBackend
 from tests.support.backends import sandbox_settings
 from tests.support.cells import private_state_dir

@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_codemode.sandbox.kube.api import connect
-from mcp_codemode.sandbox.kube.leases import (
+from mcp_codemode.cluster.api import connect
+from mcp_codemode.cluster.leases import (
     HANDED_OVER_ANNOTATION,
     LEASE_GROUP,
     LEASE_VERSION,
@@ -27,7 +27,7 @@ from mcp_codemode.sandbox.kube.leases import (
     peer_url_annotations,
     replica_lease_name,
 )
-from mcp_codemode.sandbox.kube.naming import ClaimKey
+from mcp_codemode.cluster.naming import ClaimKey
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 
 if not KUBE_TEST_DEPS_PROBLEM:

@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 from mcp.shared.auth import OAuthToken
 
+from mcp_codemode.cluster import naming
+from mcp_codemode.cluster.api import KubeApiError, connect
+from mcp_codemode.cluster.leases import SessionLeases, lease_signing_key
+from mcp_codemode.cluster.permissions import PERMISSIONS
 from mcp_codemode.runs.shared_state import shared_state
-from mcp_codemode.sandbox.kube import naming
-from mcp_codemode.sandbox.kube.api import KubeApiError, connect
 from mcp_codemode.sandbox.kube.backend import KubernetesBackend
 from mcp_codemode.sandbox.kube.checks import cluster_checks
 from mcp_codemode.sandbox.kube.claims import ClaimStore
-from mcp_codemode.sandbox.kube.leases import SessionLeases, lease_signing_key
-from mcp_codemode.sandbox.kube.permissions import PERMISSIONS
 from mcp_codemode.upstream.servers.oauth import StoredSignIn
 from tests.support.backends import sandbox_settings
 from tests.support.cells import private_state_dir

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from mcp.shared.auth import OAuthToken
 
+from mcp_codemode.cluster import naming
+from mcp_codemode.cluster.api import KubeApiError
 from mcp_codemode.runs.saved_tools import MAX_SOURCE_CHARS, SavedToolProblem, SavedToolsUnavailable
 from mcp_codemode.runs.shared_state import SharedState, shared_state
-from mcp_codemode.sandbox.kube import naming
-from mcp_codemode.sandbox.kube.api import KubeApiError
 from mcp_codemode.upstream.model import ServerConfig
 from mcp_codemode.upstream.servers.oauth import StoredSecrets, StoredSignIn
 from mcp_codemode.upstream.servers.sign_ins import sign_in_key

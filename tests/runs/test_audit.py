@@ -184,7 +184,7 @@ async def test_calls_from_the_sandbox_get_a_line_per_outcome_without_argument_va
         ok, tool_error, refused, timeout, error = lines(path)
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     for line in (ok, tool_error, refused, timeout, error):
-        assert (line["session"], line["owner"]) == ("audited", "alice")
+        assert (line["session"], line["owner"]) == ("cli:audited", "alice")  # the key's form, as `run --session`
         assert line["duration_ms"] >= 0
     assert (ok["server"], ok["tool"], ok["outcome"]) == ("everything", "echo", "ok")
     echoed = canonical_json({"message": SECRET})

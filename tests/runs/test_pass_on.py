@@ -10,11 +10,11 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
+from mcp_codemode.errors import CannotAsk
 from mcp_codemode.policy.guard import CallGuard
 from mcp_codemode.policy.rules import Policy
 from mcp_codemode.runs.audit import AuditLog
 from mcp_codemode.runs.relay_run import MAX_CLIENT_REQUESTS, Caller, Run
-from mcp_codemode.upstream.servers.call_links import CannotAsk
 
 SAMPLE = types.CreateMessageRequestParams(messages=[], max_tokens=5)
 FORM = types.ElicitRequestFormParams(message="name?", requested_schema={"type": "object", "properties": {}})

@@ -31,6 +31,7 @@ from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.runs.saved_tools import FileSavedTools, SavedToolStore
 from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox.results import ExecutionResult
+from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.upstream.model import Discovery
 from tests.support import upstreams
 from tests.support.backends import fail_unless, sandbox_settings
@@ -892,7 +893,9 @@ def printed_values(stdout: str) -> dict[str, Any]:
 async def test_code_written_for_the_reference_bridge_runs_with_its_names_and_shapes() -> None:
     async with time_and_everything() as bridge:
         result = await bridge.run(
-            RunRequest(REFERENCE_STYLE_CELL, timeout=RUN_TIMEOUT, servers=("time",)), "reference", owner="local"
+            RunRequest(REFERENCE_STYLE_CELL, timeout=RUN_TIMEOUT, servers=("time",)),
+            SessionKey.cli("reference"),
+            owner="local",
         )
     assert result.status == "ok", explain(result)
     seen = printed_values(result.stdout)

@@ -19,6 +19,7 @@ from mcp_codemode.runs import session_files
 from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.runs.read_budget import ReadBudget, ReadBudgetExceeded
 from mcp_codemode.runs.session_files import SessionFileError
+from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.settings import Settings
 from tests.support.backends import sandbox_settings
 from tests.support.cells import private_state_dir
@@ -112,10 +113,10 @@ def test_concurrent_reads_across_real_sessions_stay_within_the_budget() -> None:
                 for index in range(SESSIONS):
                     code = f"import os, hashlib\nd = os.urandom({FILE_BYTES})\nopen('f.bin', 'wb').write(d)\n"
                     code += "print(hashlib.sha256(d).hexdigest())"
-                    ran = await bridge.run(RunRequest(code), f"s{index}")
+                    ran = await bridge.run(RunRequest(code), SessionKey.cli(f"s{index}"))
                     digests.add(ran.stdout.strip())
                 big = "import os\nopen('big.bin', 'wb').write(os.urandom(5 << 20))"
-                await bridge.run(RunRequest(big), "s0")
+                await bridge.run(RunRequest(big), SessionKey.cli("s0"))
                 with pytest.raises(SessionFileError, match=r"at most 4,194,304 \(MCP_BRIDGE_FILE_READ_MAX\)"):
                     await files.read("s0", "s0", "big.bin")
 
@@ -167,7 +168,7 @@ def test_a_worker_that_sends_a_file_slowly_loses_its_room_in_the_budget(monkeypa
             async with Bridge(settings) as bridge:
                 files = bridge.files
                 assert files is not None
-                assert (await bridge.run(RunRequest(SLOW_GUEST), "slow")).stdout == "ready\n"
+                assert (await bridge.run(RunRequest(SLOW_GUEST), SessionKey.cli("slow"))).stdout == "ready\n"
                 with pytest.raises(SessionFileError) as refused:
                     await files.read("slow", "slow", "slow.bin")
                 return str(refused.value), files.budget.in_flight

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from mcp_codemode.cluster.shared_state import SecretRecords
 from mcp_codemode.errors import SandboxUnavailable, SettingsError
 from mcp_codemode.runs import shared_state as shared_state_module
 from mcp_codemode.runs.saved_tools import FileSavedTools
 from mcp_codemode.runs.shared_state import ClusterSavedTools, shared_state
-from mcp_codemode.sandbox.kube.shared_state import SecretRecords
 from mcp_codemode.settings import Settings
 from mcp_codemode.upstream.servers.sign_ins import FileSignIns
 from tests.support.backends import sandbox_settings

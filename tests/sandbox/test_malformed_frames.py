@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from mcp_codemode.runs.bridge import Bridge
+from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.upstream.model import Discovery
 from tests.support import upstreams
 from tests.support.backends import sandbox_settings
@@ -152,7 +153,7 @@ def test_ten_thousand_malformed_requests_and_fifty_broken_framings_leave_the_bri
                     code = BREAK_PRELUDE + BREAKS[index % len(BREAKS)] + "\ntime.sleep(30)\n"
                     async with gate:
                         result = await run(bridge, code, f"break-{index}", timeout=60)
-                        await bridge.discard(f"break-{index}")
+                        await bridge.discard(SessionKey.cli(f"break-{index}"))
                     assert result.status == "crashed", (index, result)
                     assert "killed for breaking the frame protocol" in result.notice, (index, result.notice)
                     return result.notice

@@ -17,6 +17,7 @@ import pytest
 
 from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox.base import SANDBOX_ENV
+from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.upstream.model import Discovery
 from tests.support import upstreams
 from tests.support.backends import sandbox_settings
@@ -75,7 +76,7 @@ def test_the_sandbox_environment_is_exactly_the_allowlist(
             async with Bridge(settings, Discovery(servers=(server,), sources=(str(config_file),))) as bridge:
                 assert bridge.backend_name == backend_name, bridge.backend_error
                 code = "import json as _json\ndef report(value):\n    print(_json.dumps(value, default=repr))\n"
-                result = await bridge.run(RunRequest(code + PROBE, timeout=60), "env")
+                result = await bridge.run(RunRequest(code + PROBE, timeout=60), SessionKey.cli("env"))
                 seen: dict[str, object] = reported(result)
                 return seen
 

@@ -27,6 +27,7 @@ from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from mcp_codemode.sandbox.container import ContainerBackend
 from mcp_codemode.sandbox.staged_trust import UntrustedStaging
 from mcp_codemode.sandbox.staging import stage_guest
+from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.upstream.model import ServerConfig
 from mcp_codemode.upstream.servers.oauth import StoredSignIn
 from mcp_codemode.upstream.servers.sign_ins import FileSignIns, sign_in_key
@@ -144,7 +145,7 @@ def test_a_planted_boot_file_never_runs_in_a_sandbox() -> None:
         async def main() -> str:
             async with Bridge(settings) as bridge:
                 code = "import os; print(os.path.exists('/tmp/planted-by-another-user'))"
-                return (await bridge.run(RunRequest(code), "planted")).stdout
+                return (await bridge.run(RunRequest(code), SessionKey.cli("planted"))).stdout
 
         assert asyncio.run(main()) == "False\n", "the planted boot file ran in the sandbox"
     finally:

@@ -32,6 +32,7 @@ from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from mcp_codemode.sandbox.container import ContainerBackend
 from mcp_codemode.sandbox.select import announce, choose_backend
 from mcp_codemode.sandbox.staging import guest_sources, stage_guest
+from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.state_files import open_to_the_sandbox
 from tests.support.backends import fail_unless, require_usable, sandbox_settings
 
@@ -190,10 +191,10 @@ def test_a_backend_that_fails_after_the_start_says_so_and_is_not_replaced() -> N
 
         async def main() -> tuple[str, str, str]:
             async with Bridge(settings) as bridge:
-                first = await bridge.run(RunRequest("print('ran')"), "first")
+                first = await bridge.run(RunRequest("print('ran')"), SessionKey.cli("first"))
                 state.chmod(0o700)
                 try:
-                    await bridge.run(RunRequest("print('ran again')"), "second")
+                    await bridge.run(RunRequest("print('ran again')"), SessionKey.cli("second"))
                 except CodemodeError as exc:
                     return first.stdout, str(exc), bridge.backend_name
                 raise AssertionError("a sandbox started without reaching its worker")

@@ -36,6 +36,7 @@ from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox import calls as calls_module
 from mcp_codemode.sandbox import worker as worker_module
 from mcp_codemode.sandbox.results import ExecutionResult
+from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.upstream.servers.hub import Hub
 from tests.support.cells import explain
 from tests.support.security import Target, assert_no_secrets
@@ -131,7 +132,7 @@ def bystander(target: Target) -> Iterator[str]:
         assert after.status == "ok" and after.value == "42", explain(after)
         assert not after.state_lost and after.notice == "", explain(after)
     finally:
-        target.call(lambda: target.bridge.discard(session))
+        target.discard(session)
 
 
 # ------------------------------------------------------------------------------------------- forged frames: fd 1
@@ -302,7 +303,7 @@ def test_oversized_arguments_are_refused_and_the_bridge_keeps_serving(target: Ta
             assert value_of(again) == "Echo: small"
         assert sent == [("everything", "echo", {"message": "small"})], [(s, t, len(str(a))) for s, t, a in sent]
     finally:
-        target.call(lambda: target.bridge.discard(session))
+        target.discard(session)
     assert_still_serving(target)
 
 
@@ -423,7 +424,7 @@ print("sent")
         relayed = len(sent)
         assert 0 < relayed <= 200, f"{relayed} of {UNREAD_CALLS} calls reached the server while the guest read none"
     finally:
-        target.call(lambda: target.bridge.discard(session))
+        target.discard(session)
     assert_still_serving(target)
 
 
@@ -461,7 +462,7 @@ print("not killed")
         )
     finally:
         worker_module._UNREAD_KILL_BYTES = real_bound
-        target.call(lambda: target.bridge.discard(session))
+        target.discard(session)
     assert attack.status == "crashed" and attack.state_lost, explain(attack)
     assert VIOLATION in attack.notice and "stopped reading the bridge's answers" in attack.notice, explain(attack)
     assert_still_serving(target)
@@ -528,7 +529,7 @@ def late_calls(target: Target, pause: float) -> LateCalls:
         late = [str(args.get("message")) for _, _, args in sent if str(args.get("message", "")).startswith(prefix)]
         return LateCalls(between, not alive and len(attempts) == 10, late)
     finally:
-        target.call(lambda: target.bridge.discard(session))
+        target.discard(session)
 
 
 def test_calls_after_the_run_ended_are_refused_and_never_reach_the_server(target: Target) -> None:
@@ -587,7 +588,7 @@ report("started")
         late = [args for _, _, args in sent if str(args.get("message", "")).startswith(prefix)]
         assert late == [], f"{target.name}: forged calls after the run reached the server: {late}"
     finally:
-        target.call(lambda: target.bridge.discard(session))
+        target.discard(session)
     assert_still_serving(target)
 
 
@@ -621,7 +622,7 @@ def test_a_policy_refused_tool_raises_policy_error_and_never_reaches_the_server(
         async with Bridge(settings, upstream_discovery) as bridge:
             assert bridge.sessions is not None, bridge.backend_error
             with upstream_calls(bridge.hub) as seen:
-                result = await bridge.run(RunRequest(code, timeout=60), "policy-refusal")
+                result = await bridge.run(RunRequest(code, timeout=60), SessionKey.cli("policy-refusal"))
             return result, [(name, tool) for name, tool, _ in seen]
 
     result, sent = asyncio.run(main())

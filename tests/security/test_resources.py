@@ -71,7 +71,7 @@ def host_processes_with(marker: str) -> list[str]:
 
 
 def discard(target: Target, session: str) -> None:
-    target.call(lambda: target.bridge.discard(session))
+    target.discard(session)
 
 
 def memory_death(target: Target) -> str:

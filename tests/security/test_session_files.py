@@ -18,6 +18,7 @@ import pytest
 
 from mcp_codemode.guest.protocol import MAX_LISTED_FILES
 from mcp_codemode.runs.session_files import SessionFileError
+from mcp_codemode.session_keys import SessionKey
 from tests.support.security import Target, outcome
 
 pytestmark = pytest.mark.backend
@@ -51,6 +52,11 @@ def _session(target: Target) -> str:
     return f"files-{target.name}-{uuid.uuid4().hex[:8]}"
 
 
+def _manager_name(session: str) -> str:
+    """The name the session manager (and so ``SessionFiles``) knows ``Target.run``'s session by."""
+    return str(SessionKey.cli(session))
+
+
 def test_links_fifos_and_folders_the_code_plants_never_lead_a_read_or_write_out(target: Target) -> None:
     key = _session(target)
     assert "planted" in outcome(target.run(PLANT, session=key))
@@ -66,14 +72,14 @@ def test_links_fifos_and_folders_the_code_plants_never_lead_a_read_or_write_out(
         "pipe": "not a regular file",  # opened without blocking: a FIFO nobody writes would hang a plain open
     }
     for path, expected in refusals.items():
-        refusal = _refusal(target, functools.partial(files.read, key, key, path))
+        refusal = _refusal(target, functools.partial(files.read, _manager_name(key), key, path))
         assert expected in refusal, (target.name, path, refusal)
-    assert target.call(lambda: files.read(key, key, "real/ok.txt")) == b"inside"
+    assert target.call(lambda: files.read(_manager_name(key), key, "real/ok.txt")) == b"inside"
 
-    listing = target.call(lambda: files.listing(key, key))
+    listing = target.call(lambda: files.listing(_manager_name(key), key))
     assert {entry.path for entry in listing.entries} == {"real", "real/ok.txt"}  # links and the FIFO left out
 
-    worker = target.bridge.sessions.live_worker(key) if target.bridge.sessions else None
+    worker = target.bridge.sessions.live_worker(_manager_name(key)) if target.bridge.sessions else None
     assert worker is not None
     with pytest.raises(SessionFileError, match="not a folder of the workspace"):
         target.call(lambda: files.write(worker, "outdir/planted.txt", b"evil"))
@@ -92,7 +98,7 @@ def test_links_fifos_and_folders_the_code_plants_never_lead_a_read_or_write_out(
     """
     seen = outcome(target.run(after, session=key))
     assert seen == {"outside": "outside", "planted": ["target.txt"], "link_is_file": True, "link": "replaced"}
-    target.call(lambda: target.bridge.discard(key))
+    target.discard(key)
 
 
 FORGERIES = """
@@ -131,7 +137,7 @@ def test_a_guest_that_lies_about_files_gets_nothing_past_the_host(target: Target
     files = target.bridge.files
     assert files is not None
     if mode == "lying-list":
-        listing = target.call(lambda: files.listing(key, key))
+        listing = target.call(lambda: files.listing(_manager_name(key), key))
         names = [entry.path for entry in listing.entries]
         assert len(names) <= MAX_LISTED_FILES
         assert not any(".." in name or name.startswith("/") or "\x00" in name for name in names)
@@ -146,11 +152,11 @@ def test_a_guest_that_lies_about_files_gets_nothing_past_the_host(target: Target
             "crash": "sandbox",
         }[mode]
         with pytest.raises(SessionFileError, match=expected):
-            target.call(lambda: files.read(key, key, "anything.txt"), timeout=120)
+            target.call(lambda: files.read(_manager_name(key), key, "anything.txt"), timeout=120)
     # The session goes on: its state is intact and the next call runs.
     after = target.run("report({'alive': True, 'mode': mode})", session=key)
     assert outcome(after) == {"alive": True, "mode": mode}
-    target.call(lambda: target.bridge.discard(key))
+    target.discard(key)
 
 
 def test_forged_file_replies_and_a_flood_of_them_change_nothing(target: Target) -> None:
@@ -169,6 +175,6 @@ def test_forged_file_replies_and_a_flood_of_them_change_nothing(target: Target) 
     assert outcome(target.run(forge, session=key)) == {"sent": True}
     files = target.bridge.files
     assert files is not None
-    assert target.call(lambda: files.read(key, key, "true.txt")) == b"true"  # not the forged b"AAA"
+    assert target.call(lambda: files.read(_manager_name(key), key, "true.txt")) == b"true"  # not the forged b"AAA"
     assert outcome(target.run("report({'alive': True})", session=key)) == {"alive": True}
-    target.call(lambda: target.bridge.discard(key))
+    target.discard(key)

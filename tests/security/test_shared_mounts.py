@@ -24,6 +24,7 @@ import pytest
 from mcp_codemode.errors import CodemodeError
 from mcp_codemode.mounts import parse_mounts
 from mcp_codemode.runs.bridge import Bridge, RunRequest
+from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.upstream.model import Discovery
 from tests.support import upstreams
 from tests.support.cells import guest, private_state_dir
@@ -65,7 +66,7 @@ def attack(repo: Path, mounts: str, **settings: object) -> tuple[dict[str, objec
         async def main() -> dict[str, object] | str:
             async with Bridge(config, Discovery(servers=(upstreams.git(repo),))) as bridge:
                 try:
-                    result = await bridge.run(RunRequest(code), "attacker")
+                    result = await bridge.run(RunRequest(code), SessionKey.cli("attacker"))
                 except CodemodeError as exc:
                     return str(exc)
                 return outcome(result)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox.results import ExecutionResult
+from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.upstream.model import Discovery
 
 from . import upstreams
@@ -71,9 +72,10 @@ def reported(result: ExecutionResult) -> Any:
     return json.loads(lines[-1])
 
 
-async def run(bridge: Bridge, code: str, key: str, *, owner: str = "local", **request: Any) -> ExecutionResult:
+async def run(bridge: Bridge, code: str, session: str, *, owner: str = "local", **request: Any) -> ExecutionResult:
+    """Run ``code`` (see ``guest``) in the session ``session`` names, as the command line's ``run`` would."""
     request.setdefault("timeout", RUN_TIMEOUT)
-    return await bridge.run(RunRequest(guest(code), **request), key, owner=owner)
+    return await bridge.run(RunRequest(guest(code), **request), SessionKey.cli(session), owner=owner)
 
 
 async def poll(condition: Callable[[], bool], seconds: float = READY_DEADLINE) -> bool:

@@ -49,7 +49,7 @@ import aiohttp.web
 import kmock
 import yaml
 
-from mcp_codemode.sandbox.kube import naming
+from mcp_codemode.cluster import naming
 
 from .kube_manifests import Attributes, Grants, base_grants, base_objects
 from .kube_watch import WatchStreams, is_watch

@@ -14,9 +14,9 @@ from typing import Any
 
 import anyio
 
+from mcp_codemode.cluster import naming
+from mcp_codemode.cluster.leases import LEASE_GROUP, LEASE_VERSION, LEASES
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
-from mcp_codemode.sandbox.kube import naming
-from mcp_codemode.sandbox.kube.leases import LEASE_GROUP, LEASE_VERSION, LEASES
 
 from .backends import require_usable, sandbox_settings
 from .cells import private_state_dir

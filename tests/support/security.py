@@ -32,6 +32,7 @@ from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.sandbox.container import ContainerBackend
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import make_backend
+from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.settings import Settings
 from tests.support.backends import CELL_TIMEOUT, require_usable, sandbox_settings
 from tests.support.cells import explain, guest
@@ -257,7 +258,7 @@ class Target:
 
         ``session`` None: a fresh session of its own, discarded afterwards (a new sandbox every call).
         """
-        key = session or f"security-{uuid.uuid4().hex[:16]}"
+        key = SessionKey.cli(session or f"security-{uuid.uuid4().hex[:16]}")
         request = RunRequest(guest(textwrap.dedent(code)), timeout=timeout)
 
         async def run() -> ExecutionResult:
@@ -274,6 +275,10 @@ class Target:
     def run(self, code: str, *, session: str | None = None, timeout: float = PROBE_TIMEOUT) -> ExecutionResult:
         """Run ``code`` and wait for its result (see ``submit``)."""
         return self.submit(code, session=session, timeout=timeout).result(timeout + _WAIT_MARGIN)
+
+    def discard(self, session: str) -> None:
+        """Close the session ``session`` (a name given to ``run``) and its sandbox."""
+        self.call(lambda: self.bridge.discard(SessionKey.cli(session)))
 
     def call(self, coro_factory: Callable[[], Coroutine[Any, Any, T]], timeout: float = 120.0) -> T:
         """Run a coroutine on the bridge's loop and wait for it, e.g. ``target.call(lambda: bridge.discard(k))``."""

@@ -6,7 +6,8 @@ import asyncio
 
 import mcp_types as types
 
-from mcp_codemode.upstream.servers.call_links import CallLink, CallLinks, CannotAsk
+from mcp_codemode.errors import CannotAsk
+from mcp_codemode.upstream.servers.call_links import CallLink, CallLinks
 
 FORM = types.ElicitRequestFormParams(message="name?", requested_schema={"type": "object", "properties": {}})
 

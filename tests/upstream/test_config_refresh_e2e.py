@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from mcp_codemode.runs.bridge import Bridge, RunRequest
+from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.upstream.config.discovery import ConfigSources
 from mcp_codemode.upstream.model import ServerConfig
 from tests.support import upstreams
@@ -149,7 +150,7 @@ async def test_a_call_in_flight_on_a_removed_server_fails_at_once_saying_so(tmp_
             except runtime.MCPError as exc:
                 report([type(exc).__name__, str(exc)])
         """
-        call = asyncio.create_task(bridge.run(RunRequest(guest(code), timeout=900), "s"))
+        call = asyncio.create_task(bridge.run(RunRequest(guest(code), timeout=900), SessionKey.cli("s")))
 
         def in_flight() -> bool:  # the tool call holds its link on the connection while the server works on it
             return bool(bridge.hub._connection("slow").links._links)  # the only outside view of a call in flight

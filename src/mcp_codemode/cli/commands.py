@@ -18,6 +18,7 @@ from ..runs.bridge import Bridge, RunRequest
 from ..runs.relay_params import MAX_QUERY
 from ..sandbox.results import ExecutionResult
 from ..sandbox.select import choose_backend
+from ..session_keys import SessionKey
 from ..settings import Settings
 from ..upstream.model import Discovery
 from ..upstream.tools import catalog
@@ -132,7 +133,7 @@ async def run_cells(
         for code in cells:
             shown.update(stdout=0, stderr=0)
             request = RunRequest(code, timeout=timeout)
-            result = await bridge.run(request, f"cli:{session}", on_output=echo)
+            result = await bridge.run(request, SessionKey.cli(session), on_output=echo)
             # Output was streamed live; only a truncation marker and the kept tail are still unprinted.
             echo("stdout", result.stdout[shown["stdout"] :])
             echo("stderr", result.stderr[shown["stderr"] :])

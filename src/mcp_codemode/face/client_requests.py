@@ -18,9 +18,9 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
 
+from ..errors import CannotAsk
+from ..runs.bridge import Bridge
 from ..runs.relay_run import Caller
-from ..upstream.servers.call_links import CannotAsk
-from ..upstream.servers.roots import Roots
 
 log = logging.getLogger(__name__)
 
@@ -76,11 +76,11 @@ def _connection_name(session: Any) -> str:
     return name
 
 
-async def learn_roots(ctx: ServerRequestContext[Any, Any], roots: Roots, *, again: bool = False) -> None:
+async def learn_roots(ctx: ServerRequestContext[Any, Any], bridge: Bridge, *, again: bool = False) -> None:
     """Ask a stdio bridge's one client for its roots, for the upstream servers that ask for them: once, on its
     first call, and ``again`` when it says they changed. Nothing when roots are configured, when the client
     declared no roots, or over the 2026-07-28 protocol (no channel to ask on: ``learn_roots_in_round``)."""
-    if not roots.follows_client or (roots.known and not again):
+    if not bridge.wants_client_roots(again):
         return
     capabilities = ctx.session.client_capabilities
     if capabilities is None or capabilities.roots is None or not ctx.session.can_send_request:
@@ -90,19 +90,19 @@ async def learn_roots(ctx: ServerRequestContext[Any, Any], roots: Roots, *, agai
     except Exception:  # a client that cannot list its roots gives none; the call goes on
         log.info("asking the client for its roots failed", exc_info=True)
         return
-    await roots.client_gave(given.roots)
+    await bridge.client_gave_roots(given.roots)
 
 
-async def learn_roots_in_round(list_roots: Callable[[], Awaitable[types.ListRootsResult]], roots: Roots) -> None:
+async def learn_roots_in_round(list_roots: Callable[[], Awaitable[types.ListRootsResult]], bridge: Bridge) -> None:
     """The 2026-07-28 way for a stdio bridge's one client: its roots asked as an ``input_required`` round before
     the code of its first call runs, when none are configured. Once: that era has no notification that roots
     changed (the SDK drops ``notifications/roots/list_changed`` as undefined there), and asking on every call
     would cost every call a round."""
-    if not roots.follows_client or roots.known:
+    if not bridge.wants_client_roots():
         return
     try:
         given = await list_roots()
     except CannotAsk as exc:  # a client that cannot list its roots gives none; the call goes on
         log.info("asking the client for its roots failed: %s", exc)
         return
-    await roots.client_gave(given.roots)
+    await bridge.client_gave_roots(given.roots)

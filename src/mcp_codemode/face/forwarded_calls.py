@@ -28,6 +28,7 @@ from typing import Any
 from ..errors import CodemodeError
 from ..guest.protocol import USER_SESSION_NAME_PATTERN
 from ..runs.bridge import RunRequest
+from ..session_keys import BadSessionKey, SessionKey
 
 MAX_FORWARDED_BYTES = 8 << 20  # a call's code is at most 1,000,000 characters (server.MAX_CODE_CHARS)
 _NAME = re.compile(USER_SESSION_NAME_PATTERN)  # a session's label, and (in its own alphabet) a principal
@@ -42,7 +43,7 @@ class BadForwardedCall(CodemodeError, ValueError):
 class Forwarded:
     """Where a forwarded call runs: the session key, its label and its principal (``server.Placement``'s fields)."""
 
-    key: str
+    key: SessionKey
     label: str
     owner: str
 
@@ -50,7 +51,7 @@ class Forwarded:
 def forwarded_body(place: Forwarded, request: RunRequest) -> bytes:
     """The body the forwarding replica sends: ``place`` and every field of ``request``."""
     body = {
-        "key": place.key, "label": place.label, "owner": place.owner, "code": request.code,
+        "key": str(place.key), "label": place.label, "owner": place.owner, "code": request.code,
         "timeout": request.timeout, "session": request.session, "reset": request.reset,
         "servers": list(request.servers),
         "files": {path: base64.b64encode(content).decode("ascii") for path, content in request.files},
@@ -69,8 +70,12 @@ def parse_forwarded(raw: bytes, max_timeout: int) -> tuple[Forwarded, RunRequest
     if not isinstance(body, dict):
         raise BadForwardedCall("not a forwarded call: the body must be a JSON object")
     owner, label = _text(body, "owner", _NAME), _text(body, "label", _NAME)
-    key = _text(body, "key")
-    if key != f"p:{owner}:{label}":
+    key = SessionKey.principal(owner, label)
+    try:
+        sent = SessionKey.parse(_text(body, "key"))
+    except BadSessionKey:
+        sent = None
+    if sent != key:
         raise BadForwardedCall("the session key does not match its principal and name")
     session = body.get("session")
     request = RunRequest(

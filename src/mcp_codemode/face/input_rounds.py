@@ -34,8 +34,9 @@ import mcp_types as types
 import pydantic
 from mcp.shared.exceptions import MCPError
 
+from ..errors import CannotAsk
 from ..runs.relay_run import Caller, News
-from ..upstream.servers.call_links import CannotAsk
+from ..session_keys import SessionKey
 
 KEEP = 600.0  # seconds a parked run's entry outlives its last round (the sealed state expires then too)
 MAX_PARKED = 256  # parked runs at once; each holds its session, so the session cap bounds them first
@@ -69,7 +70,7 @@ class _Question:
 @dataclasses.dataclass
 class _Parked:
     owner: str
-    session: str  # the bridge's key of the session the run holds
+    session: SessionKey  # the session the run holds
     arguments: str  # a digest of the call's arguments: a round must resend the same ones
     questions: dict[str, _Question] = dataclasses.field(default_factory=dict)
     asked: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
@@ -94,7 +95,7 @@ class InputRounds:
     async def start(
         self,
         owner: str,
-        session: str,
+        session: SessionKey,
         arguments: Mapping[str, Any] | None,
         capabilities: types.ClientCapabilities,
         run: Callable[[Caller, News, ListRoots | None], Coroutine[Any, Any, types.CallToolResult]],
@@ -114,7 +115,7 @@ class InputRounds:
         self._parked[key] = parked
         return await self._round(key, parked, report)
 
-    def abandon_waiting(self, session: str) -> str | None:
+    def abandon_waiting(self, session: SessionKey) -> str | None:
         """Stop the run of ``session`` that waits for answers nobody is bringing, and say what it asked.
 
         A new call (not a round) for a session whose parked run has asked and whose client has not come back: the

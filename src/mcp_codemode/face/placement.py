@@ -25,7 +25,8 @@ from typing import Any, Literal
 from mcp.server.context import ServerRequestContext
 
 from ..runs.bridge import Bridge
-from .principals import PRINCIPAL_STATE_KEY, connection_key
+from ..session_keys import SessionKey
+from .principals import PRINCIPAL_STATE_KEY, session_tag
 from .render import cut_middle
 from .tool import SESSION_RE, InvalidArguments
 
@@ -40,7 +41,7 @@ DEFAULT_NAME = "default"
 class Placement:
     """Where one call runs: the bridge's session key, the name the caller is shown, and who owns it."""
 
-    key: str
+    key: SessionKey
     label: str  # the session's name as the client knows it ("default" when it named none)
     owner: str  # the principal: a token's, or "local"
     per_connection: bool = False  # a handshake-era default, closed when its MCP session ends
@@ -53,15 +54,20 @@ def place(ctx: ServerRequestContext[Any, Any], transport: Transport, named: str 
     message the model can pass on (the header is the user's configuration, so only the user can fix it).
     """
     if transport == "stdio":
-        return Placement(f"stdio:{named or DEFAULT_NAME}", named or DEFAULT_NAME, "local")
+        return Placement(SessionKey.stdio(named or DEFAULT_NAME), named or DEFAULT_NAME, "local")
     owner = principal_of(ctx) or "local"
     name = named or session_header(ctx)
     if name is not None:
-        return Placement(f"p:{owner}:{name}", name, owner)
+        return Placement(SessionKey.principal(owner, name), name, owner)
     session_id = getattr(connection_of(ctx), "session_id", None)
     if isinstance(session_id, str) and session_id:
         return Placement(connection_key(session_id), DEFAULT_NAME, owner, per_connection=True)
-    return Placement(f"p:{owner}:{DEFAULT_NAME}", DEFAULT_NAME, owner)
+    return Placement(SessionKey.principal(owner, DEFAULT_NAME), DEFAULT_NAME, owner)
+
+
+def connection_key(session_id: str) -> SessionKey:
+    """The key of a handshake-era connection's default session: its MCP session id's tag, never the id itself."""
+    return SessionKey.connection(session_tag(session_id))
 
 
 def session_header(ctx: ServerRequestContext[Any, Any]) -> str | None:
@@ -102,7 +108,7 @@ def connection_of(ctx: ServerRequestContext[Any, Any]) -> Any:
     return getattr(ctx.session, "_connection", None)
 
 
-def close_with_connection(ctx: ServerRequestContext[Any, Any], bridge: Bridge, key: str) -> None:
+def close_with_connection(ctx: ServerRequestContext[Any, Any], bridge: Bridge, key: SessionKey) -> None:
     """Close the client's default sandbox when its MCP session ends, not only when it idles out."""
     connection = connection_of(ctx)
     state = getattr(connection, "state", None)

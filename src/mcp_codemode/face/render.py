@@ -17,14 +17,16 @@ import base64
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 import toon_format
 
-from ..sandbox.results import ExecutionResult
 from ..settings_fields import OutputMode
 from .workspace_files import file_uri, link_blocks
+
+if TYPE_CHECKING:  # the result type of Bridge.run, without loading the bridge to render one
+    from ..runs.bridge import ExecutionResult
 
 log = logging.getLogger("mcp_codemode.render")  # the name log lines have always shown
 ERROR_MESSAGE_LIMIT = 1000  # the error's one-line summary for programs; the traceback carries it whole

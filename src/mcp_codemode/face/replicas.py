@@ -1,7 +1,7 @@
 """Face replicas that serve one set of sessions: the owner runs a session's calls, the others forward them there.
 
 A session's state is a live Python process, so exactly one replica can run it: the one holding the session's
-Lease (``sandbox/kube/leases.py``). A ``run_python`` call that reaches another replica is sent on to the owner's
+Lease (``cluster/leases.py``). A ``run_python`` call that reaches another replica is sent on to the owner's
 internal endpoint (``POST /internal/v1/run`` on ``MCP_BRIDGE_PEER_PORT``, signed with a key derived from
 ``MCP_BRIDGE_PEER_TOKEN``: ``forwarded_calls.py``), whose answer streams back as lines
 of JSON: progress while the cell runs, then the rendered tool result. Cancelling the client's call closes that
@@ -16,9 +16,10 @@ backlog between two live replicas must not wipe a session. While its Lease is li
 error that says until when the Lease holds. The dead owner's sandboxes are deleted only once its own liveness Lease
 lapsed too (``leases.py`` says why a second Lease): a session Lease can lapse on a replica that lives on.
 
-Only sessions of a principal are shared (named ones and the stateless era's default, ``p:`` keys). A handshake-era
-connection's default session belongs to its MCP session, which the SDK keeps in one replica's memory: a load
-balancer must keep such a connection on one replica anyway (by ``Mcp-Session-Id``), so it never needs forwarding.
+Only sessions of a principal are shared (named ones and the stateless era's default: ``SessionKey.principal``). A
+handshake-era connection's default session belongs to its MCP session, which the SDK keeps in one replica's memory:
+a load balancer must keep such a connection on one replica anyway (by ``Mcp-Session-Id``), so it never needs
+forwarding.
 """
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ import anyio.abc
 import mcp_types as types
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..cluster.api import connect
+from ..cluster.leases import Holder, SessionLeases, lease_signing_key
+from ..cluster.naming import ClaimKey
 from ..runs.bridge import Bridge, RunRequest
 from ..runs.relay_run import Caller, News
-from ..sandbox.kube.api import connect
-from ..sandbox.kube.leases import Holder, SessionLeases, lease_signing_key
-from ..sandbox.kube.naming import ClaimKey
+from ..session_keys import SessionKey
 from ..settings import Settings
 from .forwarded_calls import (
     MAX_FORWARDED_BYTES,
@@ -69,7 +71,7 @@ class Place(Protocol):
     """Where a call runs (``server.Placement``): named here by what the router reads."""
 
     @property
-    def key(self) -> str: ...
+    def key(self) -> SessionKey: ...
     @property
     def label(self) -> str: ...
     @property
@@ -97,10 +99,6 @@ class _Moved(Exception):
         self.holder = holder
 
 
-def _claim_key(place: Place) -> ClaimKey:
-    return ClaimKey(place.owner, place.label)
-
-
 class SessionRouter:
     """Decides where a shared session's call runs, forwards it there, and keeps this replica's Leases."""
 
@@ -108,7 +106,7 @@ class SessionRouter:
         self.bridge = bridge
         self.settings = settings
         self.leases = leases
-        self._keys: dict[str, str] = {}  # Lease name -> session key, for sessions this replica ran
+        self._keys: dict[str, SessionKey] = {}  # Lease name -> session key, for sessions this replica ran
         # Lease name -> the replica that answered its last forwarded call: asked again without reading the Lease.
         self._elsewhere: dict[str, Holder] = {}
         # The owner sends progress every progress_interval while a call runs: ten of them missed means it hangs.
@@ -152,7 +150,7 @@ class SessionRouter:
     @staticmethod
     def shares(place: Place) -> bool:
         """Whether this call's session is shared between replicas (see the module docstring)."""
-        return place.key.startswith("p:")
+        return place.key.kind == "principal"
 
     async def run(self, request: RunRequest, place: Place, run_here: RunHere, report: Report | None) -> (
         types.CallToolResult
@@ -160,7 +158,7 @@ class SessionRouter:
         """Run the call where its session lives: here, at the owner, or here after taking the session over."""
         if self.stopping:
             return await self._run_while_stopping(request, place, report)
-        key = _claim_key(place)
+        key = ClaimKey.of(place.key)
         holder = self._elsewhere.get(key.name) or await self.leases.holder(key)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.waiting_for_owner
@@ -204,7 +202,7 @@ class SessionRouter:
         types.CallToolResult
     ):  # fmt: skip
         """Forward the call to a live replica that holds its session; never hold or take one (stopping.py)."""
-        holder = await self.leases.peek(_claim_key(place))
+        holder = await self.leases.peek(ClaimKey.of(place.key))
         if holder is None or holder.expired or not holder.url or holder.replica == self.settings.replica:
             return stopping_result()
         try:
@@ -212,9 +210,9 @@ class SessionRouter:
         except (_PeerGone, _Moved):
             return stopping_result()
 
-    def held_sessions(self) -> list[tuple[ClaimKey, str]]:
-        """The sessions whose Leases this replica holds, each with its session key here ("" if it never ran here)."""
-        return [(key, self._keys.get(name, "")) for name, key in list(self.leases.owned.items())]
+    def held_sessions(self) -> list[tuple[ClaimKey, SessionKey | None]]:
+        """The sessions whose Leases this replica holds, each with its session key here (None if it never ran here)."""
+        return [(key, self._keys.get(name)) for name, key in list(self.leases.owned.items())]
 
     def _unverified(self, key: ClaimKey, holder: Holder) -> types.CallToolResult:
         """A Lease whose address is not signed with the peer token: the call is refused, the token is never sent.
@@ -238,11 +236,12 @@ class SessionRouter:
     async def run_owned(
         self, request: RunRequest, place: Place, holder: Holder, run_here: RunHere, news: News | None = None
     ) -> types.CallToolResult:
-        self._keys[_claim_key(place).name] = place.key
-        sessions = self.bridge.sessions
-        if holder.taken_from and sessions is not None:
+        self._keys[ClaimKey.of(place.key).name] = place.key
+        if holder.taken_from:
             how = "shut down (a rollout, a drain or a scale-down)" if holder.handed_over else "stopped answering"
-            await sessions.lose(place.key, f"lived on replica {holder.taken_from}, which {how}, so its state was lost")
+            await self.bridge.lose(
+                place.key, f"lived on replica {holder.taken_from}, which {how}, so its state was lost"
+            )
             await self._reap(holder.taken_from)
         return await run_here(request, place, news)
 
@@ -250,13 +249,12 @@ class SessionRouter:
         """Delete the sandboxes of ``replica``, whose session this one took, if it is dead: only its liveness Lease
         says so. Its claims are per worker, so which ones served the session taken cannot be told; a replica that
         lives on ends them itself when it learns at renewal that it lost the session."""
-        sessions = self.bridge.sessions
         try:
             if not await self.leases.replica_lapsed(replica):
                 log.info("replica %s lost session Lease(s), but its liveness Lease did not lapse (it lives, or "
                          "stopped cleanly): its sandboxes are left to it", replica)  # fmt: skip
                 return
-            reaped = await sessions.backend.reap_replica(replica) if sessions is not None else 0
+            reaped = await self.bridge.reap_replica(replica)
             await self.leases.forget_replica(replica)
         except Exception as exc:  # noqa: BLE001 - the claims' shutdownTime backstop still removes them
             log.warning("could not delete the sandboxes of replica %s: %s", replica, exc)
@@ -266,7 +264,7 @@ class SessionRouter:
 
     async def accept(self, forwarded: Forwarded) -> Holder:
         """A call another replica forwarded: who holds its session now (this replica, unless it moved on)."""
-        return await self.leases.holder(_claim_key(forwarded))
+        return await self.leases.holder(ClaimKey.of(forwarded.key))
 
     async def _forward(self, holder: Holder, request: RunRequest, place: Place, report: Report | None) -> (
         types.CallToolResult
@@ -316,10 +314,10 @@ class SessionRouter:
                 log.warning("could not renew this replica's Leases: %s", exc)
                 lost = []
             for key in lost:
-                name = self._keys.pop(key.name, "")
-                if name and self.bridge.sessions is not None:
+                session = self._keys.pop(key.name, None)
+                if session is not None:
                     log.warning("session %s was taken over by another replica; closing it here", key.name)
-                    await self.bridge.sessions.lose(name, "was taken over by another replica")
+                    await self.bridge.lose(session, "was taken over by another replica")
             await anyio.sleep(self.settings.session_lease / 3)
 
 

@@ -69,7 +69,7 @@ def build_server(
     if transport == "stdio":  # the one client's roots are the upstream servers' roots: ask again when they change
 
         async def roots_changed(ctx: ServerRequestContext[Any, Any], params: types.NotificationParams) -> None:
-            await learn_roots(ctx, bridge.hub.roots, again=True)
+            await learn_roots(ctx, bridge, again=True)
 
         server.add_notification_handler("notifications/roots/list_changed", types.NotificationParams, roots_changed)
     # input_required rounds carry the key of a parked run and round as requestState: sealed (AES-GCM, a process key),

@@ -16,16 +16,8 @@ from mcp.shared.exceptions import MCPError
 from ..errors import CodemodeError
 from ..runs.bridge import Bridge
 from ..runs.summary import reference_capabilities
-from .placement import DEFAULT_NAME, Placement, Transport, connection_of, place, principal_of
-from .principals import connection_key
-from .workspace_files import (
-    FILE_RESOURCE_TEMPLATE,
-    file_contents,
-    listing_contents,
-    parse_file_uri,
-    session_folder,
-    session_labels,
-)
+from .placement import DEFAULT_NAME, Placement, Transport, connection_key, connection_of, place, principal_of
+from .workspace_files import FILE_RESOURCE_TEMPLATE, file_contents, listing_contents, parse_file_uri, session_folder
 
 if TYPE_CHECKING:
     from .replicas import SessionRouter
@@ -64,13 +56,11 @@ class SessionResources:
 
     def _own_sessions(self, ctx: ServerRequestContext[Any, Any]) -> set[str]:
         """The names of the caller's sessions that have a running sandbox (whose files can be read)."""
-        sessions = self.bridge.sessions
-        if sessions is None:
-            return set()
-        keys = [key for key in sessions.names() if sessions.live_worker(key, use=False) is not None]
+        keys = self.bridge.live_sessions()
         if self.transport == "stdio":
-            return session_labels(keys, "stdio:")
-        labels = session_labels(keys, f"p:{principal_of(ctx) or 'local'}:")
+            return {key.name for key in keys if key.kind == "stdio"}
+        principal = principal_of(ctx) or "local"
+        labels = {key.name for key in keys if key.kind == "principal" and key.owner == principal}
         session_id = getattr(connection_of(ctx), "session_id", None)
         if isinstance(session_id, str) and connection_key(session_id) in keys:
             labels.add(DEFAULT_NAME)
@@ -79,20 +69,19 @@ class SessionResources:
     def _files_place(self, ctx: ServerRequestContext[Any, Any], name: str) -> Placement:
         """The session a files URI names, for this caller: as a call's ``session`` argument would place it, except
         that ``default`` over handshake-era HTTP is the connection's own default while it has one."""
-        sessions = self.bridge.sessions
-        if self.transport == "http" and name == DEFAULT_NAME and sessions is not None:
+        if self.transport == "http" and name == DEFAULT_NAME:
             connection = place(ctx, self.transport, None)
-            if connection.per_connection and sessions.worker(connection.key) is not None:
+            if connection.per_connection and self.bridge.has_session(connection.key):
                 return connection
         return place(ctx, self.transport, name)
 
     async def _read_session_file(self, ctx: ServerRequestContext[Any, Any], uri: str, name: str, path: str,
                                  declared: str | None) -> types.ReadResourceResult:  # fmt: skip
         bridge, router = self.bridge, self.router
-        if bridge.files is None or bridge.sessions is None:
-            raise MCPError(types.INVALID_PARAMS, bridge.backend_error or "the bridge is not running", data={"uri": uri})
+        if bridge.why_not_running:
+            raise MCPError(types.INVALID_PARAMS, bridge.why_not_running, data={"uri": uri})
         where = self._files_place(ctx, name)
-        if router is not None and router.shares(where) and bridge.sessions.live_worker(where.key, use=False) is None:
+        if router is not None and router.shares(where) and not bridge.session_running(where.key):
             raise MCPError(
                 types.INVALID_PARAMS,
                 f"the session {name!r} does not run on this replica; read its files through the replica that "
@@ -101,9 +90,9 @@ class SessionResources:
             )
         try:
             if path == "" or path.endswith("/"):
-                listing = await bridge.files.listing(where.key, name, path.rstrip("/"))
+                listing = await bridge.file_listing(where.key, name, path.rstrip("/"))
                 return types.ReadResourceResult(contents=[listing_contents(uri, name, listing)])
-            async with bridge.files.reading(where.key, name, path) as data:  # held in the read budget while encoded
+            async with bridge.reading_file(where.key, name, path) as data:  # held in the read budget while encoded
                 return types.ReadResourceResult(contents=[file_contents(uri, path, data, declared)])
         except CodemodeError as exc:
             raise MCPError(types.INVALID_PARAMS, f"{exc}", data={"uri": uri}) from None

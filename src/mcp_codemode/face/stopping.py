@@ -37,9 +37,10 @@ from typing import Protocol
 
 import mcp_types as types
 
+from ..cluster.leases import SessionLeases
+from ..cluster.naming import ClaimKey
 from ..runs.bridge import Bridge
-from ..sandbox.kube.leases import SessionLeases
-from ..sandbox.kube.naming import ClaimKey
+from ..session_keys import SessionKey
 from ..settings import Settings
 from .render import error_result
 
@@ -82,7 +83,7 @@ class SessionRouter(Protocol):
     leases: SessionLeases
     forwarding: InFlight
 
-    def held_sessions(self) -> list[tuple[ClaimKey, str]]: ...
+    def held_sessions(self) -> list[tuple[ClaimKey, SessionKey | None]]: ...
 
 
 def stopping_result() -> types.CallToolResult:
@@ -101,25 +102,22 @@ async def drain(router: SessionRouter) -> None:
     cap = settings.max_timeout + settings.interrupt_grace + MARGIN_S
     held = router.held_sessions()
     log.info("stopping: handing over %d session(s), letting running calls finish (at most %.0f s)", len(held), cap)
-    sessions = router.bridge.sessions
     try:
         async with asyncio.timeout(cap):
             while held:  # again for a Lease a call took just before the stop (hand_over drops each from the held)
-                await asyncio.gather(*(_hand_over(router, key, name) for key, name in held))
+                await asyncio.gather(*(_hand_over(router, key, session) for key, session in held))
                 held = router.held_sessions()
             await router.forwarding.idle()
-            if sessions is not None:
-                await sessions.settle()
+            await router.bridge.settle()
     except TimeoutError:
         log.warning("stopping: calls still ran after %.0f s; stopping anyway, they are cut", cap)
 
 
-async def _hand_over(router: SessionRouter, key: ClaimKey, name: str) -> None:
+async def _hand_over(router: SessionRouter, key: ClaimKey, session: SessionKey | None) -> None:
     """Close the session here once its running call ended (``lose`` waits for it), then mark its Lease given up."""
-    sessions = router.bridge.sessions
-    if name and sessions is not None:
+    if session is not None:
         try:
-            await sessions.lose(name, "was handed over: this replica shut down")
+            await router.bridge.lose(session, "was handed over: this replica shut down")
         except Exception as exc:  # noqa: BLE001 - finish() closes every sandbox anyway; the claim has its backstop
             log.warning("stopping: could not close session %s: %s", key.name, exc)
     try:
@@ -133,8 +131,7 @@ async def finish(router: SessionRouter) -> None:
     its claims), and only then end its liveness Lease. Each step is tried whatever the one before did."""
     with contextlib.suppress(Exception):
         await router.leases.hand_over_all()
-    if router.bridge.sessions is not None:
-        with contextlib.suppress(Exception):
-            await router.bridge.sessions.close()
+    with contextlib.suppress(Exception):
+        await router.bridge.close_sessions()
     with contextlib.suppress(Exception):
         await router.leases.end_liveness()

@@ -146,7 +146,7 @@ class ToolCalls:
         wants_progress = _progress_token(ctx) is not None
         reached = reaching(ctx)
         if transport == "stdio":  # one client: its roots are the upstream servers' (unless some are configured)
-            await learn_roots(ctx, bridge.hub.roots)
+            await learn_roots(ctx, bridge)
 
         async def run(
             request: RunRequest, where: Place, news: News | None = None, given: Caller | None = None
@@ -161,8 +161,7 @@ class ToolCalls:
         if router is not None and router.shares(where):
             return await router.run(request, where, run, _progress_reporter(ctx) if wants_progress else None)
         abandoned = self.rounds.abandon_waiting(where.key) if params.request_state is None else None
-        roots = bridge.hub.roots
-        wants_roots = transport == "stdio" and roots.follows_client and not roots.known
+        wants_roots = transport == "stdio" and bridge.wants_client_roots()
         if params.request_state is not None or _asks_in_rounds(ctx, wants_roots):
             result = await self.in_rounds(ctx, params, request, where, timeout, wants_progress)
         else:
@@ -187,7 +186,7 @@ class ToolCalls:
 
         async def go(caller: Caller, round_news: News, list_roots: ListRoots | None) -> types.CallToolResult:
             if self.transport == "stdio" and list_roots is not None:  # the one client's roots, asked in a round
-                await learn_roots_in_round(list_roots, self.bridge.hub.roots)
+                await learn_roots_in_round(list_roots, self.bridge)
             return await self.run_here(request, where, round_news if wants_progress else None, caller)
 
         rounds = self.rounds

@@ -18,11 +18,14 @@ import json
 import mimetypes
 import re
 import urllib.parse
+from typing import TYPE_CHECKING
 
 import mcp_types as types
 
 from ..runs.session_files import MAX_FILE_BYTES, MAX_FILES_PER_CALL, Listing, SessionFileError, checked_path
-from ..sandbox.results import FileLink
+
+if TYPE_CHECKING:  # a type of Bridge.run's result, without loading the bridge to link one
+    from ..runs.bridge import FileLink
 
 SCHEME_PREFIX = "codemode://sessions/"
 FILE_TEMPLATE = "codemode://sessions/{session}/files/{path}"
@@ -170,8 +173,3 @@ def link_blocks(session: str, links: tuple[FileLink, ...]) -> list[types.Content
         )
         for link in links
     ]
-
-
-def session_labels(keys: list[str], prefix: str) -> set[str]:
-    """The names the caller knows of its sessions among ``keys`` (internal keys, whose prefix names the caller)."""
-    return {key[len(prefix) :] for key in keys if key.startswith(prefix) and ":" not in key[len(prefix) :]}

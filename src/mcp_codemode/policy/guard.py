@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
+from ..errors import CannotAsk
 from ..guest.protocol import ERROR_KIND_APPROVAL, ERROR_KIND_POLICY, ERROR_KIND_TOOL_TIMEOUT
 from ..reply_encoding import EncodedReply, encode_value
 from ..runs.approval_question import TooLongToShow, approval_question
@@ -31,7 +32,7 @@ from ..runs.relay_params import Refusal
 from ..runs.relay_run import MAX_CLIENT_REQUESTS, Run, upstream_log
 from ..telemetry.metrics import ApprovalDecision, UpstreamOutcome
 from ..telemetry.seam import Telemetry
-from ..upstream.servers.call_links import CallLink, CannotAsk
+from ..upstream.servers.call_links import CallLink
 from ..upstream.tools.gate import Refused
 from .rules import Policy, ToolNames
 

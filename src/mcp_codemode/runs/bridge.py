@@ -21,22 +21,26 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from types import TracebackType
 
 import anyio
+import mcp_types as types
 
 from .. import __version__
 from ..admission import admit
 from ..errors import CodemodeError, SandboxStartError, SandboxUnavailable
 from ..guest.protocol import ERROR_KIND_APPROVAL, ERROR_KIND_POLICY, ERROR_KIND_TOOL
 from ..mounts import config_in_mounts, refusal, shared_with_servers
-from ..sandbox.results import ExecutionResult
+from ..sandbox.results import ExecutionResult, FileLink
 from ..sandbox.select import Choice, announce, choose_backend, passed_over_note
 from ..sandbox.worker import OutputCallback, Worker
+from ..session_keys import BadSessionKey, SessionKey
 from ..settings import Settings
 from ..telemetry.metrics import CallOutcome
-from ..telemetry.seam import telemetry
+from ..telemetry.seam import Telemetry, telemetry
 from ..telemetry.snapshot import ServerSnapshot, Snapshot
 from ..upstream.config.discovery import ConfigSources
 from ..upstream.config.refresh import Changes
@@ -47,11 +51,12 @@ from .config_refresh import ConfigRefresh
 from .readiness import ChangeLog, Readiness, readiness_of
 from .relay import Relay
 from .relay_run import Caller
-from .session_files import SessionFiles
+from .session_files import Listing, SessionFiles
 from .sessions import SessionManager
 from .shared_state import shared_state
 from .summary import capability_summary
 
+__all__ = ["Bridge", "ExecutionResult", "FileLink", "RunRequest"]  # what the faces take from the run service
 log = logging.getLogger("mcp_codemode.bridge")  # the name log lines have always shown
 
 
@@ -68,7 +73,16 @@ class RunRequest:
 
 
 class Bridge:
-    """Runs code for any number of clients; use as an async context manager so no sandbox outlives it."""
+    """Runs code for any number of clients; use as an async context manager so no sandbox outlives it.
+
+    One door for the faces: they use its public methods and the attributes declared here, nothing it holds
+    (``tests/test_architecture.py`` checks it), so a face never learns how sessions, files or upstream roots are
+    kept. The parts it builds (sessions, directory, hub, relay) stay reachable for the command line and tests.
+    """
+
+    settings: Settings  # as the bridge was built with them
+    summary: str  # the capability summary: what the sandbox offers and which servers code can reach
+    telemetry: Telemetry  # the bridge's metrics (telemetry/): what /metrics serves, and what the faces count there
 
     def __init__(
         self,
@@ -218,7 +232,7 @@ class Bridge:
     async def run(
         self,
         request: RunRequest,
-        key: str,
+        key: SessionKey,
         on_output: OutputCallback | None = None,
         owner: str = "local",
         caller: Caller | None = None,
@@ -245,10 +259,10 @@ class Bridge:
             size = output_bytes(result) if result is not None else None
             self.telemetry.call_ended(outcome, time.perf_counter() - began, size)
 
-    async def _run(self, request: RunRequest, key: str, on_output: OutputCallback | None, owner: str,
+    async def _run(self, request: RunRequest, key: SessionKey, on_output: OutputCallback | None, owner: str,
                    caller: Caller | None) -> ExecutionResult:  # fmt: skip
         if self.sessions is None:
-            raise CodemodeError(self.backend_error or "the bridge is not running")
+            raise CodemodeError(self.why_not_running)
         hinted = [self._by_name_or_alias.get(name) for name in request.servers]
         self.hub.warm(name for name in hinted if name is not None)
         prepare = None
@@ -262,7 +276,7 @@ class Bridge:
         try:
             result = await self.sessions.execute(
                 request.code,
-                session=key,
+                session=str(key),  # the form workers and audit lines are named by
                 timeout=request.timeout,
                 reset=request.reset,
                 on_output=on_output,
@@ -298,10 +312,83 @@ class Bridge:
         verdict = await readiness_of(self.sessions, self.backend_error, self.settings.max_sessions, stopping)
         return self._readiness.note(verdict)
 
-    async def discard(self, key: str) -> None:
+    @property
+    def why_not_running(self) -> str:
+        """Why no code runs here ("" when it does): the backend's problem, or a bridge not entered."""
+        return "" if self.sessions is not None else (self.backend_error or "the bridge is not running")
+
+    async def discard(self, key: SessionKey) -> None:
         """Close a client's session when its connection ends (the sandbox would otherwise idle until expiry)."""
         if self.sessions is not None:
-            await self.sessions.discard(key)
+            await self.sessions.discard(str(key))
+
+    async def lose(self, key: SessionKey, why: str) -> None:
+        """Close ``key`` here, or mark it, so its next call here starts it fresh and says ``why`` (a session that
+        moved to another replica, or came from one that is gone); a running call in it ends first."""
+        if self.sessions is not None:
+            await self.sessions.lose(str(key), why)
+
+    def live_sessions(self) -> list[SessionKey]:
+        """The sessions whose sandbox runs now (their files can be read); listing them is no use of them."""
+        if self.sessions is None:
+            return []
+        return [key for key in _keys(self.sessions.names()) if self.session_running(key)]
+
+    def has_session(self, key: SessionKey) -> bool:
+        """Whether ``key`` has a sandbox here, running or not."""
+        return self.sessions is not None and self.sessions.worker(str(key)) is not None
+
+    def session_running(self, key: SessionKey) -> bool:
+        """Whether ``key``'s sandbox runs here now (without counting this as use of the session)."""
+        return self.sessions is not None and self.sessions.live_worker(str(key), use=False) is not None
+
+    async def file_listing(self, key: SessionKey, label: str, folder: str = "") -> Listing:
+        """The files under ``folder`` of ``key``'s /workspace; ``label`` names the session in messages."""
+        return await self._files().listing(str(key), label, folder)
+
+    def reading_file(self, key: SessionKey, label: str, path: str) -> AbstractAsyncContextManager[bytearray]:
+        """A file of ``key``'s /workspace, held in the bridge-wide read budget while the context is open."""
+        return self._files().reading(str(key), label, path)
+
+    def _files(self) -> SessionFiles:
+        if self.files is None:
+            raise CodemodeError(self.why_not_running or "the bridge is not running")
+        return self.files
+
+    async def reap_replica(self, replica: str) -> int:
+        """Delete the sandboxes another replica left (it is dead); how many there were."""
+        return await self.sessions.backend.reap_replica(replica) if self.sessions is not None else 0
+
+    async def settle(self) -> None:
+        """Wait for the calls running in every session to end; none is closed."""
+        if self.sessions is not None:
+            await self.sessions.settle()
+
+    async def close_sessions(self) -> None:
+        """Close every session and sandbox now (a replica that stops); the bridge itself stays open."""
+        if self.sessions is not None:
+            await self.sessions.close()
+
+    def wants_client_roots(self, again: bool = False) -> bool:
+        """Whether the upstream servers' roots are the client's (none configured) and still to be learned:
+        not yet, or ``again`` because the client said they changed."""
+        roots = self.hub.roots
+        return roots.follows_client and (again or not roots.known)
+
+    async def client_gave_roots(self, roots: Sequence[types.Root]) -> None:
+        """The client's roots, which the upstream servers that ask for roots are given from now on."""
+        await self.hub.roots.client_gave(roots)
+
+
+def _keys(names: list[str]) -> list[SessionKey]:
+    """The keys of the sessions the bridge ran (the session manager names them by the keys' string form)."""
+    found = []
+    for name in names:
+        try:
+            found.append(SessionKey.parse(name))
+        except BadSessionKey:  # a session the manager was given directly (tests), which no face placed
+            continue
+    return found
 
 
 def call_outcome(result: ExecutionResult) -> CallOutcome:

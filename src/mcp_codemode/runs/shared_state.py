@@ -2,7 +2,7 @@
 ``MCP_BRIDGE_SHARED_STATE``.
 
 ``files`` (the default) keeps them under the state directory: right for one machine, where every bridge of the
-user shares that directory. ``kubernetes`` keeps them in the cluster (``sandbox/kube/shared_state.py``: one Secret
+user shares that directory. ``kubernetes`` keeps them in the cluster (``cluster/shared_state.py``: one Secret
 of sign-ins, a ConfigMap per saved tool), so that face replicas, whose state directories are emptyDirs lost with
 their pods, all see one sign-in per server and one set of saved tools per principal; ``mcp-codemode login`` with the
 same setting writes there too. Chosen here, in the run service, because it is the layer that may reach both the
@@ -20,10 +20,10 @@ import dataclasses
 import logging
 from typing import Any
 
+from ..cluster.api import EXTRA_FIX, KubeApiError, require_client
+from ..cluster.naming import saved_tool_object
+from ..cluster.shared_state import LazyApi, SecretRecords, ToolConfigMaps
 from ..errors import SandboxUnavailable, SettingsError
-from ..sandbox.kube.api import EXTRA_FIX, KubeApiError, require_client
-from ..sandbox.kube.naming import saved_tool_object
-from ..sandbox.kube.shared_state import LazyApi, SecretRecords, ToolConfigMaps
 from ..settings import Settings
 from ..upstream.servers.sign_ins import FileSignIns, SignInStore
 from .saved_tools import (

@@ -23,16 +23,16 @@ import logging
 import ssl
 from typing import TYPE_CHECKING, Any
 
+from ...cluster.api import connect, exec_refused, failures, require_client
+from ...cluster.naming import ClaimKey
+from ...cluster.permissions import needed
 from ...errors import SandboxUnavailable
 from ...settings import Settings
 from ..base import Availability, Backend, EnforcedLimit, Launch, StartCheck, guest_argv
-from .api import connect, exec_refused, failures, require_client
 from .checks import allowed
 from .claims import ClaimStore
 from .exec_channel import ExecChannel, ExecRefused, open_exec_channel
 from .exec_protocol import exec_url
-from .naming import ClaimKey
-from .permissions import needed
 from .start_check import CachedStartCheck
 
 if TYPE_CHECKING:

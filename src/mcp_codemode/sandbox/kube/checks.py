@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from ...cluster.api import CRDS_FIX, connect, explain, failures
+from ...cluster.naming import GROUP, SANDBOX_GROUP, VERSION, WARM_POOLS
+from ...cluster.permissions import PERMISSIONS, Permission, grant_fix
 from ...errors import CodemodeError
-from .api import CRDS_FIX, connect, explain, failures
-from .naming import GROUP, SANDBOX_GROUP, VERSION, WARM_POOLS
-from .permissions import PERMISSIONS, Permission, grant_fix
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient

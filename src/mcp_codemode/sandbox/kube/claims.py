@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .api import KubeApiError, api_status, explain, failures
-from .naming import (
+from ...cluster.api import KubeApiError, api_status, explain, failures
+from ...cluster.naming import (
     CLAIMS,
     GROUP,
     MANAGED_BY,

@@ -27,7 +27,7 @@ import math
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from .api import KubeApiError, api_status, explain, failures
+from ...cluster.api import KubeApiError, api_status, explain, failures
 
 MAX_EVENT_BYTES = 4 * 1024 * 1024  # an object is at most ~1.5 MiB in etcd; a longer line is not an event
 FIRST_PAUSE = 0.1  # seconds before re-establishing after a second empty stream in a row, doubling to LAST_PAUSE

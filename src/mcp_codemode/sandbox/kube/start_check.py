@@ -18,10 +18,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from ...cluster.api import api_status, failures
+from ...cluster.naming import GROUP, VERSION, WARM_POOLS
 from ...errors import CodemodeError
 from ..base import StartCheck
-from .api import api_status, failures
-from .naming import GROUP, VERSION, WARM_POOLS
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient

@@ -24,7 +24,7 @@ from typing import Any
 
 import mcp_types as types
 
-from ...errors import CodemodeError
+from ...errors import CannotAsk
 
 logger = logging.getLogger("mcp_codemode.upstream.call_links")  # the name log lines have always shown
 
@@ -33,11 +33,6 @@ UpstreamLog = Callable[[types.LoggingMessageNotificationParams], Awaitable[None]
 # Passes a server's elicitation or sampling request on to the client of the run_python call, and its answer back.
 Elicit = Callable[[types.ElicitRequestParams], Awaitable[types.ElicitResult]]
 Sample = Callable[[types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult]]
-
-
-class CannotAsk(CodemodeError):
-    """The client cannot be asked after all (no capability, no back channel, the policy): the message says why
-    and what would make it possible."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,7 @@ if that changed (``SignInStore.swap``), and ``SignIn`` builds every change on th
 conflict. Refreshes take turns on top of it (``SignIn.take_turn``, used by ``oauth.StoredTokens``).
 
 Two stores: ``FileSignIns`` (a file per server under ``<state_dir>/oauth/``, swapped under a lock of the directory)
-and, for replicas, the kubernetes one (``sandbox/kube/shared_state.py``: one Secret, a key per server), which the
+and, for replicas, the kubernetes one (``cluster/shared_state.py``: one Secret, a key per server), which the
 upstream package does not import: whoever builds the tool directory hands it over, and the hub passes that one store
 to each connection it makes.
 """

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import SandboxStartError, SandboxUnavailable
+from ..errors import SandboxStartError, SandboxUnavailable
 from .permissions import grant_fix, needed
 
 if TYPE_CHECKING:

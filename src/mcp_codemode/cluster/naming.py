@@ -1,4 +1,5 @@
-"""What a session's SandboxClaim is called and carries: pure functions, no Kubernetes client.
+"""What the bridge's objects in the cluster are called and carry (a session's SandboxClaim and Lease, the shared
+state's Secret and ConfigMaps): pure functions, no Kubernetes client.
 
 Why derived and not stored: any face replica that receives a session must find its claim with no shared database,
 so the name is a function of (principal, session) alone. It is hashed because both are user text (a session name,
@@ -11,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import hashlib
+
+from ..session_keys import BadSessionKey, SessionKey
 
 GROUP = "extensions.agents.x-k8s.io"
 VERSION = "v1beta1"  # served and stored by agent-sandbox v0.5.6 (deploy/kubernetes/vendor/)
@@ -54,6 +57,13 @@ class ClaimKey:
 
     principal: str
     session: str
+
+    @classmethod
+    def of(cls, key: SessionKey) -> ClaimKey:
+        """The cluster's name of a principal's session, the kind replicas share (its claim's, its Lease's)."""
+        if key.kind != "principal":
+            raise BadSessionKey(f"only a principal's session is shared between replicas, not {key}")
+        return cls(key.owner, key.name)
 
     @property
     def principal_hash(self) -> str:

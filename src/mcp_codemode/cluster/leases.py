@@ -34,8 +34,9 @@ which claims went with it; they may be deleted only once their replica is dead, 
 prove that (a Lease whose release failed lapses on a replica that lives on). The liveness Lease does: renewed
 before the session Leases of the same round, it lapses no later than they do when its replica stops.
 
-Lives beside the claims because it speaks to the same API with the same client and errors (``api.py``); it knows
-nothing of sandboxes.
+Lives beside the API client (``api.py``) because the kubernetes backend's claims speak to the same API with the same
+client and errors, and the face's replicas (which hold these Leases) import this package and never the backend; it
+knows nothing of sandboxes.
 """
 
 from __future__ import annotations
