@@ -118,10 +118,10 @@ def test_concurrent_reads_across_real_sessions_stay_within_the_budget() -> None:
                 big = "import os\nopen('big.bin', 'wb').write(os.urandom(5 << 20))"
                 await bridge.run(RunRequest(big), SessionKey.cli("s0"))
                 with pytest.raises(SessionFileError, match=r"at most 4,194,304 \(MCP_BRIDGE_FILE_READ_MAX\)"):
-                    await files.read("s0", "s0", "big.bin")
+                    await files.read(str(SessionKey.cli("s0")), "s0", "big.bin")
 
                 async def one(key: str) -> str:
-                    async with files.reading(key, key, "f.bin") as data:
+                    async with files.reading(str(SessionKey.cli(key)), key, "f.bin") as data:
                         file_contents("uri", "f.bin", data)  # the encoding, inside the hold as in the handler
                         return hashlib.sha256(data).hexdigest()
 
@@ -170,7 +170,7 @@ def test_a_worker_that_sends_a_file_slowly_loses_its_room_in_the_budget(monkeypa
                 assert files is not None
                 assert (await bridge.run(RunRequest(SLOW_GUEST), SessionKey.cli("slow"))).stdout == "ready\n"
                 with pytest.raises(SessionFileError) as refused:
-                    await files.read("slow", "slow", "slow.bin")
+                    await files.read(str(SessionKey.cli("slow")), "slow", "slow.bin")
                 return str(refused.value), files.budget.in_flight
 
         message, left = asyncio.run(main())

@@ -192,7 +192,7 @@ async def test_the_policy_hides_and_refuses_resources_and_prompts_and_every_use_
         ("prompt", "args-prompt", "refused", "allow_prompts"),
     ]
     for line in uses:
-        assert (line["session"], line["owner"], line["server"]) == ("policed", "alice", "everything")
+        assert (line["session"], line["owner"], line["server"]) == ("cli:policed", "alice", "everything")
         assert "tool" not in line
     ok_read, ok_prompt = uses[0], uses[3]
     assert ok_read["result_bytes"] > 0 and ok_read["args_sha256"] is None
