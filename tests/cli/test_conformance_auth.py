@@ -9,6 +9,17 @@ told so would. Every check of every scenario must pass. The one exception is pin
 that the client should use a URL-based client id (a Client ID Metadata Document) when the authorization server
 supports one; the bridge has no public URL to publish such a document at, so it registers dynamically instead.
 
+Which era each scenario runs in: every scenario runs against a 2026-07-28 server, and two also against a
+2025-11-25 one. The suite's authorization server, its metadata and its checks of discovery, registration, scopes and
+the token request are the same in both eras, but for two checks that only the 2026-07-28 run makes (DCR's
+``application_type``, SEP-837; the step-up's scope union, SEP-2350): the 2026-07-28 run checks a superset. What the
+era changes is the MCP endpoint behind the sign-in (a 2025-11-25 server wants ``initialize`` and a session, a
+2026-07-28 one stateless requests), so the bridge's own signed calls differ by era in two ways, each run in the
+2025-11-25 era too: ``auth/metadata-default`` (the first 401 answers ``initialize``, and the cell's signed listing
+and call go over a handshake session) and ``auth/scope-step-up`` (a 403 asking for more scope in the middle of that
+session, which must come back to the user as the login hint). The other twelve scenarios differ from
+``metadata-default`` only in what the authorization server does, which no era changes.
+
 Scenarios left out, and why: the extension ones (client credentials, enterprise-managed authorization, DPoP,
 workload identity: none is a user's browser sign-in, which is what ``login`` is) and the 2025-03-26 back-compat
 ones (the SDK's OAuth client targets the 2025-06-18 authorization spec onward).
@@ -29,20 +40,17 @@ from tests.support.patience import patient
 
 pytestmark = pytest.mark.backend  # each scenario starts servers on loopback, the bridge's CLI and a sandbox
 
-BOTH = ("2025-11-25", "2026-07-28")
+LEGACY, CURRENT = "2025-11-25", "2026-07-28"
 SCENARIOS = [
-    *((name, version) for version in BOTH for name in (
-        "auth/metadata-default", "auth/metadata-var1", "auth/metadata-var2", "auth/metadata-var3",
-        "auth/basic-cimd", "auth/scope-from-www-authenticate", "auth/scope-from-scopes-supported",
-        "auth/scope-omitted-when-undefined", "auth/scope-step-up", "auth/scope-retry-limit",
-        "auth/token-endpoint-auth-basic", "auth/token-endpoint-auth-post", "auth/token-endpoint-auth-none",
-        "auth/pre-registration",
+    *(("auth/" + name, CURRENT) for name in (
+        "metadata-default", "metadata-var1", "metadata-var2", "metadata-var3", "basic-cimd",
+        "scope-from-www-authenticate", "scope-from-scopes-supported", "scope-omitted-when-undefined", "scope-step-up",
+        "scope-retry-limit", "token-endpoint-auth-basic", "token-endpoint-auth-post", "token-endpoint-auth-none",
+        "pre-registration", "resource-mismatch", "offline-access-scope", "offline-access-not-supported",
+        "authorization-server-migration", "iss-supported", "iss-not-advertised", "iss-supported-missing",
+        "iss-wrong-issuer", "iss-unexpected", "iss-normalized", "metadata-issuer-mismatch",
     )),
-    *(("auth/" + name, "2026-07-28") for name in (
-        "resource-mismatch", "offline-access-scope", "offline-access-not-supported", "authorization-server-migration",
-        "iss-supported", "iss-not-advertised", "iss-supported-missing", "iss-wrong-issuer", "iss-unexpected",
-        "iss-normalized", "metadata-issuer-mismatch",
-    )),
+    *(("auth/" + name, LEGACY) for name in ("metadata-default", "scope-step-up")),  # the era's own signed calls
 ]  # fmt: skip
 # What the bridge does not do, by design, with the reason (the module docstring says more).
 PINNED = {("auth/basic-cimd", "cimd-client-id-used"): "WARNING"}

@@ -3,25 +3,32 @@ tests.support.conformance_auth_client SERVER_URL`` (the suite appends the URL an
 and, for a pre-registered client, ``MCP_CONFORMANCE_CONTEXT``).
 
 It signs the bridge in to the suite's protected server exactly as a user would, through ``mcp-codemode login``
-(the real command, in its own process): it reads the address the command prints and "opens" it with an HTTP
-client that follows the suite's authorization server back to the command's loopback redirect, as a browser
-would. Then it runs one sandboxed cell through the bridge, whose hub signs its requests with the stored tokens,
-so the suite sees the bridge itself, not only the sign-in, use the token. Exit status 0 when both worked.
+(the command line's own entry point): it reads the address the command prints and "opens" it with an HTTP client
+that follows the suite's authorization server back to the command's loopback redirect, as a browser would. Then it
+runs one sandboxed cell with ``mcp-codemode run``, whose bridge signs its requests with the tokens ``login``
+stored, so the suite sees the bridge itself, not only the sign-in, use the token. Exit status 0 when both worked.
+
+Both commands run in this one process (``login`` on a thread, its printed lines read through a pipe), as they
+would one after the other in a shell: each ``mcp-codemode`` process spends most of its start importing the MCP
+SDK, and the suite runs this command some thirty times. Nothing is handed from one to the other in memory: the
+tokens go through the sign-in store on disk, as between two processes. ``sign_in`` (a ``login`` process of its
+own) serves the tests that need one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import urllib.parse
-from pathlib import Path
 
 import httpx2
 
-BRIDGE = Path(sys.executable).with_name("mcp-codemode")
 NAME = "conformance"
 SECRET_ENV = "CONFORMANCE_CLIENT_SECRET"
 
@@ -30,43 +37,77 @@ def main(url: str) -> int:
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     with tempfile.TemporaryDirectory(prefix="conformance-client-") as folder:
         os.chmod(folder, 0o711)  # the sandbox's uid passes through to the staged worker, as for any state dir
-        config = Path(folder) / "servers.json"
+        config = os.path.join(folder, "servers.json")
         entry: dict[str, str] = {"url": url}
         if os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "").startswith("2026"):
             entry["protocol"] = os.environ["MCP_CONFORMANCE_PROTOCOL_VERSION"]  # the scenario's server speaks it only
-        config.write_text(json.dumps({"mcpServers": {NAME: entry}}), encoding="utf-8")
-        env = {**os.environ, "MCP_BRIDGE_STATE_DIR": str(Path(folder) / "state"), "MCP_BRIDGE_RUNTIME": "bubblewrap"}
-        options = ["--no-discover", "--config", str(config)]
+        with open(config, "w", encoding="utf-8") as file:
+            json.dump({"mcpServers": {NAME: entry}}, file)
+        os.environ.update(MCP_BRIDGE_STATE_DIR=os.path.join(folder, "state"), MCP_BRIDGE_RUNTIME="bubblewrap")
+        options = ["--no-discover", "--config", config]
         extra: list[str] = []
         if isinstance(context.get("client_id"), str):
-            env[SECRET_ENV] = str(context.get("client_secret") or "")
+            os.environ[SECRET_ENV] = str(context.get("client_secret") or "")
             extra = ["--client-id", context["client_id"], "--port", str(_free_port())]
             if context.get("client_secret"):
                 extra += ["--client-secret-env", SECRET_ENV]
-        login = [str(BRIDGE), "login", NAME, "--no-browser", *extra, *options]
-        if sign_in(login, env) != 0:
+        login = ["login", NAME, "--no-browser", *extra, *options]
+        if sign_in_here(login) != 0:
             return 1
-        run = use(options, env)
-        if run.returncode != 0 and f"mcp-codemode login {NAME}" in run.stdout + run.stderr:
+        status, said = use(options)
+        if status != 0 and f"mcp-codemode login {NAME}" in said:
             # The server wants a new sign-in (its authorization server moved, say): the error names the command, and
             # a user runs it and tries again.
-            if sign_in(login, env) != 0:
+            if sign_in_here(login) != 0:
                 return 1
-            run = use(options, env)
-        return run.returncode
+            status, said = use(options)
+        return status
 
 
-def use(options: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """One sandboxed cell through the bridge that lists the server's tools (with the stored tokens)."""
+def use(options: list[str]) -> tuple[int, str]:
+    """One sandboxed cell through the bridge that lists the server's tools (with the stored tokens): its exit
+    status and what it printed."""
+    from mcp_codemode.cli.main import main as codemode
+
     cell = (  # lists the tools and calls each that takes no argument: a call may need more than a listing (step-up)
         f"for tool in await runtime.query_tool_docs({NAME!r}):\n"
         "    if not tool.get('required'):\n"
         f"        print(tool['tool'], await runtime.call_tool({NAME!r}, tool['tool'], {{}}))"
     )
-    run = subprocess.run([str(BRIDGE), "run", "-c", cell, *options], env=env, capture_output=True, text=True,
-                         timeout=300, check=False)  # fmt: skip
-    print(run.stdout, run.stderr, sep="\n", file=sys.stderr)
-    return run
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = codemode(["run", "-c", cell, *options])
+    print(out.getvalue(), err.getvalue(), sep="\n", file=sys.stderr)
+    return status, out.getvalue() + err.getvalue()
+
+
+def sign_in_here(argv: list[str]) -> int:
+    """``mcp-codemode login`` in this process, its address opened as by ``sign_in``: its exit status."""
+    from mcp_codemode.cli.main import main as codemode
+
+    read, write = os.pipe()
+    status: list[int] = []
+    with os.fdopen(read, encoding="utf-8") as lines, os.fdopen(write, "w", encoding="utf-8", buffering=1) as printed:
+
+        def command() -> None:
+            try:
+                with contextlib.redirect_stdout(printed):
+                    status.append(codemode(argv))
+            finally:
+                printed.close()  # the reader's end of the lines
+
+        login = threading.Thread(target=command, name="login")
+        login.start()
+        seen = ""
+        for line in lines:
+            seen += line
+            if line.strip().startswith("http"):
+                browse(line.strip())
+                break
+        seen += lines.read()
+        login.join()
+    print(seen, file=sys.stderr)
+    return status[0] if status else 1
 
 
 def start_login(command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], str, str | None]:
@@ -82,11 +123,20 @@ def start_login(command: list[str], env: dict[str, str]) -> tuple[subprocess.Pop
 
 
 def sign_in(command: list[str], env: dict[str, str]) -> int:
+    """``login`` in a process of its own (``command``), its address opened as a browser would: its exit status."""
     login, seen, address = start_login(command, env)
     if address is None:
         out, err = login.communicate(timeout=300)
         print(seen + out + err, file=sys.stderr)
         return login.returncode or 1
+    browse(address)
+    out, err = login.communicate(timeout=300)
+    print(seen + out + err, file=sys.stderr)
+    return login.returncode
+
+
+def browse(address: str) -> None:
+    """Open ``address`` as a browser would: follow the authorization server's redirects to the loopback one."""
     with httpx2.Client(timeout=60) as browser:
         answer = browser.get(address, follow_redirects=False)
         hops = 0
@@ -94,9 +144,6 @@ def sign_in(command: list[str], env: dict[str, str]) -> int:
             target = urllib.parse.urljoin(str(answer.url), answer.headers["location"])
             answer = browser.get(target, follow_redirects=False)
             hops += 1
-    out, err = login.communicate(timeout=300)
-    print(seen + out + err, file=sys.stderr)
-    return login.returncode
 
 
 def _free_port() -> int:
