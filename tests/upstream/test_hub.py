@@ -448,6 +448,11 @@ def test_resources_are_listed_and_read(tmp_path: Path) -> None:
 
 @pytest.mark.backend
 def test_every_reference_server_answers_through_one_hub(tmp_path: Path) -> None:
+    """Each reference server's tools answer through one hub. mcp-server-fetch does not raise for a URL it cannot
+    get: it answers isError, and the hub passes that on. With no internet every URL is unreachable; a closed port on
+    loopback stands in for that, reachable only with --allow-private-ips, since by default the server refuses
+    private and loopback addresses."""
+    page = b"<html><body><h1>Local page</h1><p>The hub fetched this.</p></body></html>"
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     (repo / "hello.txt").write_text("hello\n")
@@ -460,6 +465,7 @@ def test_every_reference_server_answers_through_one_hub(tmp_path: Path) -> None:
         upstreams.time(),
         upstreams.git(repo),
         upstreams.fetch(),
+        upstreams.fetch("fetch-local", "--allow-private-ips"),
     ]
 
     async def body() -> None:
@@ -475,12 +481,19 @@ def test_every_reference_server_answers_through_one_hub(tmp_path: Path) -> None:
             assert not (await hub.call_tool("sequential-thinking", "sequentialthinking", thought)).is_error
             assert "UTC" in text(await hub.call_tool("time", "get_current_time", {"timezone": "UTC"}))
             assert "hello.txt" in text(await hub.call_tool("git", "git_status", {"repo_path": str(repo)}))
+            refused = await hub.call_tool("fetch", "fetch", {"url": f"{base}/page"})
+            assert refused.is_error and "--allow-private-ips" in text(refused)
+            fetched = await hub.call_tool("fetch-local", "fetch", {"url": f"{base}/page"})
+            assert not fetched.is_error and "The hub fetched this." in text(fetched)
+            unreachable = await hub.call_tool("fetch-local", "fetch", {"url": "http://127.0.0.1:9/nothing"})
+            assert unreachable.is_error and "connection issue" in text(unreachable)
             assert {hub.state(name).status for name in hub.names()} == {"ready"}
             pids = [hub.state(name).pid for name in hub.names()]
         assert wait_until_gone(lambda: still_running([pid for pid in pids if pid is not None])) == []
         assert (tmp_path / "memory.jsonl").exists()
 
-    run(body())
+    with web_page(page) as base:
+        run(body())
 
 
 @contextlib.contextmanager
@@ -506,31 +519,6 @@ def web_page(body: bytes) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-@pytest.mark.backend
-def test_fetch_reports_unreachable_and_refused_urls_as_error_results(tmp_path: Path) -> None:
-    """mcp-server-fetch does not raise for a URL it cannot get: it answers isError, and the hub passes that on.
-
-    With no internet every URL is unreachable; a closed port on loopback stands in for that, reachably
-    only with --allow-private-ips, since by default the server refuses private and loopback addresses.
-    """
-    page = b"<html><body><h1>Local page</h1><p>The hub fetched this.</p></body></html>"
-
-    async def body() -> None:
-        with web_page(page) as base:
-            servers = [upstreams.fetch(), upstreams.fetch("fetch-local", "--allow-private-ips")]
-            async with Hub(servers, log_dir=tmp_path) as hub:
-                refused = await hub.call_tool("fetch", "fetch", {"url": f"{base}/page"})
-                assert refused.is_error and "--allow-private-ips" in text(refused)
-
-                fetched = await hub.call_tool("fetch-local", "fetch", {"url": f"{base}/page"})
-                assert not fetched.is_error and "The hub fetched this." in text(fetched)
-
-                unreachable = await hub.call_tool("fetch-local", "fetch", {"url": "http://127.0.0.1:9/nothing"})
-                assert unreachable.is_error and "connection issue" in text(unreachable)
-
-    run(body())
 
 
 @pytest.mark.backend
