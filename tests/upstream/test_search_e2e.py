@@ -30,6 +30,7 @@ from mcp_codemode.upstream.tools.listing_cache import ListingCache
 from tests.support import upstreams
 from tests.support.backends import sandbox_settings
 from tests.support.cells import explain, poll, private_state_dir, reported, run
+from tests.support.cli_here import cli_here
 from tests.support.clients import clean_environ, require_bubblewrap
 from tests.support.inspector import BRIDGE
 from tests.support.patience import patient
@@ -146,15 +147,18 @@ def write_config(path: Path, *servers: ServerConfig) -> Path:
     return path
 
 
-def cli(state: Path, *args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [str(BRIDGE), *args],
-        capture_output=True,
-        text=True,
-        timeout=CLI_DEADLINE,
-        env=clean_environ(MCP_BRIDGE_STATE_DIR=str(state)),
-        check=False,
-    )
+def cli(
+    state: Path, *args: str, expect: int = 0, process: bool = False, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``mcp-codemode ARGS`` with ``state`` as its state directory: in this process (tests/support/cli_here.py),
+    or with ``process`` in one of its own, as a user starts it."""
+    environ = clean_environ(MCP_BRIDGE_STATE_DIR=str(state), **env)
+    if process:
+        done = subprocess.run(
+            [str(BRIDGE), *args], capture_output=True, text=True, timeout=CLI_DEADLINE, env=environ, check=False
+        )
+    else:
+        done = cli_here(environ, *args)
     assert done.returncode == expect, f"status {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
     return done
 
@@ -465,7 +469,7 @@ def test_cli_search_lists_what_it_lacks_once_and_the_next_search_starts_no_serve
     config = write_config(tmp_path / "servers.json", notes.config, upstreams.time())
     with private_state_dir() as state:
         args = ("search", "--config", str(config), "--no-discover")
-        first = cli(state, *args, "current", "time", "in", "a", "zone")
+        first = cli(state, *args, "current", "time", "in", "a", "zone", process=True)  # the command as users start it
         lines = first.stdout.splitlines()
         assert re.fullmatch(r"\d+ of \d+ matches for 'current time in a zone'", lines[0]), first.stdout
         assert "time.get_current_time(timezone) — Get current time in a specific timezone" in lines[1]
@@ -559,14 +563,5 @@ def test_servers_uses_fresh_cached_counts_and_refresh_lists_every_server_again(t
         assert (offline["state"], offline["tools"], offline["listing"]) == ("not started", 3, "cached")
         assert notes.starts() == 2
 
-        stale = json.loads(
-            subprocess.run(
-                [str(BRIDGE), *args, "--json", "--no-connect"],
-                capture_output=True,
-                text=True,
-                timeout=CLI_DEADLINE,
-                env=clean_environ(MCP_BRIDGE_STATE_DIR=str(state), MCP_BRIDGE_CATALOG_TTL="0"),
-                check=True,
-            ).stdout
-        )["servers"][0]
+        stale = json.loads(cli(state, *args, "--json", "--no-connect", MCP_BRIDGE_CATALOG_TTL="0").stdout)["servers"][0]
         assert (stale["listing"], stale["stale"]) == ("cached", True)
