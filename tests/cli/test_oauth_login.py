@@ -22,6 +22,7 @@ import httpx2
 import pytest
 
 from tests.support import oauth_server
+from tests.support.cli_here import cli_here
 from tests.support.clients import free_port, require_bubblewrap
 from tests.support.conformance_auth_client import start_login
 from tests.support.patience import patient
@@ -73,8 +74,9 @@ def home(tmp_path: Path, authorization_server: str) -> dict[str, str]:
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    command = [*CLI, *args, "--no-discover", "--config", env["CONFIG"]]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=patient(120), check=False)
+    """``mcp-codemode ARGS`` in this process (tests/support/cli_here.py): ``login`` (``sign_in``) is the command
+    that runs as a process of its own here, and the tokens it stores reach these commands only through the store."""
+    return cli_here(env, *args, "--no-discover", "--config", env["CONFIG"])
 
 
 def sign_in(env: dict[str, str], *options: str) -> str:

@@ -266,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("login", "logout"):
             server = remote_server(_discovery(settings, args), args.server)
             if args.command == "logout":
-                return asyncio.run(logout(server, settings))
+                return asyncio.run(logout(server, settings, out=sys.stdout))
             secret = None
             if args.client_secret_env:
                 secret = os.environ.get(args.client_secret_env)
