@@ -16,6 +16,7 @@ import logging
 import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 from mcp_codemode.cli.main import main
 
@@ -33,12 +34,18 @@ def environment(env: dict[str, str]) -> Iterator[None]:
         os.environ.update(saved)
 
 
-def cli_here(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """``mcp-codemode ARGS`` with environment ``env``: its exit status and what it printed, as from a process."""
+def cli_here(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``mcp-codemode ARGS`` with environment ``env`` (and working directory ``cwd``): its exit status and what it
+    printed, as from a process."""
     out, err = io.StringIO(), io.StringIO()
     handlers, level = logging.root.handlers[:], logging.root.level  # the command configures logging for itself
     try:
-        with environment(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with (
+            environment(env),
+            contextlib.chdir(cwd or Path.cwd()),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
             status = main(list(args))
     finally:
         logging.root.handlers[:] = handlers

@@ -30,6 +30,7 @@ from mcp_codemode.cli.servers_report import ServerRow, ServersReport
 from mcp_codemode.upstream.model import ServerConfig
 from tests.support import upstreams
 from tests.support.cells import private_state_dir
+from tests.support.cli_here import cli_here
 from tests.support.clients import (
     MODES,
     SERVE,
@@ -331,15 +332,8 @@ class Clients:
     state: Path
 
     def servers(self, *args: str, **env: str) -> dict[str, Any]:
-        done = subprocess.run(
-            [str(BRIDGE), "servers", "--json", *args],
-            capture_output=True,
-            text=True,
-            timeout=DEADLINE,
-            cwd=self.project,
-            env={"PATH": os.environ["PATH"], "HOME": str(self.home), "MCP_BRIDGE_STATE_DIR": str(self.state), **env},
-            check=False,
-        )
+        environment = {"PATH": os.environ["PATH"], "HOME": str(self.home), "MCP_BRIDGE_STATE_DIR": str(self.state)}
+        done = cli_here({**environment, **env}, "servers", "--json", *args, cwd=self.project)  # as a process would
         assert done.returncode == 0, done.stderr
         report: dict[str, Any] = json.loads(done.stdout)
         return report
@@ -453,10 +447,9 @@ def ask_the_bridge(
     environment = {"PATH": os.environ["PATH"], "HOME": str(home), "MCP_BRIDGE_STATE_DIR": str(state)}
 
     def bridge(*argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(BRIDGE), *argv], capture_output=True, text=True, timeout=DEADLINE, cwd=project,
-            env={**environment, **extra}, check=False,
-        )  # fmt: skip
+        """The command in this process (tests/support/cli_here.py): the copies of the bridge it meets run as the
+        processes they are."""
+        return cli_here({**environment, **extra}, *argv, cwd=project)
 
     listed = bridge("servers", "--json", "--refresh")
     code = textwrap.dedent(
