@@ -56,21 +56,23 @@ def state() -> Iterator[Path]:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", MODES)
-async def test_an_upstream_servers_log_messages_during_a_call_reach_the_client_as_progress(
+async def test_an_upstream_servers_progress_and_log_messages_during_a_call_reach_the_client_as_progress(
     tmp_path: Path, state: Path, mode: str
 ) -> None:
-    """server-everything, once its simulated logging is on, logs a random-level message every 5 s; a call that
-    runs 7 s is in flight for at least one, which its client sees as a progress message naming server and tool."""
+    """server-everything reports each step of a long operation, and, once its simulated logging is on, logs a
+    random-level message every 5 s; a call that runs 7 s is in flight for at least one. The client of
+    ``run_python`` sees each step and each log message (naming server and tool) as progress, on the same rising
+    line as the heartbeat's "running for" messages. A call that asks no progress gets none, and works."""
     config = write_config(tmp_path / "servers.json", upstreams.everything())
-    seen: list[str] = []
+    seen: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        seen.append(message or "")
+        seen.append((progress, total, message))
 
     code = (
         "await mcp_everything.toggle_simulated_logging()\n"
         "try:\n"
-        "    await mcp_everything.trigger_long_running_operation(duration=7, steps=1)\n"
+        "    await mcp_everything.trigger_long_running_operation(duration=7, steps=4)\n"
         "finally:\n"
         "    await mcp_everything.toggle_simulated_logging()\n"
         "'logged'"
@@ -79,11 +81,20 @@ async def test_an_upstream_servers_log_messages_during_a_call_reach_the_client_a
         tmp_path / "serve.log", mode, "--config", str(config), "--no-discover", deadline=None,
         MCP_BRIDGE_STATE_DIR=str(state),
     ) as client:  # fmt: skip
+        # The longest timeout a call may ask for: the first call starts the Node server, which can take a while.
         done = await client.call_tool("run_python", {"code": code, "timeout": 120}, progress_callback=on_progress)
+        quiet_code = "await mcp_everything.trigger_long_running_operation(duration=1, steps=2)"
+        quiet = await client.call_tool("run_python", {"code": quiet_code, "timeout": 120})  # no progress asked
     assert "'logged'" in text_of(done), text_of(done)
-    logged = [m for m in seen if re.fullmatch(r"everything/trigger-long-running-operation log \([a-z]+\): .+", m)]
+    assert "Long running operation completed" in text_of(quiet), text_of(quiet)
+    messages = [message or "" for _, _, message in seen]
+    upstream = [message for message in messages if message.endswith("/4")]
+    assert upstream == [f"everything/trigger-long-running-operation: {step}/4" for step in range(1, 5)], seen
+    logged = [m for m in messages if re.fullmatch(r"everything/trigger-long-running-operation log \([a-z]+\): .+", m)]
     assert logged, seen
     assert all(re.search(r"[A-Za-z]+[- ]level[- ]message", m, re.IGNORECASE) for m in logged), logged
+    values = [progress for progress, _, _ in seen]
+    assert values == sorted(values) and len(set(values)) == len(values), values  # MCP: progress must rise
 
 
 # ------------------------------------------------------------------------- 20. approval of tool calls (ask_tools)

@@ -32,7 +32,6 @@ from tests.support import upstreams
 from tests.support.cells import private_state_dir
 from tests.support.cli_here import cli_here
 from tests.support.clients import (
-    MODES,
     SERVE,
     STARTED_SERVERS,
     HttpServer,
@@ -558,35 +557,4 @@ def test_the_inspector_calls_run_python_which_calls_the_time_server(tmp_path: Pa
     assert words[2] in {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}, text
 
 
-# ------------------------------------------------------------------------------------ 18. upstream progress
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("mode", MODES)
-async def test_an_upstream_servers_progress_reaches_the_client_as_progress_of_run_python(
-    tmp_path: Path, state: Path, mode: str
-) -> None:
-    """server-everything reports each step of a long operation; the client of ``run_python`` sees each one, on
-    the same rising line as the heartbeat's "running for" messages."""
-    config = write_config(tmp_path / "servers.json", upstreams.everything())
-    seen: list[tuple[float, float | None, str | None]] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        seen.append((progress, total, message))
-
-    code = "await mcp_everything.trigger_long_running_operation(duration=2, steps=4)"
-    async with stdio_client_for(
-        tmp_path / "serve.log", mode, "--config", str(config), "--no-discover", deadline=None,
-        MCP_BRIDGE_STATE_DIR=str(state),
-    ) as client:  # fmt: skip
-        # The longest timeout a call may ask for: the first call starts the Node server, which can take a while.
-        call = {"code": code, "timeout": 120}
-        done = await client.call_tool("run_python", call, progress_callback=on_progress)
-        quiet = await client.call_tool("run_python", call)  # no progress asked: none is sent, and it works
-    assert "Long running operation completed" in text_of(done), text_of(done)
-    assert "Long running operation completed" in text_of(quiet), text_of(quiet)
-    # Progress only: the server's log messages arrive on the same line too (test_client_requests_e2e.py).
-    upstream = [message for _, _, message in seen if message and message.endswith("/4")]
-    assert upstream == [f"everything/trigger-long-running-operation: {step}/4" for step in range(1, 5)], seen
-    values = [progress for progress, _, _ in seen]
-    assert values == sorted(values) and len(set(values)) == len(values), values  # MCP: progress must rise
+# 18. upstream progress: test_client_requests_e2e.py (with the log messages that travel the same line).
