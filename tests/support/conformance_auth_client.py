@@ -18,7 +18,6 @@ own) serves the tests that need one.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import subprocess
@@ -67,18 +66,16 @@ def main(url: str) -> int:
 def use(options: list[str]) -> tuple[int, str]:
     """One sandboxed cell through the bridge that lists the server's tools (with the stored tokens): its exit
     status and what it printed."""
-    from mcp_codemode.cli.main import main as codemode
+    from tests.support.cli_here import cli_here
 
     cell = (  # lists the tools and calls each that takes no argument: a call may need more than a listing (step-up)
         f"for tool in await runtime.query_tool_docs({NAME!r}):\n"
         "    if not tool.get('required'):\n"
         f"        print(tool['tool'], await runtime.call_tool({NAME!r}, tool['tool'], {{}}))"
     )
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = codemode(["run", "-c", cell, *options])
-    print(out.getvalue(), err.getvalue(), sep="\n", file=sys.stderr)
-    return status, out.getvalue() + err.getvalue()
+    run = cli_here(dict(os.environ), "run", "-c", cell, *options)
+    print(run.stdout, run.stderr, sep="\n", file=sys.stderr)
+    return run.returncode, run.stdout + run.stderr
 
 
 def sign_in_here(argv: list[str]) -> int:
