@@ -25,6 +25,7 @@ from typing import Any
 from .errors import SettingsError
 from .mounts import Mount
 from .mounts import state_dir_problem as mounts_state_dir_problem
+from .observability_settings import LogFormat, OtelProblem, otel_export, otel_variables
 from .policy.rules import Policy
 from .settings_fields import (
     DEFAULT_IMAGE,
@@ -114,6 +115,13 @@ class Settings:
     metrics_host: str = "127.0.0.1"
     metrics_tokens: tuple[str, ...] = dataclasses.field(default=(), repr=False)
     log_file: Path | None = None
+    log_format: LogFormat = "text"  # json: one event per line, with the call, trace and span ids (telemetry/logs.py)
+    # OpenTelemetry traces (telemetry/tracing.py): off unless on, then sent where the standard OTEL_* variables say
+    # (``otel``, as found in the environment; observability_settings.py reads them). ``trace_digests``: spans hold
+    # the size and sha256 of the code, arguments and results (never their text, which no span ever holds).
+    tracing: bool = False
+    trace_digests: bool = False
+    otel: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False, compare=False)
     servers_config: tuple[Path, ...] = ()
     # Seconds between two looks at the config files and secrets (runs/config_refresh.py); 0: read once at start.
     config_refresh: float = 0.0
@@ -192,6 +200,11 @@ class Settings:
                 "their own (so that only the face pods may reach it); choose another MCP_BRIDGE_PEER_PORT, such as 8766"
             )
         self._check_mounts()
+        if self.tracing:
+            try:
+                otel_export(self.otel)
+            except OtelProblem as exc:
+                raise SettingsError(f"MCP_BRIDGE_TRACING is on, but {exc}") from None
 
     def _check_mounts(self) -> None:
         """What the mounts need of the other settings: no state directory inside one, and a backend that can."""
@@ -248,6 +261,7 @@ class Settings:
         _refuse_unknown_names(env)
         values: dict[str, Any] = {"state_dir": default_state_dir(env, os.geteuid() == 0)}
         values["pod"] = pod_evidence(env, service_account_token)
+        values["otel"] = otel_variables(env)  # the standard variables, read by the tracer only when tracing is on
         sources: dict[str, str] = {}
         file_path = settings_file or (Path(env[SETTINGS_FILE_ENV]) if env.get(SETTINGS_FILE_ENV) else None)
         if file_path is not None:

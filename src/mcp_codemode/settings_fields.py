@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar
 from .errors import SettingsError
 from .mounts import EXAMPLE as MOUNTS_EXAMPLE
 from .mounts import MountError, parse_mounts, parse_shared
+from .observability_settings import LOG_FORMATS, LOG_LEVELS, log_format, log_level
 from .sizes import parse_size
 
 T = TypeVar("T", int, float)
@@ -29,7 +30,6 @@ OutputMode = Literal["compact", "toon", "json"]
 OUTPUT_MODES: tuple[OutputMode, ...] = ("compact", "toon", "json")
 RUNTIME_CHOICES: tuple[RuntimeChoice, ...] = ("auto", "bubblewrap", "podman", "docker", "kubernetes")
 _RUNTIME_ALIASES: dict[str, RuntimeChoice] = {"bwrap": "bubblewrap"}
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_IMAGE = "mcp-codemode-sandbox:bookworm"
 
 
@@ -79,13 +79,6 @@ def _runtime(text: str) -> RuntimeChoice:
 def _shared_state(text: str) -> SharedState:
     value = text.strip().lower()
     if value not in SHARED_STATES:
-        raise ValueError(text)
-    return value
-
-
-def _log_level(text: str) -> str:
-    value = text.strip().upper()
-    if value not in LOG_LEVELS:
         raise ValueError(text)
     return value
 
@@ -228,7 +221,8 @@ FIELDS: tuple[Field, ...] = (
         "a directory",
         "/var/lib/mcp-codemode",
     ),
-    Field("log_level", "MCP_BRIDGE_LOG_LEVEL", _log_level, "one of " + ", ".join(LOG_LEVELS), "INFO"),
+    Field("log_level", "MCP_BRIDGE_LOG_LEVEL", log_level, "one of " + ", ".join(LOG_LEVELS), "INFO"),
+    Field("log_format", "MCP_BRIDGE_LOG_FORMAT", log_format, "one of " + ", ".join(LOG_FORMATS), "json"),
     Field("oci_runtime", "MCP_BRIDGE_OCI_RUNTIME", str.strip, "an OCI runtime such as runc or runsc", "runc"),
     Field("container_args", "MCP_BRIDGE_CONTAINER_ARGS", _args, "extra arguments, shell-quoted", "--cpus 1"),
     Field("sandbox_python", "MCP_BRIDGE_SANDBOX_PYTHON", _optional_path, "a python3 path", "/usr/bin/python3"),
@@ -268,6 +262,8 @@ FIELDS: tuple[Field, ...] = (
     Field("metrics_port", "MCP_BRIDGE_METRICS_PORT", _optional_port, "a TCP port for /metrics (empty: none)", "9464"),
     Field("metrics_host", "MCP_BRIDGE_METRICS_HOST", _nonempty, "the address the metrics port binds", "127.0.0.1"),
     Field("metrics_tokens", "MCP_BRIDGE_METRICS_TOKEN", _tokens, *_TOKENS),
+    Field("tracing", "MCP_BRIDGE_TRACING", _bool, "on or off (on: spans sent to OTEL_EXPORTER_OTLP_ENDPOINT)", "on"),
+    Field("trace_digests", "MCP_BRIDGE_TRACE_DIGESTS", _bool, "on or off (on: spans hold sizes and sha256)", "on"),
     Field("log_file", "MCP_BRIDGE_LOG_FILE", _optional_path, "a file path (empty: standard error)", "/tmp/bridge.log"),
     Field(
         "roots",

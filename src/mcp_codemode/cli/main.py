@@ -26,12 +26,14 @@ from typing import Any
 from .. import __version__
 from ..admission import admit
 from ..errors import CodemodeError, SettingsError
+from ..observability_settings import LOG_FORMATS, otel_secrets
 from ..provision import commands as provision
 from ..provision.image import DEFAULT_MIRROR, DEFAULT_SUITE
 from ..runs.relay_params import MAX_LIMIT, MAX_OFFSET
 from ..runs.sessions import DEFAULT_SESSION, check_session_name
 from ..settings import Settings
 from ..settings_fields import FIELD_BY_NAME, RUNTIME_CHOICES, SECRET_FIELDS, parse_field
+from ..telemetry.logs import SECRETS, JsonFormatter, hide_in_logs
 from ..upstream.config.discovery import ConfigSources
 from ..upstream.model import Discovery
 from ..upstream.tools import catalog
@@ -71,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
         "--token", action="append", help="bearer token clients must send over HTTP (else MCP_BRIDGE_HTTP_TOKEN)"
     )
     serve.add_argument("--log-file", type=Path, help="write logs here instead of standard error")
+    serve.add_argument(
+        "--log-format", choices=LOG_FORMATS, help="text, or json: one event per line with its call, trace and span ids"
+    )
     serve.add_argument(
         "--metrics-port", type=_whole(0, 65535), metavar="PORT",
         help="also serve Prometheus metrics at /metrics on this port of MCP_BRIDGE_METRICS_HOST (default 127.0.0.1)",
@@ -317,7 +322,7 @@ def _provision(settings: Settings, args: argparse.Namespace) -> int:
 
 def _serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides: dict[str, Any] = {"http_host": args.host, "http_port": args.port, "log_file": args.log_file,
-                                 "metrics_port": args.metrics_port}  # fmt: skip
+                                 "metrics_port": args.metrics_port, "log_format": args.log_format}  # fmt: skip
     if args.token:
         overrides["http_tokens"] = parse_field("http_tokens", ",".join(args.token), "--token")
     if args.port is not None and not 0 <= args.port <= 65535:
@@ -326,7 +331,9 @@ def _serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _configure_logging(settings: Settings) -> None:
-    """Logs go to standard error or a file, never to standard output: over stdio that is the MCP channel."""
+    """Logs go to standard error or a file, never to standard output: over stdio that is the MCP channel. In either
+    format no line holds a secret the bridge knows (telemetry/logs.py): its own tokens here, its servers' once the
+    bridge has read them."""
     handler: logging.Handler
     if settings.log_file is not None:
         try:
@@ -337,6 +344,10 @@ def _configure_logging(settings: Settings) -> None:
     else:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("mcp-codemode: %(message)s"))
+    if settings.log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    hide_in_logs([*settings.http_tokens, *settings.metrics_tokens, settings.peer_token, *otel_secrets(settings.otel)])
+    handler.addFilter(SECRETS)
     logging.basicConfig(level=settings.log_level, handlers=[handler], force=True)
     logging.captureWarnings(True)
     # The SDK warns (an MCPDeprecationWarning, a UserWarning) each time roots are asked for or announced: the

@@ -22,17 +22,20 @@ import math
 import re
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import CodemodeError
 from ..guest.protocol import USER_SESSION_NAME_PATTERN
 from ..runs.bridge import RunRequest
 from ..session_keys import BadSessionKey, SessionKey
+from ..telemetry.tracing import FORWARD as FORWARD  # the forwarding span's name, for the sender (replicas.py)
+from ..telemetry.tracing import Tracing
 
 MAX_FORWARDED_BYTES = 8 << 20  # a call's code is at most 1,000,000 characters (server.MAX_CODE_CHARS)
 _NAME = re.compile(USER_SESSION_NAME_PATTERN)  # a session's label, and (in its own alphabet) a principal
 _MAX_SERVER_NAME = 128  # as server._servers allows
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
 
 class BadForwardedCall(CodemodeError, ValueError):
@@ -41,21 +44,27 @@ class BadForwardedCall(CodemodeError, ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Forwarded:
-    """Where a forwarded call runs: the session key, its label and its principal (``server.Placement``'s fields)."""
+    """Where a forwarded call runs: the session key, its label and its principal (``server.Placement``'s fields), and
+    the trace context of the forwarding replica's span (``traceparent``, ``tracestate``; empty when not traced)."""
 
     key: SessionKey
     label: str
     owner: str
+    trace: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
-def forwarded_body(place: Forwarded, request: RunRequest) -> bytes:
-    """The body the forwarding replica sends: ``place`` and every field of ``request``."""
+def forwarded_body(place: Forwarded, request: RunRequest, tracing: Tracing | None = None) -> bytes:
+    """The body the forwarding replica sends: ``place``, every field of ``request``, and the trace context of the
+    current span when ``tracing`` records one (inside the signed body, so it is the sender's and nobody else's)."""
     body = {
         "key": str(place.key), "label": place.label, "owner": place.owner, "code": request.code,
         "timeout": request.timeout, "session": request.session, "reset": request.reset,
         "servers": list(request.servers),
         "files": {path: base64.b64encode(content).decode("ascii") for path, content in request.files},
     }  # fmt: skip
+    carrier = tracing.carrier() if tracing is not None else {}
+    if carrier:
+        body["trace"] = carrier
     return json.dumps(body).encode()
 
 
@@ -86,7 +95,7 @@ def parse_forwarded(raw: bytes, max_timeout: int) -> tuple[Forwarded, RunRequest
         servers=_servers(body.get("servers", [])),
         files=_files(body.get("files", {})),
     )
-    return Forwarded(key, label, owner), request
+    return Forwarded(key, label, owner, _trace(body.get("trace", {}))), request
 
 
 def _text(body: dict[str, Any], field: str, pattern: re.Pattern[str] | None = None) -> str:
@@ -131,6 +140,22 @@ def _files(value: object) -> tuple[tuple[str, bytes], ...]:
         return tuple((path, base64.b64decode(data, validate=True)) for path, data in value.items())
     except binascii.Error as exc:
         raise BadForwardedCall(f"`files` holds a value that is not base64 ({exc})") from None
+
+
+def _trace(value: object) -> dict[str, str]:
+    """The forwarding span's context: a W3C ``traceparent`` and at most a ``tracestate`` of printable ASCII."""
+    if not isinstance(value, dict) or not set(value) <= {"traceparent", "tracestate"}:
+        raise BadForwardedCall(f"`trace` must hold traceparent and tracestate only, not {_shown(value)}")
+    if not value:  # the forwarding replica does not trace
+        return {}
+    parent, state = value.get("traceparent"), value.get("tracestate", "")
+    if not isinstance(parent, str) or not _TRACEPARENT.fullmatch(parent):
+        raise BadForwardedCall(f"`trace.traceparent` must be a W3C traceparent, not {_shown(parent)}")
+    if not isinstance(state, str) or len(state) > 512 or not state.isascii() or not state.isprintable():
+        raise BadForwardedCall(
+            f"`trace.tracestate` must be at most 512 printable ASCII characters, not {_shown(state)}"
+        )
+    return {"traceparent": parent, "tracestate": state} if state else {"traceparent": parent}
 
 
 def _shown(value: object) -> str:

@@ -44,6 +44,7 @@ from ..runs.relay_run import Caller, News
 from ..session_keys import SessionKey
 from ..settings import Settings
 from .forwarded_calls import (
+    FORWARD,
     MAX_FORWARDED_BYTES,
     SIGNATURE_HEADER,
     BadForwardedCall,
@@ -103,9 +104,7 @@ class SessionRouter:
     """Decides where a shared session's call runs, forwards it there, and keeps this replica's Leases."""
 
     def __init__(self, bridge: Bridge, settings: Settings, leases: SessionLeases) -> None:
-        self.bridge = bridge
-        self.settings = settings
-        self.leases = leases
+        self.bridge, self.settings, self.leases = bridge, settings, leases
         self._keys: dict[str, SessionKey] = {}  # Lease name -> session key, for sessions this replica ran
         # Lease name -> the replica that answered its last forwarded call: asked again without reading the Lease.
         self._elsewhere: dict[str, Holder] = {}
@@ -269,12 +268,12 @@ class SessionRouter:
     async def _forward(self, holder: Holder, request: RunRequest, place: Place, report: Report | None) -> (
         types.CallToolResult
     ):  # fmt: skip
-        body = forwarded_body(Forwarded(place.key, place.label, place.owner), request)
-        headers = {SIGNATURE_HEADER: sign_forwarded(self._request_key, body)}
-        url = holder.url + INTERNAL_PATH
+        target, tracing, url = Forwarded(place.key, place.label, place.owner), self.bridge.telemetry.tracing, holder.url
         try:
-            with self.forwarding.track():
-                return await self._exchange(holder, url, body, headers, report)
+            with self.forwarding.track(), tracing.span(FORWARD, "client", {"server.address": url}):
+                body = forwarded_body(target, request, tracing)  # with the forwarding span's traceparent
+                headers = {SIGNATURE_HEADER: sign_forwarded(self._request_key, body)}
+                return await self._exchange(holder, url + INTERNAL_PATH, body, headers, report)
         except PeerUnreachable as exc:
             raise _PeerGone(str(exc)) from None
         except (PeerBroke, ValueError, KeyError) as exc:

@@ -21,6 +21,7 @@ from ..runs.bridge import Bridge
 from .client_requests import learn_roots
 from .input_rounds import KEEP
 from .placement import Transport, principal_of
+from .request_spans import RequestSpans
 from .session_resources import SessionResources
 from .tool_calls import ToolCalls
 
@@ -41,9 +42,7 @@ async def _set_logging_level(
     return types.EmptyResult()
 
 
-def build_server(
-    bridge: Bridge, transport: Transport, tracing: bool = False, router: SessionRouter | None = None
-) -> Server[Any]:
+def build_server(bridge: Bridge, transport: Transport, router: SessionRouter | None = None) -> Server[Any]:
     """The MCP server for one bridge; the same object serves stdio, HTTP and both protocol eras.
 
     ``router``: replicas share sessions (face/replicas.py), so a call may run at another replica.
@@ -76,7 +75,10 @@ def build_server(
     # bound to the caller's principal and expiring with the parked run's entry.
     security = RequestStateSecurity(keys=[os.urandom(32)], ttl=KEEP, bind_principal=principal_of)
     server.middleware.append(RequestStateBoundary(security, default_audience="mcp-codemode"))
-    if not tracing:
-        # The SDK's OpenTelemetry middleware costs a few per cent of every request even with no exporter.
-        server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
+    # The SDK's OpenTelemetry middleware costs a few per cent of every request even with no exporter, and writes to
+    # the process's global tracer provider, which the bridge leaves alone: the bridge's own server span replaces it
+    # when tracing is on (request_spans.py), outermost, and nothing does when it is off.
+    server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
+    if bridge.telemetry.tracing.enabled:
+        server.middleware.insert(0, RequestSpans(bridge.telemetry.tracing))
     return server

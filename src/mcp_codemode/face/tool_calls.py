@@ -7,6 +7,7 @@ what a call needs (the bridge, the transport, the router, the parked rounds) is 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Mapping
@@ -20,7 +21,9 @@ from mcp.shared.exceptions import MCPError
 from ..errors import CodemodeError
 from ..runs.bridge import Bridge, RunRequest
 from ..runs.relay_run import Caller, News
+from ..telemetry.tracing import FORWARDED
 from .client_requests import learn_roots, learn_roots_in_round, reaching
+from .forwarded_calls import Forwarded
 from .heartbeat import ProgressLine, Report, heartbeat
 from .input_rounds import ABANDONED, InputRounds, ListRoots
 from .placement import Placement, Transport, close_with_connection, place
@@ -48,15 +51,18 @@ async def _report_progress(line: ProgressLine, interval: float) -> None:
 
 
 def local_runner(bridge: Bridge) -> RunHere:
-    """Run a placed call in this replica's sandboxes and render it: what every call comes down to."""
-    settings = bridge.settings
+    """Run a placed call in this replica's sandboxes and render it: what every call comes down to. A call another
+    replica forwarded runs under a server span that continues that replica's trace (``Forwarded.trace``)."""
+    settings, tracing = bridge.settings, bridge.telemetry.tracing
 
     async def run_here(
         request: RunRequest, where: Place, news: News | None = None, client: Caller | None = None
     ) -> types.CallToolResult:
         try:
             caller = dataclasses.replace(client or Caller(), news=news)
-            result = await bridge.run(request, where.key, owner=where.owner, caller=caller)
+            parent = where.trace if isinstance(where, Forwarded) else None
+            with tracing.span(FORWARDED, "server", parent=parent) if parent else contextlib.nullcontext():
+                result = await bridge.run(request, where.key, owner=where.owner, caller=caller)
         except CodemodeError as exc:
             return error_result(str(exc), type(exc).__name__)
         return render_result(result, settings.output_mode, settings.output_limit, where.label)

@@ -30,8 +30,9 @@ from ..runs.approval_question import TooLongToShow, approval_question
 from ..runs.audit import AuditLog
 from ..runs.relay_params import Refusal
 from ..runs.relay_run import MAX_CLIENT_REQUESTS, Run, upstream_log
-from ..telemetry.metrics import ApprovalDecision, UpstreamOutcome
+from ..telemetry.metrics import UPSTREAM_METHODS, ApprovalDecision, UpstreamOutcome
 from ..telemetry.seam import Telemetry
+from ..telemetry.tracing import APPROVAL, CLIENT_REQUEST, NO_SPAN, Span, digest
 from ..upstream.servers.call_links import CallLink
 from ..upstream.tools.gate import Refused
 from .rules import Policy, ToolNames
@@ -55,6 +56,7 @@ class CallNote:
     # it; never the names the code wrote, which could carry anything.
     configured: str = ""
     listed: str = ""
+    span: Span = NO_SPAN  # the use's client span (telemetry/tracing.py), described once the use ended
 
 
 log = logging.getLogger(__name__)
@@ -131,37 +133,46 @@ class CallGuard:
         ``kind`` is what was used: ``tool`` (``note.tool`` is its name), ``resource`` (the URI) or ``prompt``."""
         note = CallNote(kind=kind)
         started = time.monotonic()
-        try:
-            reply = await answer(note)
-        except asyncio.CancelledError:
-            self._audit(run, note, started, "cancelled")
-            raise
-        except Exception as exc:  # a bug of ours; the worker turns it into an error reply
-            self._audit(run, note, started, "error", error=type(exc).__name__)
-            raise
-        if reply["ok"]:
-            value = reply["value"]
-            outcome: UpstreamOutcome = "tool_error" if isinstance(value, dict) and value.get("isError") else "ok"
-            try:  # encoded once: the audit counts these bytes and the reply frame reuses them
-                encoded = EncodedReply(reply, encode_value(value))
-            except (TypeError, ValueError, RecursionError):  # the worker tells the code it could not be sent
-                self._audit(run, note, started, outcome)
+        method = UPSTREAM_METHODS.get(kind, kind)
+        # The client span of the MCP conventions: the hub's request carries its traceparent in _meta (the SDK writes
+        # the current context there), so the upstream server's span is its child.
+        with self.telemetry.tracing.span(method, "client", {"mcp.method.name": method}) as span:
+            note.span = span
+            try:
+                reply = await answer(note)
+            except asyncio.CancelledError:
+                self._audit(run, note, started, "cancelled")
+                raise
+            except Exception as exc:  # a bug of ours; the worker turns it into an error reply
+                self._audit(run, note, started, "error", error=type(exc).__name__)
+                raise
+            if reply["ok"]:
+                value = reply["value"]
+                outcome: UpstreamOutcome = "tool_error" if isinstance(value, dict) and value.get("isError") else "ok"
+                try:  # encoded once: the audit counts these bytes and the reply frame reuses them
+                    encoded = EncodedReply(reply, encode_value(value))
+                except (TypeError, ValueError, RecursionError):  # the worker tells the code it could not be sent
+                    self._audit(run, note, started, outcome)
+                else:
+                    self._audit(run, note, started, outcome, result_bytes=len(encoded.value_json),
+                                result=encoded.value_json)  # fmt: skip
+                    return encoded
             else:
-                self._audit(run, note, started, outcome, result_bytes=len(encoded.value_json))
-                return encoded
-        else:
-            kind = str(reply["error"].get("kind"))
-            if kind in (ERROR_KIND_POLICY, ERROR_KIND_APPROVAL):
-                self._audit(run, note, started, "refused")
-            elif kind == ERROR_KIND_TOOL_TIMEOUT:
-                self._audit(run, note, started, "timeout")
-            else:
-                self._audit(run, note, started, "error", error=kind)
-        return reply
+                kind = str(reply["error"].get("kind"))
+                if kind in (ERROR_KIND_POLICY, ERROR_KIND_APPROVAL):
+                    self._audit(run, note, started, "refused")
+                elif kind == ERROR_KIND_TOOL_TIMEOUT:
+                    self._audit(run, note, started, "timeout")
+                else:
+                    self._audit(run, note, started, "error", error=kind)
+            return reply
 
-    def _audit(self, run: Run, note: CallNote, started: float, outcome: UpstreamOutcome, *,
-               result_bytes: int | None = None, error: str | None = None) -> None:  # fmt: skip
+    def _audit(self, run: Run, note: CallNote, started: float, outcome: UpstreamOutcome, *, error: str | None = None,
+               result_bytes: int | None = None, result: bytes | None = None) -> None:  # fmt: skip
         duration = time.monotonic() - started
+        span = note.span
+        if span.recording:
+            _describe(span, note, run, outcome, error, self.telemetry.tracing.digests, result)
         self.telemetry.upstream_used(note.kind, note.configured, note.listed, outcome, duration)
         if note.approval is not None:
             self.telemetry.approval(_DECISIONS.get(note.approval, "unasked"))
@@ -178,6 +189,8 @@ class CallGuard:
             error=error,
             kind=note.kind,
             approval=note.approval,
+            call=run.call,
+            trace=(span.trace_id, span.span_id),
         )
 
     def spend(self, run: Run, subject: str, note: CallNote) -> None:
@@ -221,20 +234,22 @@ class CallGuard:
             note.approval = "too long to show"
             raise self._not_approved(subject, f"it needs your approval ({why}), and {exc}", note, server,
                                      tool) from None  # fmt: skip
-        try:
-            answer = await elicit(types.ElicitRequestFormParams(message=message, requested_schema=APPROVAL_SCHEMA))
-        except asyncio.CancelledError:
-            raise
-        except CannotAsk as exc:
-            note.approval = "unavailable"
-            raise self._not_approved(subject, f"it needs your approval ({why}), and {exc}; or take the tool out of "
-                                     "ask_tools", note, server, tool) from None  # fmt: skip
-        except Exception as exc:  # noqa: BLE001 - the client failed to ask, or has no channel to: refused, saying why
-            log.info("asking to approve %s failed: %s", subject, exc)
-            note.approval = "unavailable"
-            raise self._not_approved(subject, f"it needs your approval ({why}), and asking the client of this "
-                                     f"call failed ({type(exc).__name__}: {exc!s:.200})", note, server,
-                                     tool) from None  # fmt: skip
+        with self.telemetry.tracing.span(APPROVAL, attributes={"mcp_codemode.server": server}) as asking:
+            try:
+                answer = await elicit(types.ElicitRequestFormParams(message=message, requested_schema=APPROVAL_SCHEMA))
+            except asyncio.CancelledError:
+                raise
+            except CannotAsk as exc:
+                note.approval = "unavailable"
+                raise self._not_approved(subject, f"it needs your approval ({why}), and {exc}; or take the tool out of "
+                                         "ask_tools", note, server, tool) from None  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - the client failed to ask, or has no channel to: refused, saying why
+                log.info("asking to approve %s failed: %s", subject, exc)
+                note.approval = "unavailable"
+                raise self._not_approved(subject, f"it needs your approval ({why}), and asking the client of this "
+                                         f"call failed ({type(exc).__name__}: {exc!s:.200})", note, server,
+                                         tool) from None  # fmt: skip
+            asking.set("mcp_codemode.approval", answer.action)  # accept, decline or cancel
         if answer.action != "accept":
             note.approval = "declined" if answer.action == "decline" else "cancelled"
             raise self._not_approved(subject, f"the user {note.approval} it when asked ({why})", note, server, tool)
@@ -283,7 +298,10 @@ class CallGuard:
             run.client_requests += 1
             assert forward is not None
             try:
-                result = await forward(params)
+                with self.telemetry.tracing.span(
+                    CLIENT_REQUEST, attributes={"mcp_codemode.request": what, "mcp_codemode.server": server}
+                ):
+                    result = await forward(params)
             except CannotAsk:
                 outcome = "error"
                 raise
@@ -298,7 +316,8 @@ class CallGuard:
         finally:
             self.audit.record(session=run.session, owner=run.owner, server=server, tool=tool, arguments=None,
                               outcome=outcome, duration=time.monotonic() - started,
-                              rule=refused.rule if refused is not None else None, kind=what)  # fmt: skip
+                              rule=refused.rule if refused is not None else None, kind=what,
+                              call=run.call)  # fmt: skip
 
     def _not_approved(self, subject: str, reason: str, note: CallNote, server: str, tool: str) -> Refusal:
         note.rule = "ask_tools"
@@ -309,3 +328,24 @@ class CallGuard:
         if note is not None:
             note.rule = refused.rule
         return Refusal(ERROR_KIND_POLICY, self.policy.message(subject, refused), server, tool, rule=refused.rule)
+
+
+def _describe(span: Span, note: CallNote, run: Run, outcome: UpstreamOutcome, error: str | None, digests: bool,
+              result: bytes | None) -> None:  # fmt: skip
+    """A use's client span once it ended: named for the tool only once its server listed it (a name the code made up
+    could carry anything), failed on any outcome but ok (an ``isError`` result is a failure the protocol calls a
+    success), and never holding arguments or results: with ``MCP_BRIDGE_TRACE_DIGESTS`` (``digests``), their sizes
+    and sha256."""
+    if note.kind == "tool" and note.listed:
+        span.rename(f"tools/call {note.listed}")
+        span.set("gen_ai.tool.name", note.listed)
+        span.set("gen_ai.operation.name", "execute_tool")
+    if note.configured:
+        span.set("mcp_codemode.server", note.configured)
+    span.set("mcp_codemode.call.id", run.call)
+    span.set("mcp_codemode.outcome", outcome)
+    if outcome != "ok":
+        span.fail(error if outcome == "error" and error else outcome)
+    if digests:
+        digest(span, "mcp_codemode.arguments", note.arguments)
+        digest(span, "mcp_codemode.result", result)

@@ -55,6 +55,8 @@ class _Call(NamedTuple):
     error: str | None
     kind: str = "tool"  # "resource": ``tool`` holds the URI; "prompt": the prompt's name
     approval: str | None = None  # for a call the policy's ask_tools names: how it was (not) approved
+    call: str = ""  # the run_python call's id, as its log lines and spans carry it
+    trace: tuple[str, str] = ("", "")  # the trace and span ids of the use's client span, when traced
 
 
 class AuditLog:
@@ -89,6 +91,8 @@ class AuditLog:
         error: str | None = None,
         kind: str = "tool",
         approval: str | None = None,
+        call: str = "",
+        trace: tuple[str, str] = ("", ""),
     ) -> None:
         """Queue one call's line; ``arguments`` is their canonical JSON (None when it could not be made).
 
@@ -98,7 +102,7 @@ class AuditLog:
         if self.path is None:
             return
         self._queue(_Call(time.time(), session, owner, server, tool, arguments, outcome, duration, result_bytes, rule,
-                          error, kind, approval))  # fmt: skip
+                          error, kind, approval, call, trace))  # fmt: skip
 
     def write(self, record: dict[str, Any]) -> None:
         """Queue one line given as a whole; it reaches the file on the event loop's next turn, or at once."""
@@ -187,12 +191,10 @@ def _encoded(entry: dict[str, Any] | _Call) -> bytes:
         line = entry
     else:
         arguments = entry.arguments
-        line = {
-            "time": datetime.datetime.fromtimestamp(entry.stamp, datetime.UTC).isoformat(timespec="milliseconds"),
-            "session": entry.session,
-            "owner": entry.owner,
-            "server": entry.server,
-        }
+        line = {"time": datetime.datetime.fromtimestamp(entry.stamp, datetime.UTC).isoformat(timespec="milliseconds")}
+        if entry.call:  # the run_python call's id: its log lines and spans carry it too
+            line["call"] = entry.call
+        line |= {"session": entry.session, "owner": entry.owner, "server": entry.server}
         if entry.kind == "tool":
             line["tool"] = entry.tool
         elif entry.kind in ("elicitation", "sampling"):  # a server's request of the client, during this tool call
@@ -214,4 +216,6 @@ def _encoded(entry: dict[str, Any] | _Call) -> bytes:
             line["approval"] = entry.approval
         line["duration_ms"] = round(entry.duration * 1000, 1)
         line["result_bytes"] = entry.result_bytes
+        if entry.trace[0]:
+            line["trace_id"], line["span_id"] = entry.trace
     return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")

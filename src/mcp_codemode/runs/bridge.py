@@ -34,17 +34,21 @@ from ..admission import admit
 from ..errors import CodemodeError, SandboxStartError, SandboxUnavailable
 from ..guest.protocol import ERROR_KIND_APPROVAL, ERROR_KIND_POLICY, ERROR_KIND_TOOL
 from ..mounts import config_in_mounts, refusal, shared_with_servers
+from ..observability_settings import otel_export
 from ..sandbox.results import ExecutionResult, FileLink
 from ..sandbox.select import Choice, announce, choose_backend, passed_over_note
 from ..sandbox.worker import OutputCallback, Worker
 from ..session_keys import BadSessionKey, SessionKey
 from ..settings import Settings
+from ..telemetry.logs import hide_in_logs
 from ..telemetry.metrics import CallOutcome
-from ..telemetry.seam import Telemetry, telemetry
+from ..telemetry.seam import Telemetry, telemetry, tracing
 from ..telemetry.snapshot import ServerSnapshot, Snapshot
+from ..telemetry.tracing import CALL_ID, new_call_id
 from ..upstream.config.discovery import ConfigSources
 from ..upstream.config.refresh import Changes
 from ..upstream.model import Discovery, ServerConfig
+from ..upstream.servers.redaction import secret_values
 from ..upstream.tools.directory import ToolDirectory
 from .audit import AuditLog
 from .config_refresh import ConfigRefresh
@@ -115,7 +119,10 @@ class Bridge:
         rewritable = config_in_mounts(settings.mounts, watched)  # the sandbox must not write what is read again
         self.mount_refusal = "; and ".join(problem for problem in (refusal(shared), rewritable) if problem)
         self.audit = AuditLog(settings.audit_path, settings.audit_max_bytes, settings.audit_backups)
-        self.telemetry = telemetry(settings.metrics)  # what /metrics serves (telemetry/); nothing when they are off
+        # What /metrics serves and the spans sent over OTLP (telemetry/); nothing of either when they are off.
+        traced = tracing(settings.tracing, otel_export(settings.otel) if settings.tracing else None,
+                         settings.trace_digests, settings.replica)  # fmt: skip
+        self.telemetry = telemetry(settings.metrics, traced)
         self.relay = Relay(self.directory, self.shared.saved_tools, settings, self.audit, self.telemetry)
         self._note = ""  # what the summary says after the backend's name (auto passed over a better one)
         self.refresh: ConfigRefresh | None = None
@@ -132,8 +139,10 @@ class Bridge:
         return admitted
 
     def _learn_servers(self) -> list[ServerConfig]:
-        """The hub's servers, by name and alias, for the ``servers`` hint and the summary."""
+        """The hub's servers, by name and alias, for the ``servers`` hint and the summary; their secrets never reach
+        a log line (telemetry/logs.py)."""
         allowed = [self.hub.config(name) for name in self.hub.names()]
+        hide_in_logs(value for server in allowed for value in secret_values(server))
         self.servers: tuple[str, ...] = tuple(server.name for server in allowed)
         self._by_name_or_alias = {server.alias: server.name for server in allowed}
         self._by_name_or_alias.update((name, name) for name in self.servers)
@@ -228,6 +237,7 @@ class Bridge:
                     await self.shared.aclose()  # the cluster's API client, when the state is kept there
         finally:
             self.audit.flush()  # the lines of calls that ended while closing
+            self.telemetry.tracing.close()  # the spans still queued are sent (at most the exporter's timeout)
 
     async def run(
         self,
@@ -243,9 +253,11 @@ class Bridge:
         the call's client: it receives, as lines of text, the progress upstream servers report on the tools the
         code calls, and its user is asked to approve the calls the policy's ``ask_tools`` names.
 
-        Every call is counted here, where it runs (a call forwarded from another replica too), by how it ended.
+        Every call is counted here, where it runs (a call forwarded from another replica too), by how it ended, and
+        gets its call id here: its audit lines, log lines and cell span carry it (telemetry/tracing.py).
         """
         began = time.perf_counter()
+        call = CALL_ID.set(new_call_id())
         outcome: CallOutcome = "bridge_error"  # what raises here is the bridge's, not the code's
         result = None
         try:
@@ -258,6 +270,7 @@ class Bridge:
         finally:
             size = output_bytes(result) if result is not None else None
             self.telemetry.call_ended(outcome, time.perf_counter() - began, size)
+            CALL_ID.reset(call)
 
     async def _run(self, request: RunRequest, key: SessionKey, on_output: OutputCallback | None, owner: str,
                    caller: Caller | None) -> ExecutionResult:  # fmt: skip

@@ -37,6 +37,7 @@ from ..policy.guard import CallGuard, CallNote
 from ..policy.rules import ToolNames
 from ..settings import Settings
 from ..telemetry.seam import Telemetry
+from ..telemetry.tracing import CALL_ID
 from ..upstream.errors import ServerUnavailable, UnknownServer, UpstreamCallError, UpstreamTimeout
 from ..upstream.model import ServerConfig
 from ..upstream.suggest import close_matches, did_you_mean
@@ -133,10 +134,18 @@ class Relay:
     def for_run(self, owner: str, session: str, caller: Caller | None = None) -> GuestRequestHandler:
         """The relay of one ``run_python`` call: ``owner``'s identity, a fresh call budget, and the call's client
         (``caller``: where upstream progress goes, how to ask its user to approve a tool call)."""
-        run = Run(owner, session, caller=caller or Caller())
+        tracing = self.guard.telemetry.tracing
+        run = Run(owner, session, caller=caller or Caller(), call=CALL_ID.get(), trace=tracing.captured())
 
         async def relay(message: CallFrame) -> Reply:
-            return await self.handle(owner, message, run)
+            # Served in a task of the sandbox's reader: the call's id and trace are made current again, for the
+            # spans of upstream calls (the cell's children) and the log lines written meanwhile.
+            call = CALL_ID.set(run.call)
+            try:
+                with tracing.resumed(run.trace):
+                    return await self.handle(owner, message, run)
+            finally:
+                CALL_ID.reset(call)
 
         return relay
 

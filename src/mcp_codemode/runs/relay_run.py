@@ -52,6 +52,8 @@ class Run:
     caller: Caller = dataclasses.field(default_factory=Caller)  # the call's client: news, questions, approvals
     log_lines: int = 0  # upstream log messages passed on as news so far (at most MAX_LOG_LINES)
     client_requests: int = 0  # upstream elicitation and sampling requests passed on (at most MAX_CLIENT_REQUESTS)
+    call: str = ""  # the run_python call's id (telemetry/tracing.py), on each audit line of its uses
+    trace: object = None  # the cell's trace context, current again while a request of its code is served
 
 
 # An upstream server's log messages during a run's calls, passed on as news: a bound per run (a server that

@@ -33,6 +33,7 @@ from ..sandbox.worker import OutputCallback, Worker
 from ..settings import Settings
 from ..telemetry.metrics import SessionEnd
 from ..telemetry.seam import Telemetry
+from ..telemetry.tracing import CALL_ID, CELL, PLACE_SESSION, START_SANDBOX, digest
 from .relay_run import Caller
 from .warm_pool import WarmPool
 
@@ -169,8 +170,11 @@ class SessionManager:
         the call before the code runs, the session kept."""
         check_session_name(session)
         arrived = time.perf_counter()
-        entry = await self._get(session)
-        async with entry.lock:
+        tracing = self.telemetry.tracing
+        with tracing.span(PLACE_SESSION):  # the session found or made (room made for it), and the call's turn in it
+            entry = await self._get(session)
+            await entry.lock.acquire()
+        try:
             entry.last_used = time.monotonic()
             notices: list[str] = []
             if entry.pending_notice:
@@ -186,7 +190,8 @@ class SessionManager:
                         f"The previous sandbox of this session had stopped ({stopped.death_reason()}); "
                         "this call runs in a fresh one with an empty namespace."
                     )
-                entry.worker = await self._start_worker(session, entry)
+                with tracing.span(START_SANDBOX, attributes={"mcp_codemode.backend": self.backend.name}):
+                    entry.worker = await self._start_worker(session, entry)
                 entry.unconfigured = True
             self.telemetry.sandbox_waited(time.perf_counter() - arrived)
             if prepare is not None:
@@ -197,17 +202,25 @@ class SessionManager:
                     raise
             fresh, entry.unconfigured = entry.unconfigured, False
             with_approvals = dataclasses.replace(caller or Caller(), approved=entry.approved)
-            result = await entry.worker.execute(
-                code,
-                self.settings.clamp_timeout(timeout),
-                on_output,
-                self.summary,
-                context=await self.services.context(owner, fresh) if self.services is not None else None,
-                relay=self.services.for_run(owner, session, with_approvals) if self.services is not None else None,
-            )
+            with tracing.span(CELL, attributes={"mcp_codemode.call.id": CALL_ID.get()}) as span:
+                if tracing.digests:
+                    digest(span, "mcp_codemode.code", code.encode("utf-8", "surrogatepass"))
+                result = await entry.worker.execute(
+                    code,
+                    self.settings.clamp_timeout(timeout),
+                    on_output,
+                    self.summary,
+                    context=await self.services.context(owner, fresh) if self.services is not None else None,
+                    relay=self.services.for_run(owner, session, with_approvals) if self.services is not None else None,
+                )
+                span.set("mcp_codemode.cell.status", result.status)
+                if result.status != "ok":
+                    span.fail(result.status)  # error (the code raised), timeout or crashed: never the code's words
             entry.last_used = time.monotonic()
             if result.state_lost:
                 await self._retire_worker(entry)
+        finally:
+            entry.lock.release()
         if notices:
             joined = " ".join([*notices, result.notice]).strip()
             result = dataclasses.replace(result, notice=joined)

@@ -1,9 +1,9 @@
 """The calls the rest of the bridge makes when something worth counting happens, and what they cost.
 
 ``Telemetry`` is the seam: one method per event, named for the event rather than the metric, so what is recorded
-(and, later, a trace span hung on the same events) changes here and not at the call sites. The base class
-records nothing, for a bridge whose metrics are off (``MCP_BRIDGE_METRICS=false``) and for the command line's
-``run``; ``Recording`` keeps Prometheus metrics on a registry of its own bridge.
+changes here and not at the call sites; its ``tracing`` opens the spans around the same events (``tracing.py``).
+The base class records nothing, for a bridge whose metrics are off (``MCP_BRIDGE_METRICS=false``) and for the
+command line's ``run``; ``Recording`` keeps Prometheus metrics on a registry of its own bridge.
 
 A warm call takes about a millisecond, so the hot path pays a few dictionary lookups and one observation per
 metric: the label children of the closed sets are bound once, here, and those of upstream servers and tools
@@ -14,6 +14,7 @@ only when Prometheus scrapes (``snapshot.py``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -25,6 +26,7 @@ from prometheus_client import (
 )
 from prometheus_client.metrics import Counter, Histogram
 
+from ..errors import SettingsError
 from .metrics import (
     CALL_OUTCOMES,
     MAX_TOOLS_PER_SERVER,
@@ -37,6 +39,10 @@ from .metrics import (
     UpstreamOutcome,
 )
 from .snapshot import Snapshot, SnapshotCollector
+from .tracing import Tracing
+
+if TYPE_CHECKING:
+    from ..observability_settings import OtelExport
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -45,6 +51,7 @@ class Telemetry:
     """Records nothing: the bridge with its metrics off. ``Recording`` overrides every method."""
 
     enabled = False
+    tracing = Tracing()  # the spans (tracing.py): recorded only when MCP_BRIDGE_TRACING is on, whatever the metrics
 
     def call_ended(self, outcome: CallOutcome, seconds: float, output_bytes: int | None) -> None:
         """A run_python call ended where it ran (``output_bytes``: what its result holds; None: no result)."""
@@ -164,6 +171,25 @@ class Recording(Telemetry):
         return generate_latest(self.registry)
 
 
-def telemetry(enabled: bool) -> Telemetry:
-    """The bridge's telemetry: recording when its metrics are on (``MCP_BRIDGE_METRICS``), else nothing."""
-    return Recording() if enabled else Telemetry()
+def telemetry(enabled: bool, spans: Tracing | None = None) -> Telemetry:
+    """The bridge's telemetry: recording when its metrics are on (``MCP_BRIDGE_METRICS``), else nothing; its spans
+    are ``spans``'s (``tracing`` below; none when it is None)."""
+    made = Recording() if enabled else Telemetry()
+    if spans is not None:
+        made.tracing = spans
+    return made
+
+
+def tracing(enabled: bool, export: OtelExport | None = None, digests: bool = False, instance: str = "") -> Tracing:
+    """The bridge's tracing: spans exported over OTLP/HTTP when ``enabled`` (``MCP_BRIDGE_TRACING``, and the standard
+    ``OTEL_SDK_DISABLED`` not true), else nothing. The SDK is imported here, and only here, when it is on."""
+    if not enabled or export is None or export.disabled:
+        return Tracing()
+    try:
+        from .otel_tracing import OtelTracing  # the SDK and its exporter: a fraction of a second, only when on
+    except ImportError as exc:
+        raise SettingsError(
+            f"MCP_BRIDGE_TRACING is on, but OpenTelemetry's SDK is not installed ({exc.name or exc}): install the "
+            "tracing extra (pip install 'mcp-codemode[tracing]'), or turn MCP_BRIDGE_TRACING off"
+        ) from None
+    return OtelTracing(export, digests=digests, instance=instance)

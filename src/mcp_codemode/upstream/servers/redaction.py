@@ -18,24 +18,30 @@ from .oauth import StoredSecrets
 from .sign_ins import SignInStore, sign_in_key
 
 
-def redaction_for(
-    config: ServerConfig, log_file: Path | None, secrets: Iterable[str] = (), sign_ins: SignInStore | None = None
-) -> Redaction:
-    """What of one server's texts stays on the host.
-
-    Hidden from everyone: the values of its ``env`` and ``headers`` (and each word of a header value, so a
-    quoted ``Bearer`` token is caught alone), credentials in its URL (user, password, query values) and in its
-    args (``--token X``), ``secrets``, and, for a remote server, the OAuth tokens and client secret that
-    ``mcp-codemode login`` stored for it in ``sign_ins`` (looked at again whenever the store
-    changes, so a refreshed token is hidden too). Hidden from sandboxed code only: its log file, its config file,
-    its URL and the bridge's ``PATH``, which say where things are on the host and help nobody in the sandbox.
-    """
-    hidden = [*config.env.values(), *config.headers.values(), *secret_args(config.args), *secrets]
+def secret_values(config: ServerConfig) -> list[str]:
+    """The secrets of one server's entry: its ``env`` and ``headers`` values (each word of a header value too, so a
+    quoted ``Bearer`` token is caught alone), credentials in its URL (user, password, query values) and in its args
+    (``--token X``). What the hub hides from everyone, and what the bridge's log never shows (telemetry/logs.py)."""
+    hidden = [*config.env.values(), *config.headers.values(), *secret_args(config.args)]
     hidden += [word for value in config.headers.values() for word in value.split()]
     if config.url:
         parts = urlsplit(config.url)
         hidden += [parts.username or "", parts.password or ""]
         hidden += [value for _, value in parse_qsl(parts.query, keep_blank_values=True)]
+    return hidden
+
+
+def redaction_for(
+    config: ServerConfig, log_file: Path | None, secrets: Iterable[str] = (), sign_ins: SignInStore | None = None
+) -> Redaction:
+    """What of one server's texts stays on the host.
+
+    Hidden from everyone: its ``secret_values``, ``secrets``, and, for a remote server, the OAuth tokens and client
+    secret that ``mcp-codemode login`` stored for it in ``sign_ins`` (looked at again whenever the store changes, so
+    a refreshed token is hidden too). Hidden from sandboxed code only: its log file, its config file,
+    its URL and the bridge's ``PATH``, which say where things are on the host and help nobody in the sandbox.
+    """
+    hidden = [*secret_values(config), *secrets]
     secret = Redaction.of(hidden)
     host_only: list[tuple[str, str]] = []
     if log_file is not None:

@@ -7,6 +7,7 @@ connection only enters what this returns. The launcher's pieces it uses for stdi
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from contextlib import AsyncExitStack
@@ -40,8 +41,9 @@ async def open_transport(
     # An HTTP read may take as long as the longest call (the hub's own timeouts bound every request).
     read_timeout = max(300.0, call_timeout, config.timeout or 0.0) + 30.0
     if config.transport == "http":
+        timeouts, hooks = httpx2.Timeout(30.0, read=read_timeout), {"request": [trace_headers]}
         http = await stack.enter_async_context(
-            httpx2.AsyncClient(headers=dict(config.headers), timeout=httpx2.Timeout(30.0, read=read_timeout), auth=auth)
+            httpx2.AsyncClient(headers=dict(config.headers), timeout=timeouts, auth=auth, event_hooks=hooks)
         )
         logger.info("connecting to upstream %r at %s", config.name, config.url)
         return streamable_http_client(config.url, http_client=http)
@@ -60,3 +62,24 @@ async def open_transport(
     logger.info("starting upstream %r: %s", config.name, config.target)
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(config.env) or None, cwd=config.cwd)
     return stdio_client(params, errlog=errlog)
+
+
+_TRACE_KEYS = ("traceparent", "tracestate", "baggage")
+
+
+async def trace_headers(request: httpx2.Request) -> None:
+    """Repeat a request's trace context (``params._meta``: the SDK writes the caller's span there) as HTTP headers,
+    as the MCP conventions ask of HTTP transports, so the upstream's HTTP server (a gateway, a proxy) joins the same
+    trace. The body is only parsed when it names a ``traceparent``: a bridge whose tracing is off never writes one,
+    so there the cost is one search of the body's bytes."""
+    body = request.content
+    if b'"traceparent"' not in body:
+        return
+    try:
+        meta = json.loads(body)["params"]["_meta"]
+    except (ValueError, KeyError, TypeError):
+        return
+    for key in _TRACE_KEYS:
+        value = meta.get(key) if isinstance(meta, dict) else None
+        if isinstance(value, str) and value.isascii() and value.isprintable():
+            request.headers[key] = value
