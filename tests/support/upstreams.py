@@ -231,6 +231,39 @@ GROWER = textwrap.dedent(  # a server whose tool list grows at run time (tools/l
 )
 
 
+TRACED = textwrap.dedent(  # a server that traces itself, as an instrumented server of a user would
+    """
+    import os
+
+    from mcp.server.mcpserver import Context, MCPServer
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    # The SDK's own OpenTelemetryMiddleware makes a server span of each request, a child of its _meta traceparent.
+    provider = TracerProvider(resource=Resource({"service.name": "traced-upstream"}))
+    exporter = OTLPSpanExporter(endpoint=os.environ["OTLP_ENDPOINT"] + "/v1/traces")
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    server = MCPServer("traced")
+
+    @server.tool()
+    async def seen(text: str, ctx: Context) -> str:
+        \"\"\"The traceparent this call arrived with, in its _meta.\"\"\"
+        return str((ctx.request_context.meta or {}).get("traceparent", ""))
+
+    @server.tool()
+    async def fail(text: str) -> str:
+        \"\"\"Always fails: a result with isError.\"\"\"
+        raise ValueError("refused on purpose")
+
+    server.run()
+    """
+)
+
+
 def write_config(path: Path, *servers: ServerConfig) -> Path:
     """An ``{"mcpServers": …}`` file, the format every client shares, for stdio servers (of this module)."""
     entries: dict[str, dict[str, Any]] = {}

@@ -1,15 +1,17 @@
 """A real Prometheus scrapes a real bridge that ran real calls, and its query API returns the expected series.
 
-One HTTP bridge (bubblewrap, server-everything as its upstream server, a client token and a metrics-only token,
-room for one session) runs an ok call, a code error, a timeout, an upstream tool call and a call in a second
-session whose name and code carry a secret (which evicts the first session). Prometheus, started here on
-loopback, scrapes it with the metrics token, and with no token and a wrong one as two other jobs, which must stay
-down. Then its API answers for the series. A stdio bridge's ``--metrics-port`` is read with a plain GET: a second
-Prometheus would add its start to the suite for what the first one already proves.
+One HTTP bridge (bubblewrap, server-everything as its upstream server, a client token and a metrics-only token, room
+for one session) runs an ok call, a code error, a timeout, an upstream tool call and a call in a second session
+whose name and code carry a secret (which evicts the first session). Prometheus, started here on loopback, scrapes
+it with the metrics token, and with no token and a wrong one as two other jobs, which must stay down. Then its API
+answers for the series. The bridge writes its log as JSON (``--log-format json``): each line an event, those of a
+call with its call id, and none with a token or the secret. A stdio bridge's ``--metrics-port`` is read with a plain
+GET: a second Prometheus would add its start to the suite for what the first one already proves.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,7 +47,7 @@ def bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     config = upstreams.write_config(where / "servers.json", upstreams.everything())
     settings = {"MCP_SERVERS_CONFIG": str(config), "MCP_BRIDGE_DISCOVER": "false", "MCP_BRIDGE_MAX_SESSIONS": "1",
                 "MCP_BRIDGE_WARM_POOL": "1", "MCP_BRIDGE_METRICS_TOKEN": METRICS_TOKEN}  # fmt: skip
-    with HttpServer(where / "server.log", "--token", CLIENT_TOKEN, **settings) as server:
+    with HttpServer(where / "server.log", "--token", CLIENT_TOKEN, "--log-format", "json", **settings) as server:
         yield server
     assert_no_orphans()
 
@@ -71,6 +73,11 @@ async def test_prometheus_scrapes_the_calls_a_bridge_ran(bridge: HttpServer, tmp
     assert "ZeroDivisionError" in text_of(results["code error"])
     assert "Echo: hi" in text_of(results["upstream"]), text_of(results["upstream"])
     assert text_of(results["hostile"]).splitlines()[0] == "ToolNotFound", text_of(results["hostile"])
+    # Its log is JSON, one event per line; the lines written during a call name it; none holds a token or the secret.
+    events = [json.loads(line) for line in bridge.log_text().splitlines() if line.strip()]
+    assert any(len(event.get("call_id", "")) == 16 for event in events), events
+    for leak in (SECRET, CLIENT_TOKEN, METRICS_TOKEN):
+        assert leak not in bridge.log_text(), leak
     target = [f"127.0.0.1:{bridge.port}"]
     config = scrape_config({
         "bridge": {"static_configs": [{"targets": target}], "authorization": {"credentials": METRICS_TOKEN}},

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Literal
 
-from .errors import HIDDEN, MIN_SECRET
+from .errors import HIDDEN, MIN_SECRET, secret_args
 
 Transport = Literal["stdio", "http", "sse"]
 # "legacy": the initialize handshake (2025-11-25 and earlier); "auto": probe server/discover first (costs up to
@@ -41,12 +41,14 @@ class ServerConfig:
         """A one-line, secret-free description of what is launched or contacted (for `servers` and errors).
 
         A value of the entry's ``env`` can reach the command line (``--header Authorization:${AUTH_HEADER}``
-        with ``AUTH_HEADER`` in ``env``); like everywhere else it is shown as ``<hidden>``.
+        with ``AUTH_HEADER`` in ``env``); like everywhere else it is shown as ``<hidden>``, and so is a credential
+        argument (``--token X``).
         """
         if self.transport != "stdio":
             return self.url
         text = " ".join([self.command, *self.args])
-        for value in sorted({v for v in self.env.values() if len(v) >= MIN_SECRET}, key=len, reverse=True):
+        hidden = {*self.env.values(), *secret_args(self.args)}
+        for value in sorted({v for v in hidden if len(v) >= MIN_SECRET}, key=len, reverse=True):
             text = text.replace(value, HIDDEN)
         return text
 
