@@ -20,6 +20,13 @@ What is measured (all with ``time.perf_counter``, in milliseconds)
         of ``METRICS_BLOCK`` calls; ``baseline.metrics_on_minus_off_ms`` is the difference of their medians.
         ``baseline.metrics_record_us`` times the seam alone: what recording one warm call that made one
         upstream tool call costs, in microseconds.
+    baseline.bridge_warm_tracing_on
+        The same on a third bridge, in the same alternating blocks, with its metrics on and its traces on
+        (``MCP_BRIDGE_TRACING=on``, every call sampled), exporting over OTLP/HTTP to a sink in this process that
+        takes each batch and answers 200 (the SDK's batch thread encodes and posts them, as to a collector);
+        ``baseline.tracing_on_minus_off_ms`` is its median minus the metrics-on bridge's (tracing off, the
+        default). ``baseline.trace_record_us`` times the spans of one warm call that made one upstream tool call
+        alone (placing the session, the cell and the client span), in microseconds, without the export.
     baseline.inprocess_mcp_warm.<mode>
         ``mcp.Client(server)`` on the very ``Server`` object that ``serve`` runs, in this process: the SDK's
         client and server and our face, without a transport or a process boundary (``legacy`` passes
@@ -86,13 +93,15 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import http.server
 import os
 import secrets
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,13 +124,15 @@ from common import (
 )
 from mcp_codemode.errors import CodemodeError
 from mcp_codemode.face.server import build_server
+from mcp_codemode.observability_settings import OtelExport
 from mcp_codemode.runs.bridge import Bridge, RunRequest
 from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.sandbox.select import AUTO_ORDER, choose_backend
 from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.settings import Settings
-from mcp_codemode.telemetry.seam import Recording
+from mcp_codemode.telemetry.seam import Recording, tracing
+from mcp_codemode.telemetry.tracing import CELL, PLACE_SESSION
 
 CODE = "1"
 TOOL = "run_python"
@@ -155,7 +166,7 @@ finally:
 # Seconds between two paced new sessions: several times a pool refill here (a bubblewrap start is about 40 ms, a
 # podman one about 160 ms, and the pool starts its workers in parallel), so each paced call finds a warm pool.
 COLD_PACE_S = 0.3
-# Warm calls per block when bridges with metrics on and off alternate (measure_bridges).
+# Warm calls per block when bridges with metrics on and off (and tracing on) alternate (measure_bridges).
 METRICS_BLOCK = 20
 
 # The goal, as a limit on median(e2e warm call) - median(sandbox warm call), checked for every stdio series.
@@ -205,14 +216,63 @@ async def measure_baseline(settings: Settings, n: int, cold_n: int, modes: Seque
         await execute("cold-warmup")
         result["sandbox_cold"] = summarize([await paced(execute, f"cold-{index}") for index in range(cold_n)])
         result["sandbox_cold_burst"] = summarize([await execute(f"burst-{index}") for index in range(cold_n)])
-    on, off = settings.replace(metrics=True), settings.replace(metrics=False)
-    async with Bridge(on) as bridge, Bridge(off) as quiet:
-        warm = await measure_bridges({"on": bridge, "off": quiet}, n)
-        result["bridge_warm"], result["bridge_warm_metrics_off"] = warm["on"], warm["off"]
-        result["metrics_on_minus_off_ms"] = round(warm["on"]["median_ms"] - warm["off"]["median_ms"], 3)
-        result["inprocess_mcp_warm"] = {mode: await measure_inprocess(bridge, mode, n) for mode in modes}
+    on, off = settings.replace(metrics=True, tracing=False), settings.replace(metrics=False, tracing=False)
+    with otlp_sink() as endpoint:
+        otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_TRACES_SAMPLER": "always_on"}
+        traced = settings.replace(metrics=True, tracing=True, otel=otel)
+        async with Bridge(on) as bridge, Bridge(off) as quiet, Bridge(traced) as tracing:
+            warm = await measure_bridges({"on": bridge, "off": quiet, "traced": tracing}, n)
+            result["bridge_warm"], result["bridge_warm_metrics_off"] = warm["on"], warm["off"]
+            result["bridge_warm_tracing_on"] = warm["traced"]
+            result["metrics_on_minus_off_ms"] = round(warm["on"]["median_ms"] - warm["off"]["median_ms"], 3)
+            result["tracing_on_minus_off_ms"] = round(warm["traced"]["median_ms"] - warm["on"]["median_ms"], 3)
+            result["inprocess_mcp_warm"] = {mode: await measure_inprocess(bridge, mode, n) for mode in modes}
     result["metrics_record_us"] = record_cost_us()
+    result["trace_record_us"] = trace_cost_us()
     return result
+
+
+@contextlib.contextmanager
+def otlp_sink() -> Iterator[str]:
+    """An OTLP/HTTP endpoint on loopback that takes every batch and answers 200, in a thread: where the traced
+    bridge exports, so the export's work (encoding, posting) is done as it would be to a collector."""
+
+    class Sink(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def trace_cost_us(rounds: int = 5_000) -> float:
+    """Microseconds the spans of one warm call that made one upstream tool call cost (as the sessions and the guard
+    open them), every one sampled and none exported, timed alone."""
+    traced = tracing(True, OtelExport(exporter="none", sampler="always_on"))
+    started = time.perf_counter()
+    for _ in range(rounds):
+        with traced.span(PLACE_SESSION):
+            pass
+        with traced.span(CELL, attributes={"mcp_codemode.call.id": "0123456789abcdef"}) as cell:
+            captured = traced.captured()
+            method = {"mcp.method.name": "tools/call"}
+            with traced.resumed(captured), traced.span("tools/call", "client", method) as use:
+                use.rename("tools/call echo")
+                use.set("gen_ai.tool.name", "echo")
+            cell.set("mcp_codemode.cell.status", "ok")
+    return round((time.perf_counter() - started) / rounds * 1e6, 2)
 
 
 async def measure_bridges(bridges: dict[str, Bridge], n: int) -> dict[str, Stats]:
