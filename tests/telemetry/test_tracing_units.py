@@ -26,6 +26,7 @@ from mcp_codemode.policy.rules import Policy
 from mcp_codemode.runs.audit import AuditLog
 from mcp_codemode.runs.bridge import RunRequest
 from mcp_codemode.runs.relay_run import Run
+from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.settings import Settings
 from mcp_codemode.telemetry.otel_tracing import OtelTracing
 from mcp_codemode.telemetry.seam import Telemetry, tracing
@@ -199,7 +200,7 @@ def _with(traced: Tracing) -> Telemetry:
 
 def test_a_forwarded_call_carries_the_forwarding_span_and_the_holder_reads_it_strictly() -> None:
     traced, _ = recorded()
-    place = Forwarded("p:t-abc:work", "work", "t-abc")
+    place = Forwarded(SessionKey.principal("t-abc", "work"), "work", "t-abc")
     with traced.span("mcp_codemode.forward", "client") as span:
         body = forwarded_body(place, RunRequest(code="print(1)"), traced)
     read, _ = parse_forwarded(body, 120)
