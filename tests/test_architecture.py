@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import re
 import sys
 from collections.abc import Iterator
@@ -146,7 +147,16 @@ def python_files(root: Path, pattern: str = "**/*.py") -> list[Path]:
 
 
 def imports(root: Path, package: str, pattern: str = "**/*.py") -> list[Import]:
-    """The one graph builder: every import of every module under ``root`` (named ``package.…``), files sorted."""
+    """The one graph builder: every import of every module under ``root`` (named ``package.…``), files sorted.
+
+    Parsed once per session for each (root, package, pattern): a dozen rules read the same few hundred files, and
+    parsing them again for each rule was most of this file's time.
+    """
+    return list(_parsed_imports(root, package, pattern))
+
+
+@functools.cache
+def _parsed_imports(root: Path, package: str, pattern: str) -> tuple[Import, ...]:
     found: list[Import] = []
     for path in python_files(root, pattern):
         parts = [package, *path.relative_to(root).with_suffix("").parts]
@@ -155,11 +165,20 @@ def imports(root: Path, package: str, pattern: str = "**/*.py") -> list[Import]:
         tree = parse(path.read_text(encoding="utf-8"))
         module, is_package = ".".join(parts), path.name == "__init__.py"
         found += [Import(module, path, is_package, node, scope) for node, scope in _scoped(tree)]
-    return found
+    return tuple(found)
 
 
 def _graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """(internal edges, all raw top-level imported names) per module of the product, from every import in it."""
+    """(internal edges, all raw top-level imported names) per module of the product, from every import in it.
+
+    A fresh copy for each caller (the rules must not share mutable sets), built from the one cached parse.
+    """
+    internal, raw = _built_graph()
+    return {m: set(t) for m, t in internal.items()}, {m: set(n) for m, n in raw.items()}
+
+
+@functools.cache
+def _built_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     files = {_name(p): p for p in (SRC / PACKAGE).rglob("*.py")}
     internal: dict[str, set[str]] = {m: set() for m in files}
     raw: dict[str, set[str]] = {m: set() for m in files}
