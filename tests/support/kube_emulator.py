@@ -51,7 +51,7 @@ import yaml
 
 from mcp_codemode.cluster import naming
 
-from .kube_manifests import Attributes, Grants, base_grants, base_objects
+from .kube_manifests import FAST_LOADER, Attributes, Grants, base_grants, base_objects
 from .kube_watch import WatchStreams, is_watch
 
 TOKEN = "emulator-token"  # the bearer token of write_kubeconfig's user: the face's account
@@ -285,7 +285,7 @@ async def emulated_cluster(tmp: Path) -> AsyncIterator[tuple[ClusterEmulator, Pa
 
 def crd_schema(filename: str, version: str) -> dict[str, Any]:
     """The openAPIV3Schema a vendored CRD serves for ``version``."""
-    crd = yaml.safe_load((CRDS / filename).read_text(encoding="utf-8"))
+    crd = yaml.load((CRDS / filename).read_text(encoding="utf-8"), Loader=FAST_LOADER)
     for served in crd["spec"]["versions"]:
         if served["name"] == version:
             schema: dict[str, Any] = served["schema"]["openAPIV3Schema"]

