@@ -37,10 +37,15 @@ pytestmark = [pytest.mark.anyio, pytest.mark.backend]
 NAMESPACE = Settings().kube_namespace  # where the replicas keep their Leases by default
 
 
-@pytest.fixture
-async def replica_b(tmp_path: Path) -> AsyncIterator[tuple[HttpServer, Path]]:
-    """Replica b on the emulated API, and the kubeconfig an attacker with Lease rights would use."""
+@pytest.fixture(scope="module")
+async def replica_b(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[HttpServer, Path]]:
+    """Replica b on the emulated API, and the kubeconfig an attacker with Lease rights would use.
+
+    One for the module: each attack leaves the replica as it found it (a refused call, a planted Lease of its own
+    session name, a nonce of its own), and a replica and an API server per attack were most of this file's time.
+    """
     require_kube_test_deps()
+    tmp_path = tmp_path_factory.mktemp("replica-b")
     async with emulated_cluster(tmp_path) as (emulator, kubeconfig):
         emulator.declare(LEASE_GROUP, LEASE_VERSION, LEASES)
         server = replica_server(tmp_path, kubeconfig, "replica-b")

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import math
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +63,18 @@ async def replicas(tmp_path: Path, kubeconfig: Path, a_settings: dict[str, str] 
         for name, own in (("replica-a", a_settings or {}), ("replica-b", {}))
     ]
     try:
-        for server in servers:  # in a thread: the emulator answers on this event loop meanwhile
-            await anyio.to_thread.run_sync(server.start)
+        await _each(servers, HttpServer.start)
         yield servers[0], servers[1]
     finally:
+        await _each(servers, HttpServer.stop)
+
+
+async def _each(servers: list[HttpServer], step: Callable[[HttpServer], object]) -> None:
+    """``step`` on every replica at once, each in a thread: the emulator answers on this event loop meanwhile, and
+    one replica's start (or drain) need not wait for the other's."""
+    async with anyio.create_task_group() as group:
         for server in servers:
-            await anyio.to_thread.run_sync(server.stop)
+            group.start_soon(anyio.to_thread.run_sync, step, server)
 
 
 def claims_of(emulator: Any) -> dict[str, str]:
