@@ -53,16 +53,23 @@ ACCEPT = {"Accept": "application/json, text/event-stream"}
 ECHOED = re.compile(r"access token #(\d+)")
 
 
-@pytest.fixture
+# One authorization server, one emulated cluster and one `login` serve the module: starting them was most of each
+# test's time. Each test starts from the stored sign-in as the one before left it, valid (every refresh stores the
+# tokens it got), and moves its expiry into the past itself; the test that signs out comes last (pytest runs a
+# file's tests in order, on one xdist worker: tests/conftest.py). The access token numbers the server counts are
+# compared with each other, never with a count from the server's start.
+
+
+@pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
     with oauth_server.running(free_port(), patience=patient(60)) as url:
         yield url
 
 
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[tuple[ClusterEmulator, Path]]:
+@pytest.fixture(scope="module")
+async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[ClusterEmulator, Path]]:
     require_kube_test_deps()
-    async with emulated_cluster(tmp_path) as (emulator, kubeconfig):
+    async with emulated_cluster(tmp_path_factory.mktemp("cluster")) as (emulator, kubeconfig):
         shared_state_objects(emulator)
         yield emulator, kubeconfig
 
@@ -77,13 +84,14 @@ def settings_of(tmp: Path, kubeconfig: Path, name: str) -> Settings:
     return sandbox_settings(state_dir=tmp / f"state-{name}", kube_config=kubeconfig, shared_state="kubernetes")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 async def signed_in(
-    tmp_path: Path, cluster: tuple[ClusterEmulator, Path], server_url: str
+    tmp_path_factory: pytest.TempPathFactory, cluster: tuple[ClusterEmulator, Path], server_url: str
 ) -> tuple[ServerConfig, Path]:
     """``mcp-codemode login signed`` run as an operator would against the cluster, from their own machine: with the
     kubernetes store and a kubeconfig; the server's config as every replica has it."""
     _, kubeconfig = cluster
+    tmp_path = tmp_path_factory.mktemp("operator")
     config_file = tmp_path / "servers.json"
     config_file.write_text(json.dumps({"mcpServers": {"signed": {"type": "http", "url": server_url}}}))
     env = operator_env(tmp_path, kubeconfig)
@@ -140,16 +148,18 @@ async def test_login_writes_the_clusters_secret_and_two_replicas_refreshing_at_o
         login_tokens = await expire(state, config)
         async with replica(tmp_path, kubeconfig, "a", config) as a, replica(tmp_path, kubeconfig, "b", config) as b:
             first = await asyncio.gather(echoed_token_number(a), echoed_token_number(b))
-            # One refresh: token #1 was login's, #2 the refresh's, and both replicas' calls were signed with #2.
-            assert list(first) == [2, 2]
+            # One refresh: both replicas' calls were signed with the one token it got (two refreshes with the one
+            # refresh token would have left one replica signed out, and two tokens would have two numbers).
+            assert first[0] == first[1], first
             again = await asyncio.gather(echoed_token_number(a), echoed_token_number(b))
-            assert list(again) == [2, 2]
+            assert list(again) == list(first)
         stored = await StoredSignIn(state.sign_ins, sign_in_key(config)).get_tokens()
         assert stored is not None and stored.refresh_token not in (None, login_tokens["refresh_token"])
-        # A third replica started later, after the token expired again, refreshes once more from what is stored.
+        # A third replica started later, after the token expired again, refreshes once more from what is stored:
+        # the next token the server issued.
         await expire(state, config)
         async with replica(tmp_path, kubeconfig, "c", config) as c:
-            assert await echoed_token_number(c) == 3
+            assert await echoed_token_number(c) == first[0] + 1
     finally:
         await state.aclose()
 
@@ -249,6 +259,7 @@ async def test_without_turns_the_hazard_is_real_one_replica_loses_the_sign_in(
 async def test_logout_from_the_cluster_signs_every_replica_out(
     tmp_path: Path, signed_in: tuple[ServerConfig, Path]
 ) -> None:
+    """(It signs out: the last test of the module.)"""
     config, kubeconfig = signed_in
     env = operator_env(tmp_path, kubeconfig)
     command = [sys.executable, "-m", "mcp_codemode", "logout", "signed", "--no-discover", "--config", config.source]
