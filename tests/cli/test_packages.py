@@ -1,4 +1,5 @@
-"""`mcp-codemode image build` and `packages add|remove|list`, run as a user runs them, on real sandboxes.
+"""`mcp-codemode image build` and `packages add|remove|list`, as a user runs them (through the CLI's ``main``, in
+this process: tests/support/cli_calls.py), on real sandboxes.
 
 Packages come from PyPI (a small pure-Python one, toolz, which Debian's /usr/bin/python3 here does not have, so an
 import that works proves the sandbox sees what was added). The podman half builds its own image tag from the
@@ -11,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,11 +23,11 @@ from mcp_codemode.provision.image import remove_if_nameless
 from mcp_codemode.provision.installer import Installer, TargetPython, uv_platform
 from mcp_codemode.provision.steps import ProvisionError, hint
 from tests.support.backends import fail_unless
+from tests.support.cli_calls import call_main
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache"
 UV = CACHE / "uv" / "bin" / "uv"
-CLI = [sys.executable, "-m", "mcp_codemode"]
 PACKAGE = "toolz"
 SHARED_IMAGE = "mcp-codemode-sandbox:bookworm"
 
@@ -103,8 +103,9 @@ def state_dir() -> Iterator[Path]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def cli(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False)
+def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The command, run by the CLI's ``main`` in this process (tests/support/cli_calls.py says why that is enough)."""
+    return call_main(*args, env=env)
 
 
 @pytest.mark.backend
