@@ -1,8 +1,8 @@
 """`doctor`'s warnings about weak setups: each rule on its own (pure logic), then the real command on this machine.
 
 The machine-level cases change one real thing (a world-readable config file holding a token, a world-writable
-state directory, extra container arguments) and read `doctor --json`, so the facts it gathers are checked too,
-not only the rules.
+state directory, extra container arguments) and read `doctor --json` (run by the CLI's ``main`` in this process:
+tests/support/cli_calls.py), so the facts it gathers are checked too, not only the rules.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ import json
 import os
 import shutil
 import stat
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,8 +24,8 @@ from mcp_codemode.cli.weak_setups import SetupFacts, findings, for_user, render
 from mcp_codemode.mounts import Mount, SharedPlace
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from tests.support.backends import fail_unless, require_usable, sandbox_settings
+from tests.support.cli_calls import call_main
 
-CLI = [sys.executable, "-m", "mcp_codemode"]
 STRONG = SetupFacts(
     backend="bubblewrap",
     running_as_root=True,
@@ -169,14 +167,7 @@ def doctor(scratch: Path, *args: str, **env: str) -> dict[str, Any]:
     base_env = {"PATH": os.environ["PATH"], "HOME": str(home), "MCP_BRIDGE_STATE_DIR": str(state)}
     if "PYTHONPATH" in os.environ:  # the source tree under test, when it is not the one installed
         base_env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    done = subprocess.run(
-        [*CLI, "doctor", "--json", "--no-discover", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,  # a hang guard only: on a loaded CI machine one doctor run has taken 3.5 min
-        env={**base_env, **env},
-        check=False,
-    )
+    done = call_main("doctor", "--json", "--no-discover", *args, env={**base_env, **env})
     assert done.returncode == 0, done.stderr
     report: dict[str, Any] = json.loads(done.stdout)
     return report
@@ -212,8 +203,7 @@ def test_doctor_refuses_an_unknown_bridge_variable_instead_of_ignoring_it(scratc
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "MCP_BRIDGE_ASK_TOOLS": "*/delete_*"}
     if "PYTHONPATH" in os.environ:
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    done = subprocess.run([*CLI, "doctor", "--no-discover"], capture_output=True, text=True, timeout=600, env=env,
-                          check=False)  # fmt: skip
+    done = call_main("doctor", "--no-discover", env=env)
     assert done.returncode != 0
     assert "MCP_BRIDGE_ASK_TOOLS (ask_tools is part of the policy" in done.stderr, done.stderr
 
@@ -292,14 +282,7 @@ def test_doctor_names_each_writable_mount_a_server_works_in_refused_or_accepted(
 @pytest.mark.backend
 def test_doctor_text_lists_the_weak_spots(scratch: Path):
     env = {"PATH": os.environ["PATH"], "HOME": str(scratch), "MCP_BRIDGE_STATE_DIR": str(scratch / "state")}
-    done = subprocess.run(
-        [*CLI, "doctor", "--no-discover"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**env, "MCP_BRIDGE_ALLOWED_ORIGINS": "*"},
-        check=False,
-    )
+    done = call_main("doctor", "--no-discover", env={**env, "MCP_BRIDGE_ALLOWED_ORIGINS": "*"})
     assert done.returncode == 0, done.stderr
     assert "weak spots:" in done.stdout
     assert "warn  allowed_origins accepts any origin" in done.stdout
