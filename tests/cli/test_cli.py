@@ -1,4 +1,9 @@
-"""The command line as a user runs it: real subprocesses, real sandboxes, real exit statuses."""
+"""The command line as a user runs it: real subprocesses, real sandboxes, real exit statuses.
+
+Most commands here run through the CLI's ``main`` in this process (tests/support/cli_calls.py): the same parser,
+settings, sandboxes and messages, without a new interpreter's seconds of imports. Real processes remain where only
+they show it: the entry points, an exit status and traceback as a shell sees them, and a SIGKILL of the bridge.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from mcp_codemode import __version__
+from mcp_codemode.cli.main import main
+from tests.support.cli_calls import call_main
 from tests.support.patience import patient
 from tests.support.processes import our_containers, sandbox_processes, wait_until_gone
 
@@ -29,7 +37,9 @@ def run_cli(*args: str, env: dict[str, str] | None = None, stdin: str = "") -> s
 
 @pytest.mark.usefixtures("no_orphans")
 def test_several_cells_share_one_session_and_print_like_a_shell(backend_name):
-    done = run_cli("run", "--backend", backend_name, "-c", "x = 20", "-c", "print('twice', x * 2)", "-c", "x + 1")
+    done = call_main(
+        "run", "--backend", backend_name, "-c", "x = 20", "-c", "print('twice', x * 2)", "-c", "x + 1", env=os.environ
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "twice 40\n21\n"
 
@@ -45,23 +55,27 @@ def test_exit_status_is_1_when_the_code_raises_and_the_traceback_goes_to_stderr(
 
 @pytest.mark.usefixtures("no_orphans")
 def test_exit_status_is_124_on_timeout(backend_name):
-    done = run_cli("run", "--backend", backend_name, "--timeout", "1", "-c", "import time; time.sleep(30)")
+    done = call_main(
+        "run", "--backend", backend_name, "--timeout", "1", "-c", "import time; time.sleep(30)", env=os.environ
+    )
     assert done.returncode == 124
     assert "Timed out after 1 s" in done.stderr
 
 
 @pytest.mark.usefixtures("no_orphans")
 def test_code_from_stdin_and_from_a_file(backend_name, tmp_path: Path):
-    from_stdin = run_cli("run", "--backend", backend_name, "-", stdin="import sys\nprint(sys.version_info[0])\n")
+    from_stdin = call_main(
+        "run", "--backend", backend_name, "-", stdin="import sys\nprint(sys.version_info[0])\n", env=os.environ
+    )
     script = tmp_path / "job.py"
     script.write_text("total = sum(range(5))\ntotal\n")
-    from_file = run_cli("run", "--backend", backend_name, str(script))
+    from_file = call_main("run", "--backend", backend_name, str(script), env=os.environ)
     assert (from_stdin.returncode, from_stdin.stdout) == (0, "3\n")
     assert (from_file.returncode, from_file.stdout) == (0, "10\n")
 
 
 def test_a_bad_setting_names_the_variable_and_an_example():
-    done = run_cli("run", "-c", "1", env={**os.environ, "MCP_BRIDGE_TIMEOUT": "30s"})
+    done = call_main("run", "-c", "1", env={**os.environ, "MCP_BRIDGE_TIMEOUT": "30s"})
     assert done.returncode == 125
     assert "MCP_BRIDGE_TIMEOUT='30s' is not valid" in done.stderr
     assert "MCP_BRIDGE_TIMEOUT=30" in done.stderr
@@ -70,7 +84,7 @@ def test_a_bad_setting_names_the_variable_and_an_example():
 
 def test_a_missing_runtime_says_what_to_install():
     env = {**os.environ, "PATH": "/nonexistent"}
-    done = run_cli("run", "--backend", "podman", "-c", "1", env=env)
+    done = call_main("run", "--backend", "podman", "-c", "1", env=env)
     assert done.returncode == 125
     assert "podman is not installed" in done.stderr
     assert "apt-get install podman" in done.stderr
@@ -78,7 +92,7 @@ def test_a_missing_runtime_says_what_to_install():
 
 def test_a_missing_image_says_how_to_build_it():
     env = {**os.environ, "MCP_BRIDGE_IMAGE": "mcp-codemode-no-such-image:latest"}
-    done = run_cli("run", "--backend", "podman", "-c", "1", env=env)
+    done = call_main("run", "--backend", "podman", "-c", "1", env=env)
     assert done.returncode == 125
     assert "image mcp-codemode-no-such-image:latest is not present" in done.stderr
     # A command an installed wheel has (the repository's scripts are not in it); test_packages runs it.
@@ -87,19 +101,19 @@ def test_a_missing_image_says_how_to_build_it():
 
 def test_a_missing_sandbox_python_is_named():
     env = {**os.environ, "MCP_BRIDGE_SANDBOX_PYTHON": "/opt/nowhere/python3"}
-    done = run_cli("run", "--backend", "bubblewrap", "-c", "1", env=env)
+    done = call_main("run", "--backend", "bubblewrap", "-c", "1", env=env)
     assert done.returncode == 125
     assert "MCP_BRIDGE_SANDBOX_PYTHON=/opt/nowhere/python3" in done.stderr
 
 
 def test_nothing_to_run_is_a_clear_usage_error():
-    done = run_cli("run")
+    done = call_main("run", env=os.environ)
     assert done.returncode == 125
     assert "nothing to run" in done.stderr
 
 
 def test_doctor_reports_backends_limits_and_the_choice():
-    done = run_cli("doctor", "--json")
+    done = call_main("doctor", "--json", env=os.environ)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert set(report["backends"]) == {"bubblewrap", "podman", "docker"}
@@ -159,9 +173,16 @@ def test_nothing_survives_a_sigkill_of_the_bridge(backend_name):
     ids=["script", "python-m-package", "python-m-cli"],
 )
 def test_every_way_of_starting_the_program_is_the_same_program(program):
+    """Each entry point reaches this package's own parser: it answers with this version, in the parser's words."""
     done = subprocess.run([*program, "--version"], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("mcp-codemode ")
-    listed = subprocess.run([*program, "--help"], capture_output=True, text=True, timeout=300, check=False)
-    assert listed.returncode == 0, listed.stderr
-    assert all(command in listed.stdout for command in ("serve", "run", "servers", "search", "doctor", "packages"))
+    assert done.stdout == f"mcp-codemode {__version__}\n"
+
+
+def test_the_help_names_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """What the parser every entry point reaches (above) lists; no process needed to read it."""
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    listed = capsys.readouterr().out
+    assert all(command in listed for command in ("serve", "run", "servers", "search", "doctor", "packages")), listed

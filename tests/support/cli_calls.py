@@ -16,6 +16,7 @@ import io
 import logging
 import os
 import subprocess
+import sys
 import warnings
 from collections.abc import Iterator, Mapping
 
@@ -49,9 +50,14 @@ def _logging_restored() -> Iterator[None]:
         root.setLevel(level)
 
 
-def call_main(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
-    """``mcp-codemode ARGS`` run by ``main`` here: its exit status and what it wrote, as ``subprocess.run`` says."""
+def call_main(*args: str, env: Mapping[str, str], stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """``mcp-codemode ARGS`` run by ``main`` here, reading ``stdin``: its exit status and what it wrote, as
+    ``subprocess.run`` says."""
     out, err = io.StringIO(), io.StringIO()
     with _environment(env), _logging_restored(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
+        saved, sys.stdin = sys.stdin, io.StringIO(stdin)
+        try:
+            code = main(list(args))
+        finally:
+            sys.stdin = saved
     return subprocess.CompletedProcess(["mcp-codemode", *args], code, out.getvalue(), err.getvalue())
