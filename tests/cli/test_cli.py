@@ -1,6 +1,6 @@
 """The command line as a user runs it: real subprocesses, real sandboxes, real exit statuses.
 
-Most commands here run through the CLI's ``main`` in this process (tests/support/cli_calls.py): the same parser,
+Most commands here run through the CLI's ``main`` in this process (tests/support/cli_here.py): the same parser,
 settings, sandboxes and messages, without a new interpreter's seconds of imports. Real processes remain where only
 they show it: the entry points, an exit status and traceback as a shell sees them, and a SIGKILL of the bridge.
 """
@@ -20,7 +20,7 @@ import pytest
 
 from mcp_codemode import __version__
 from mcp_codemode.cli.main import main
-from tests.support.cli_calls import call_main
+from tests.support.cli_here import cli_here
 from tests.support.patience import patient
 from tests.support.processes import our_containers, sandbox_processes, wait_until_gone
 
@@ -37,8 +37,8 @@ def run_cli(*args: str, env: dict[str, str] | None = None, stdin: str = "") -> s
 
 @pytest.mark.usefixtures("no_orphans")
 def test_several_cells_share_one_session_and_print_like_a_shell(backend_name):
-    done = call_main(
-        "run", "--backend", backend_name, "-c", "x = 20", "-c", "print('twice', x * 2)", "-c", "x + 1", env=os.environ
+    done = cli_here(
+        os.environ, "run", "--backend", backend_name, "-c", "x = 20", "-c", "print('twice', x * 2)", "-c", "x + 1"
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "twice 40\n21\n"
@@ -55,27 +55,25 @@ def test_exit_status_is_1_when_the_code_raises_and_the_traceback_goes_to_stderr(
 
 @pytest.mark.usefixtures("no_orphans")
 def test_exit_status_is_124_on_timeout(backend_name):
-    done = call_main(
-        "run", "--backend", backend_name, "--timeout", "1", "-c", "import time; time.sleep(30)", env=os.environ
-    )
+    done = cli_here(os.environ, "run", "--backend", backend_name, "--timeout", "1", "-c", "import time; time.sleep(30)")
     assert done.returncode == 124
     assert "Timed out after 1 s" in done.stderr
 
 
 @pytest.mark.usefixtures("no_orphans")
 def test_code_from_stdin_and_from_a_file(backend_name, tmp_path: Path):
-    from_stdin = call_main(
-        "run", "--backend", backend_name, "-", stdin="import sys\nprint(sys.version_info[0])\n", env=os.environ
+    from_stdin = cli_here(
+        os.environ, "run", "--backend", backend_name, "-", stdin="import sys\nprint(sys.version_info[0])\n"
     )
     script = tmp_path / "job.py"
     script.write_text("total = sum(range(5))\ntotal\n")
-    from_file = call_main("run", "--backend", backend_name, str(script), env=os.environ)
+    from_file = cli_here(os.environ, "run", "--backend", backend_name, str(script))
     assert (from_stdin.returncode, from_stdin.stdout) == (0, "3\n")
     assert (from_file.returncode, from_file.stdout) == (0, "10\n")
 
 
 def test_a_bad_setting_names_the_variable_and_an_example():
-    done = call_main("run", "-c", "1", env={**os.environ, "MCP_BRIDGE_TIMEOUT": "30s"})
+    done = cli_here({**os.environ, "MCP_BRIDGE_TIMEOUT": "30s"}, "run", "-c", "1")
     assert done.returncode == 125
     assert "MCP_BRIDGE_TIMEOUT='30s' is not valid" in done.stderr
     assert "MCP_BRIDGE_TIMEOUT=30" in done.stderr
@@ -84,7 +82,7 @@ def test_a_bad_setting_names_the_variable_and_an_example():
 
 def test_a_missing_runtime_says_what_to_install():
     env = {**os.environ, "PATH": "/nonexistent"}
-    done = call_main("run", "--backend", "podman", "-c", "1", env=env)
+    done = cli_here(env, "run", "--backend", "podman", "-c", "1")
     assert done.returncode == 125
     assert "podman is not installed" in done.stderr
     assert "apt-get install podman" in done.stderr
@@ -92,7 +90,7 @@ def test_a_missing_runtime_says_what_to_install():
 
 def test_a_missing_image_says_how_to_build_it():
     env = {**os.environ, "MCP_BRIDGE_IMAGE": "mcp-codemode-no-such-image:latest"}
-    done = call_main("run", "--backend", "podman", "-c", "1", env=env)
+    done = cli_here(env, "run", "--backend", "podman", "-c", "1")
     assert done.returncode == 125
     assert "image mcp-codemode-no-such-image:latest is not present" in done.stderr
     # A command an installed wheel has (the repository's scripts are not in it); test_packages runs it.
@@ -101,19 +99,19 @@ def test_a_missing_image_says_how_to_build_it():
 
 def test_a_missing_sandbox_python_is_named():
     env = {**os.environ, "MCP_BRIDGE_SANDBOX_PYTHON": "/opt/nowhere/python3"}
-    done = call_main("run", "--backend", "bubblewrap", "-c", "1", env=env)
+    done = cli_here(env, "run", "--backend", "bubblewrap", "-c", "1")
     assert done.returncode == 125
     assert "MCP_BRIDGE_SANDBOX_PYTHON=/opt/nowhere/python3" in done.stderr
 
 
 def test_nothing_to_run_is_a_clear_usage_error():
-    done = call_main("run", env=os.environ)
+    done = cli_here(os.environ, "run")
     assert done.returncode == 125
     assert "nothing to run" in done.stderr
 
 
 def test_doctor_reports_backends_limits_and_the_choice():
-    done = call_main("doctor", "--json", env=os.environ)
+    done = cli_here(os.environ, "doctor", "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert set(report["backends"]) == {"bubblewrap", "podman", "docker"}

@@ -2,7 +2,7 @@
 
 The machine-level cases change one real thing (a world-readable config file holding a token, a world-writable
 state directory, extra container arguments) and read `doctor --json` (run by the CLI's ``main`` in this process:
-tests/support/cli_calls.py), so the facts it gathers are checked too, not only the rules.
+tests/support/cli_here.py), so the facts it gathers are checked too, not only the rules.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from mcp_codemode.cli.weak_setups import SetupFacts, findings, for_user, render
 from mcp_codemode.mounts import Mount, SharedPlace
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from tests.support.backends import fail_unless, require_usable, sandbox_settings
-from tests.support.cli_calls import call_main
+from tests.support.cli_here import cli_here
 
 STRONG = SetupFacts(
     backend="bubblewrap",
@@ -167,7 +167,7 @@ def doctor(scratch: Path, *args: str, **env: str) -> dict[str, Any]:
     base_env = {"PATH": os.environ["PATH"], "HOME": str(home), "MCP_BRIDGE_STATE_DIR": str(state)}
     if "PYTHONPATH" in os.environ:  # the source tree under test, when it is not the one installed
         base_env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    done = call_main("doctor", "--json", "--no-discover", *args, env={**base_env, **env})
+    done = cli_here({**base_env, **env}, "doctor", "--json", "--no-discover", *args)
     assert done.returncode == 0, done.stderr
     report: dict[str, Any] = json.loads(done.stdout)
     return report
@@ -203,7 +203,7 @@ def test_doctor_refuses_an_unknown_bridge_variable_instead_of_ignoring_it(scratc
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "MCP_BRIDGE_ASK_TOOLS": "*/delete_*"}
     if "PYTHONPATH" in os.environ:
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    done = call_main("doctor", "--no-discover", env=env)
+    done = cli_here(env, "doctor", "--no-discover")
     assert done.returncode != 0
     assert "MCP_BRIDGE_ASK_TOOLS (ask_tools is part of the policy" in done.stderr, done.stderr
 
@@ -282,7 +282,7 @@ def test_doctor_names_each_writable_mount_a_server_works_in_refused_or_accepted(
 @pytest.mark.backend
 def test_doctor_text_lists_the_weak_spots(scratch: Path):
     env = {"PATH": os.environ["PATH"], "HOME": str(scratch), "MCP_BRIDGE_STATE_DIR": str(scratch / "state")}
-    done = call_main("doctor", "--no-discover", env={**env, "MCP_BRIDGE_ALLOWED_ORIGINS": "*"})
+    done = cli_here({**env, "MCP_BRIDGE_ALLOWED_ORIGINS": "*"}, "doctor", "--no-discover")
     assert done.returncode == 0, done.stderr
     assert "weak spots:" in done.stdout
     assert "warn  allowed_origins accepts any origin" in done.stdout

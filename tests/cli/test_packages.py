@@ -1,5 +1,5 @@
 """`mcp-codemode image build` and `packages add|remove|list`, as a user runs them (through the CLI's ``main``, in
-this process: tests/support/cli_calls.py), on real sandboxes.
+this process: tests/support/cli_here.py), on real sandboxes.
 
 Packages come from PyPI (a small pure-Python one, toolz, which Debian's /usr/bin/python3 here does not have, so an
 import that works proves the sandbox sees what was added). The podman half builds its own image tag from the
@@ -23,7 +23,7 @@ from mcp_codemode.provision.image import remove_if_nameless
 from mcp_codemode.provision.installer import Installer, TargetPython, uv_platform
 from mcp_codemode.provision.steps import ProvisionError, hint
 from tests.support.backends import fail_unless
-from tests.support.cli_calls import call_main
+from tests.support.cli_here import cli_here
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache"
@@ -104,8 +104,8 @@ def state_dir() -> Iterator[Path]:
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """The command, run by the CLI's ``main`` in this process (tests/support/cli_calls.py says why that is enough)."""
-    return call_main(*args, env=env)
+    """The command, run by the CLI's ``main`` in this process (tests/support/cli_here.py says why that is enough)."""
+    return cli_here(env, *args)
 
 
 @pytest.mark.backend

@@ -15,14 +15,16 @@ import io
 import logging
 import os
 import subprocess
-from collections.abc import Iterator
+import sys
+import warnings
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from mcp_codemode.cli.main import main
 
 
 @contextlib.contextmanager
-def environment(env: dict[str, str]) -> Iterator[None]:
+def environment(env: Mapping[str, str]) -> Iterator[None]:
     """``os.environ`` is exactly ``env`` inside, as it is in a process started with it; restored after."""
     saved = dict(os.environ)
     os.environ.clear()
@@ -34,20 +36,26 @@ def environment(env: dict[str, str]) -> Iterator[None]:
         os.environ.update(saved)
 
 
-def cli_here(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """``mcp-codemode ARGS`` with environment ``env`` (and working directory ``cwd``): its exit status and what it
-    printed, as from a process."""
+def cli_here(
+    env: Mapping[str, str], *args: str, cwd: Path | None = None, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """``mcp-codemode ARGS`` with environment ``env`` (and working directory ``cwd``, reading ``stdin``): its exit
+    status and what it printed, as from a process."""
     out, err = io.StringIO(), io.StringIO()
     handlers, level = logging.root.handlers[:], logging.root.level  # the command configures logging for itself
+    saved_stdin, sys.stdin = sys.stdin, io.StringIO(stdin)
     try:
         with (
             environment(env),
+            warnings.catch_warnings(),  # and the warnings filters
             contextlib.chdir(cwd or Path.cwd()),
             contextlib.redirect_stdout(out),
             contextlib.redirect_stderr(err),
         ):
             status = main(list(args))
     finally:
+        sys.stdin = saved_stdin
+        logging.captureWarnings(False)
         logging.root.handlers[:] = handlers
         logging.root.setLevel(level)
     return subprocess.CompletedProcess(["mcp-codemode", *args], status, out.getvalue(), err.getvalue())
