@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -13,15 +14,18 @@ import toon_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mcp_codemode import __version__
 from mcp_codemode.face.placement import connection_key, place
 from mcp_codemode.face.principals import PRINCIPAL_STATE_KEY
 from mcp_codemode.face.render import NO_OUTPUT, cut_middle, error_result, fit_fields, render_result
 from mcp_codemode.face.tool import MAX_CODE_CHARS, InvalidArguments, parse_arguments, run_python_tool
 from mcp_codemode.runs.bridge import RunRequest
+from mcp_codemode.runs.summary import capability_summary
 from mcp_codemode.sandbox.results import ExecutionResult, GuestError, OutputImage
 from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.settings import Settings
 from mcp_codemode.settings_fields import OUTPUT_MODES, OutputMode
+from tests.support.clients import LISTING_LIMIT
 
 SETTINGS = Settings()
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
@@ -146,15 +150,57 @@ def test_any_argument_mapping_is_accepted_or_refused_with_invalid_arguments(argu
 # --- the listing ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ceiling", [1, 120, 86_400])
-def test_the_listing_stays_under_1400_characters_whatever_the_settings(ceiling: int) -> None:
-    tool = run_python_tool(Settings(timeout=1, max_timeout=ceiling))
-    listing = types.ListToolsResult(tools=[tool])
-    dumped = json.dumps(listing.model_dump(by_alias=True, mode="json", exclude_none=True), separators=(",", ":"))
-    assert len(dumped) <= 1400
+# What the SDK wraps the tool in on a 2026-07-28 answer, the larger of the two eras (the answers themselves are measured
+# through the real client in test_server_stdio.py and test_server_http.py).
+MODERN_ENVELOPE = json.dumps(
+    {"_meta": {"io.modelcontextprotocol/serverInfo": {"name": "mcp-codemode", "version": __version__}}, "ttlMs": 0,
+     "cacheScope": "private", "tools": [], "resultType": "complete"},
+    separators=(",", ":"),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(("ceiling", "shared"), [(1, False), (120, False), (86_400, True)])
+def test_the_listing_fits_in_the_reference_bridges_925_characters_whatever_the_settings(
+    ceiling: int, shared: bool
+) -> None:
+    """The largest listing: the longest timeouts, and replicas that share sessions (the session header's name)."""
+    peers = {"peer_token": "t" * 32, "peer_url": "http://10.0.0.1:8765"} if shared else {}
+    tool = run_python_tool(Settings(timeout=ceiling, max_timeout=ceiling, **peers))
+    assert ("x-mcp-header" in tool.input_schema["properties"]["session"]) is shared
+    dumped = json.dumps(tool.model_dump(by_alias=True, mode="json", exclude_none=True), separators=(",", ":"))
+    assert len(MODERN_ENVELOPE) + len(dumped) <= LISTING_LIMIT, dumped
     assert tool.input_schema["required"] == ["code"]
     assert tool.input_schema["additionalProperties"] is False
     assert tool.input_schema["properties"]["timeout"]["maximum"] == ceiling
+
+
+def test_the_listing_still_says_what_a_model_needs_to_start() -> None:
+    """State per session and how to reset it, how to find and call tools, the timeout, and where the rest is."""
+    tool = run_python_tool(Settings(timeout=30, max_timeout=120))
+    description, properties = tool.description or "", tool.input_schema["properties"]
+    for needed in ("persist", "session", "`reset`", "runtime.search_tool_docs(", "mcp_<server>.<tool>(",
+                   "runtime.capability_summary()"):  # fmt: skip
+        assert needed in description, (needed, description)
+    assert properties["timeout"] == {"type": "integer", "maximum": 120, "default": 30, "description": "seconds"}
+    assert set(properties) == {"code", "servers", "timeout", "session", "reset"}
+
+
+def test_the_docs_show_the_listing_as_it_is() -> None:
+    """docs/sandbox.md's "What the model sees" quotes the tool with the default settings: it must not drift."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "sandbox.md").read_text(encoding="utf-8")
+    section = page.split("## What the model sees", 1)[1]
+    quoted = json.loads(section.split("```json\n", 1)[1].split("```", 1)[0])
+    tool = run_python_tool(Settings(timeout=30, max_timeout=120))
+    assert quoted == tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def test_what_left_the_listing_is_in_the_capability_summary() -> None:
+    text = capability_summary(Settings(), "bubblewrap", {"time": "time"})
+    for moved in (
+        "No network", "Host files", "value of a last bare expression", "the middle is cut", "print only what you need",
+        "Top-level await works", "Images:", "search_tool_docs", "mcp_<alias>",
+    ):  # fmt: skip
+        assert moved in text, (moved, text)
 
 
 # --- session keys --------------------------------------------------------------------------------------

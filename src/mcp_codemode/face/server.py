@@ -54,7 +54,6 @@ def build_server(bridge: Bridge, transport: Transport, router: SessionRouter | N
     server: Server[Any] = Server(
         "mcp-codemode",
         version=__version__,
-        title="mcp-codemode",
         instructions=("Use run_python to compute, transform data and call tools in code; state persists per session."),
         on_list_tools=calls.list_tools,
         on_call_tool=calls.call_tool,

@@ -29,36 +29,36 @@ _ARGUMENTS = ("code", "servers", "timeout", "session", "reset")
 # the model pays nothing for them in the listing and strict-schema clients keep a schema they can express.
 FILES_META_KEY = "codemode/files"
 
+# What a model needs to start, and no more: every character here is paid in every prompt of every conversation (the
+# whole listing stays within 925 characters of JSON in both protocol eras, tests/face/test_server_stdio.py). The rest
+# (no network, output cut in the middle, images, top-level await, resources) is in the capability summary, which this
+# points to and which the codemode://capabilities resource serves too (runs/summary.py).
 DESCRIPTION = (
-    "Run Python 3 in a sandbox (no network, no host files) and get back what it prints, the value of its "
-    "last expression, errors and images. State persists between calls of a session; top-level await works. "
-    "The code can call the user's MCP servers: `await mcp_<server>.<tool>(...)`; find tools with "
-    "`await runtime.search_tool_docs('...')`. Read runtime.capability_summary() (after `import mcp.runtime as "
-    "runtime`) or the codemode://capabilities resource for servers, limits and helpers. Print only what you "
-    "need: long output is cut in the middle."
+    "Run Python in a sandbox. Variables, imports and functions persist from call to call in a session, until "
+    "`reset`. The code can call the user's MCP servers: `await runtime.search_tool_docs('...')` finds tools, "
+    "`await mcp_<server>.<tool>(...)` calls one. Servers, limits, help: `print(runtime.capability_summary())`."
 )
 
 
 def run_python_tool(settings: Settings) -> types.Tool:
-    """The whole listing: small and constant whatever the user configures (≤ 1,400 characters as JSON)."""
+    """The whole listing: small and constant whatever the user configures.
+
+    Only what the description does not say gets a description of its own; ``title`` and the annotations' defaults
+    (not read-only, open world) are left out, as a client reads their absence the same way.
+    """
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "code": {"type": "string", "description": "Python source to run"},
-            "servers": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "MCP servers to pre-load (optional)",
-            },
+            "code": {"type": "string"},
+            "servers": {"type": "array", "items": {"type": "string"}, "description": "start these early"},
             "timeout": {
                 "type": "integer",
-                "minimum": 1,
                 "maximum": settings.max_timeout,
                 "default": settings.timeout,
                 "description": "seconds",
             },
-            "session": {"type": "string", "description": "persistent REPL to use (omitted: the default one)"},
-            "reset": {"type": "boolean", "description": "start the session fresh"},
+            "session": {"type": "string"},
+            "reset": {"type": "boolean"},
         },
         "required": ["code"],
         "additionalProperties": False,
@@ -71,10 +71,9 @@ def run_python_tool(settings: Settings) -> types.Tool:
         schema["properties"]["session"]["x-mcp-header"] = "Session"
     return types.Tool(
         name=TOOL_NAME,
-        title="Run Python",
         description=DESCRIPTION,
         input_schema=schema,
-        annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True),
+        annotations=types.ToolAnnotations(destructive_hint=False),
     )
 
 

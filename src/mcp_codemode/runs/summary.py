@@ -49,7 +49,7 @@ def capability_summary(settings: Settings, backend: str, servers: Mapping[str, s
         'client has its own; session="name" picks another, reset=true starts it fresh). Idle sessions end '
         f"after {settings.session_idle_timeout:g} s.",
         "- Output: what the code prints, the value of a last bare expression, stderr and errors. Over "
-        f"{settings.output_limit:,} characters the middle is cut. Top-level await works.",
+        f"{settings.output_limit:,} characters the middle is cut, so print only what you need. Top-level await works.",
         "- Images: `import mcp.runtime as runtime; runtime.show(obj)` sends PNG/JPEG/GIF/WebP bytes, a file "
         "path, a PIL image or a matplotlib figure; figures left open and images in the last value (alone or in a "
         "list, tuple or dict) are sent too "

@@ -1,5 +1,9 @@
 """The API of code running in the sandbox: MCP servers and their tools, images, saved tools.
 
+Start with ``print(capability_summary())``: this sandbox's limits, how sessions, output and images work, the user's
+MCP servers and how to find and call their tools (``await search_tool_docs("...")``, ``await
+mcp_<alias>.<tool>(...)``). The run_python listing says only enough to get here.
+
 Standard library only, importable on any Python >= 3.10. The worker binds a ``Display`` for each cell and
 tells this module which MCP servers the session may use; outside a running cell (or outside the worker)
 the helpers say so instead of failing obscurely.
