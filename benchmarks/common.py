@@ -73,6 +73,17 @@ def settings_info(settings: Settings) -> dict[str, Any]:
     }
 
 
+def passed_environment() -> dict[str, str]:
+    """The bridge's own settings in this environment, for a server the benchmark starts: the SDK's stdio client
+    would pass it only HOME, LOGNAME, PATH, SHELL, TERM and USER, so the server and an in-process baseline could
+    otherwise run with different settings."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name.startswith("MCP_BRIDGE_") or name in ("MCP_CODEMODE_SETTINGS", "XDG_STATE_HOME")
+    }
+
+
 def positive(text: str) -> int:
     """An argparse type: a whole number of at least 1."""
     try:

@@ -116,6 +116,7 @@ from common import (
     emit,
     free_port,
     machine_info,
+    passed_environment,
     positive,
     settings_info,
     stop_server,
@@ -145,8 +146,6 @@ TRANSPORTS = ("stdio", "http")
 MODES = ("legacy", "auto")
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
-PASSED_ENV_PREFIXES = ("MCP_BRIDGE_",)
-PASSED_ENV_NAMES = ("MCP_CODEMODE_SETTINGS", "XDG_STATE_HOME")
 
 # ``python -m cProfile`` loses the profile of a process that a signal ends (uvicorn re-raises SIGTERM after its own
 # shutdown). This launcher turns an unhandled SIGTERM into SystemExit, so the profile is written either way.
@@ -353,14 +352,6 @@ class ServerLaunch:
         except OSError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
-
-
-def passed_environment() -> dict[str, str]:
-    return {
-        name: value
-        for name, value in os.environ.items()
-        if name.startswith(PASSED_ENV_PREFIXES) or name in PASSED_ENV_NAMES
-    }
 
 
 @contextlib.asynccontextmanager

@@ -35,7 +35,9 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.ticker import NullFormatter
 
-BENCHMARKS = ("sandbox", "mcp_face", "proxy", "search", "tokens", "sessions", "channel", "remote", "replicas")
+BENCHMARKS = (
+    "sandbox", "mcp_face", "proxy", "search", "tokens", "sessions", "channel", "remote", "replicas", "startup",
+)  # fmt: skip
 RESULTS = Path(__file__).resolve().parent / "results"
 MEASURED_COLOR = "#1f6fb4"
 BASELINE_COLOR = "#9a9a9a"
@@ -502,10 +504,29 @@ def replicas_section(doc: dict[str, Any], heads: list[Headline]) -> Section:
     return section
 
 
+def startup_section(doc: dict[str, Any], heads: list[Headline]) -> Section:
+    section = Section(
+        "startup",
+        "Start-up over stdio: the bridge against a bare SDK server (`benchmarks/startup.py`)",
+        "From spawning each server to its first answer, its listing and its first call, interleaved start by start "
+        "with a bare MCP SDK server with one no-op tool run by the same interpreter.",
+        covered=["series"],
+    )
+    for era, servers in (doc.get("series") or {}).items():
+        for figure, label in (("first_answer", "first answer"), ("listing", "listing"), ("first_call", "first call")):
+            section.rows.append(
+                Row(f"{era}: {label}", get(servers, "ours", figure), "bare SDK server", get(servers, "bare", figure))
+            )
+    for target in doc.get("targets") or []:
+        heads.append(Headline(target["target"], f"{target['ratio']:.2f}× the bare server's", target["met"], "startup"))
+    return section
+
+
 SECTIONS = {
     "channel": channel_section,
     "remote": remote_section,
     "replicas": replicas_section,
+    "startup": startup_section,
     "sandbox": sandbox_section,
     "mcp_face": mcp_face_section,
     "proxy": proxy_section,

@@ -13,7 +13,8 @@ Usage
     python benchmarks/run_all.py [--quick] [--only NAMES] [--skip NAMES] [--out DIR] [--timeout S] [--render-only]
 
     ``--quick`` passes each benchmark its smoke-run options (too few samples to compare; the summary says so).
-    ``--only`` / ``--skip`` take comma-separated names among sandbox, mcp_face, proxy, search, tokens, sessions.
+    ``--only`` / ``--skip`` take comma-separated names among sandbox, mcp_face, proxy, search, tokens, sessions,
+    channel, remote, replicas, startup.
     ``--render-only`` re-renders the summary and plots from the JSON already in DIR. The exit status is 0 when
     every benchmark that ran succeeded, 1 otherwise (the summary then says which failed and why).
 """
@@ -62,6 +63,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "channel": Benchmark("channel.py"),
     "remote": Benchmark("remote.py", quick=("--starts", "3", "--calls", "30")),
     "replicas": Benchmark("replicas.py", quick=("--calls", "20")),
+    "startup": Benchmark("startup.py", quick=("--n", "3")),
 }
 assert tuple(BENCHMARKS) == report.BENCHMARKS
 

@@ -20,7 +20,7 @@ from mcp_codemode.face import tool
 from mcp_codemode.guest import protocol
 from mcp_codemode.guest import worker_channel as guest_worker
 from mcp_codemode.guest.mcp import _rpc
-from mcp_codemode.runs import relay_params, sessions
+from mcp_codemode.runs import relay_params, session_names
 from mcp_codemode.sandbox import frames
 from mcp_codemode.sandbox import worker as host_worker
 from mcp_codemode.session_keys import SessionKey
@@ -96,7 +96,7 @@ def test_the_limits_are_the_modules_objects() -> None:
 
 def test_the_two_session_name_rules_are_the_modules_and_nest() -> None:
     assert tool.SESSION_PATTERN is protocol.USER_SESSION_NAME_PATTERN
-    assert sessions.SESSION_NAME.pattern is protocol.SESSION_KEY_PATTERN
+    assert session_names.SESSION_NAME.pattern is protocol.SESSION_KEY_PATTERN
     user, key = re.compile(protocol.USER_SESSION_NAME_PATTERN), re.compile(protocol.SESSION_KEY_PATTERN)
     longest = "a" * 64
     assert user.fullmatch(longest) and not user.fullmatch(longest + "a") and not user.fullmatch("a:b")

@@ -8,7 +8,6 @@ each gets a message naming the file and showing a good value. ``Settings.load`` 
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,8 @@ SETTINGS_FILE_ENV = "MCP_CODEMODE_SETTINGS"
 
 def read_settings_file(path: Path) -> tuple[dict[str, object], dict[str, object] | None]:
     """The flat settings of the file, and its ``[policy]`` table (None when it has none)."""
+    import tomllib  # only when there is a file: ``serve`` over stdio answers its client before (cli/serve.py)
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

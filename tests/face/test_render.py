@@ -15,10 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_codemode import __version__
+from mcp_codemode.face.listing import run_python_tool
 from mcp_codemode.face.placement import connection_key, place
 from mcp_codemode.face.principals import PRINCIPAL_STATE_KEY
 from mcp_codemode.face.render import NO_OUTPUT, cut_middle, error_result, fit_fields, render_result
-from mcp_codemode.face.tool import MAX_CODE_CHARS, InvalidArguments, parse_arguments, run_python_tool
+from mcp_codemode.face.tool import MAX_CODE_CHARS, InvalidArguments, parse_arguments
 from mcp_codemode.runs.bridge import RunRequest
 from mcp_codemode.runs.summary import capability_summary
 from mcp_codemode.sandbox.results import ExecutionResult, GuestError, OutputImage
@@ -164,8 +165,8 @@ def test_the_listing_fits_in_the_reference_bridges_925_characters_whatever_the_s
     ceiling: int, shared: bool
 ) -> None:
     """The largest listing: the longest timeouts, and replicas that share sessions (the session header's name)."""
-    peers = {"peer_token": "t" * 32, "peer_url": "http://10.0.0.1:8765"} if shared else {}
-    tool = run_python_tool(Settings(timeout=ceiling, max_timeout=ceiling, **peers))
+    token, url = ("t" * 32, "http://10.0.0.1:8765") if shared else ("", "")
+    tool = run_python_tool(Settings(timeout=ceiling, max_timeout=ceiling, peer_token=token, peer_url=url))
     assert ("x-mcp-header" in tool.input_schema["properties"]["session"]) is shared
     dumped = json.dumps(tool.model_dump(by_alias=True, mode="json", exclude_none=True), separators=(",", ":"))
     assert len(MODERN_ENVELOPE) + len(dumped) <= LISTING_LIMIT, dumped

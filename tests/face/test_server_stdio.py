@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -444,8 +445,8 @@ def test_with_debug_logging_stdout_carries_only_json_rpc(tmp_path: Path) -> None
 def test_log_file_receives_the_logs_instead_of_stderr(tmp_path: Path) -> None:
     log_file = tmp_path / "bridge.log"
     exchange = raw_stdio_exchange(
-        [INITIALIZE, INITIALIZED, TOOLS_LIST],
-        {1, 2},
+        [INITIALIZE, INITIALIZED, TOOLS_LIST, call(3, "1")],  # a call: the bridge (which logs its backend) is needed
+        {1, 2, 3},
         tmp_path / "stderr.log",
         "--log-file",
         str(log_file),
@@ -458,6 +459,50 @@ def test_log_file_receives_the_logs_instead_of_stderr(tmp_path: Path) -> None:
     assert " INFO " in written or " DEBUG " in written, written
     assert "bubblewrap" not in stderr, stderr
     assert status == 0, stderr
+
+
+# Run instead of ``python -m mcp_codemode serve``: the same command, which also notes on standard error every module
+# loaded when the first answer has gone out.
+FIRST_ANSWER_PROBE = """
+import json, sys
+from mcp_codemode.face import stdio
+flush = stdio.LineWriter.flush
+async def noted(self):
+    await flush(self)
+    if not getattr(stdio, "noted", False):
+        stdio.noted = True
+        print("LOADED AT THE FIRST ANSWER " + json.dumps(sorted(sys.modules)), file=sys.stderr, flush=True)
+stdio.LineWriter.flush = noted
+from mcp_codemode.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+# What the first answer must not wait for (issue 38): the sandboxes, the upstream servers, the relay and the HTTP face,
+# and the libraries only they use.
+LOADED_AFTER = (
+    "mcp_codemode.sandbox", "mcp_codemode.runs.bridge", "mcp_codemode.runs.sessions", "mcp_codemode.runs.relay",
+    "mcp_codemode.upstream.servers", "mcp_codemode.upstream.tools.directory", "mcp_codemode.face.server",
+    "mcp_codemode.face.tool_calls", "mcp_codemode.face.web", "mcp_codemode.face.replicas", "mcp_codemode.cluster",
+    "jsonschema", "rapidfuzz", "pyseccomp", "toon_format", "prometheus_client", "opentelemetry.sdk", "kubernetes",
+)  # fmt: skip
+
+
+def test_the_first_answer_goes_out_before_the_bridge_is_loaded_and_what_needs_it_waits_for_it(tmp_path: Path) -> None:
+    resources = {"jsonrpc": "2.0", "id": 4, "method": "resources/list"}
+    exchange = raw_stdio_exchange(
+        [INITIALIZE, INITIALIZED, TOOLS_LIST, call(3, "6 * 7"), resources],  # all sent before the bridge has started
+        {1, 2, 3, 4},
+        tmp_path / "stderr.log",
+        serve=[sys.executable, "-c", FIRST_ANSWER_PROBE, "serve"],
+    )
+    answers = {message.get("id"): message for message in map(json.loads, exchange.lines)}
+    assert answers[1]["result"]["serverInfo"]["name"] == "mcp-codemode"
+    assert [tool["name"] for tool in answers[2]["result"]["tools"]] == ["run_python"]
+    assert answers[3]["result"]["content"][0]["text"] == "42", answers[3]
+    assert "codemode://capabilities" in [resource["uri"] for resource in answers[4]["result"]["resources"]]
+    noted = exchange.stderr.split("LOADED AT THE FIRST ANSWER ", 1)[1].splitlines()[0]
+    early = [name for name in json.loads(noted) if any(name == x or name.startswith(f"{x}.") for x in LOADED_AFTER)]
+    assert early == [], f"loaded before the first answer: {early}"
+    assert exchange.status == 0, exchange.stderr
 
 
 def test_sigterm_closes_every_sandbox_before_the_server_exits(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -295,6 +295,7 @@ def raw_stdio_exchange(
     stderr_log: Path,
     *args: str,
     stop: Literal["close", "sigterm"] = "close",
+    serve: Sequence[str] = SERVE,
     **settings: str,
 ) -> RawExchange:
     """Speak JSON-RPC to ``serve`` over stdio by hand.
@@ -302,11 +303,11 @@ def raw_stdio_exchange(
     Writes ``messages`` one per line, waits until responses for ``until_ids`` came back, then ends the
     server (``close``: its stdin, the normal end of a stdio server; ``sigterm``: as a service manager
     would) and collects everything the process wrote. Standard error goes to a file, so a chatty server
-    cannot block on a full pipe we are not reading.
+    cannot block on a full pipe we are not reading. ``serve``: the command that starts the server.
     """
     with stderr_log.open("wb") as errlog:
         process = subprocess.Popen(
-            [*SERVE, *args],
+            [*serve, *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=errlog,

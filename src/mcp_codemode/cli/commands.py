@@ -24,8 +24,7 @@ from ..upstream.model import Discovery
 from ..upstream.tools import catalog
 from ..upstream.tools.directory import ToolDirectory
 from ..upstream.tools.listing import SearchPage
-
-EXIT_OK, EXIT_RAISED, EXIT_TIMEOUT, EXIT_BRIDGE = 0, 1, 124, 125
+from .exits import EXIT_OK, EXIT_RAISED, EXIT_TIMEOUT
 
 
 async def search(settings: Settings, discovery: Discovery, args: argparse.Namespace) -> int:

@@ -3,11 +3,9 @@ commands ``image build`` and ``packages add|remove|list``.
 
 This is the composition root: the one place that reads the process's environment, home and working
 directory, and hands them down (settings, config discovery) so no other module has to. The commands' bodies
-live beside it and receive what this builds: ``cli_serve.py`` (``serve``) and ``cli_commands.py`` (``run``,
-``search``).
-
-Exit statuses of ``run`` follow shell habits: 0 success, 1 the code raised (or the sandbox died under it),
-124 timeout (as ``timeout(1)``), 125 the bridge itself could not run the code (bad settings, no backend).
+live beside it and receive what this builds: ``serve.py`` (``serve``), ``commands.py`` (``run``, ``search``) and
+the others; all but ``serve`` are imported when their command runs (``_command`` says why). The exit statuses are
+``exits.py``'s.
 """
 
 from __future__ import annotations
@@ -21,27 +19,25 @@ import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..admission import admit
 from ..errors import CodemodeError, SettingsError
 from ..observability_settings import LOG_FORMATS, otel_secrets
-from ..provision import commands as provision
-from ..provision.image import DEFAULT_MIRROR, DEFAULT_SUITE
+from ..provision import BACKENDS, DEFAULT_MIRROR, DEFAULT_SUITE
 from ..runs.relay_params import MAX_LIMIT, MAX_OFFSET
-from ..runs.sessions import DEFAULT_SESSION, check_session_name
+from ..runs.session_names import DEFAULT_SESSION, check_session_name
 from ..settings import Settings
 from ..settings_fields import FIELD_BY_NAME, RUNTIME_CHOICES, SECRET_FIELDS, parse_field
 from ..telemetry.logs import SECRETS, JsonFormatter, hide_in_logs
-from ..upstream.config.discovery import ConfigSources
 from ..upstream.model import Discovery
 from ..upstream.tools import catalog
-from .commands import EXIT_BRIDGE, EXIT_OK, read_cells, run_cells, search
-from .doctor import diagnose, render_text
-from .login import login, logout, remote_server
+from .exits import EXIT_BRIDGE, EXIT_OK
 from .serve import serve
-from .servers_report import servers_report
+
+if TYPE_CHECKING:
+    from ..upstream.config.discovery import ConfigSources
 
 log = logging.getLogger("mcp_codemode")
 
@@ -165,7 +161,7 @@ def _provision_commands(commands: Any) -> None:
     listing = package_commands.add_parser("list", help="show the packages added to the sandboxes")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     for parser in (add, remove, listing):
-        parser.add_argument("--backend", choices=(*provision.BACKENDS, "bwrap"), help=backend_help)
+        parser.add_argument("--backend", choices=(*BACKENDS, "bwrap"), help=backend_help)
 
 
 def _config_option(parser: argparse.ArgumentParser) -> None:
@@ -182,13 +178,23 @@ def _config_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _sources(settings: Settings, args: argparse.Namespace) -> ConfigSources:
-    """Where the configured MCP servers are read from (at start, and again by the refresh)."""
-    for path in args.config:
+def _check_configs(args: argparse.Namespace) -> None:
+    """A ``--config`` file that does not exist is refused before anything starts (or is served)."""
+    for path in getattr(args, "config", ()):
         if not path.exists():
             raise SettingsError(
                 f"--config {path}: no such file; give an MCP servers JSON or TOML file (or a folder of them)"
             )
+
+
+def _sources(settings: Settings, args: argparse.Namespace) -> ConfigSources:
+    """Where the configured MCP servers are read from (at start, and again by the refresh).
+
+    The readers of the clients' files are imported here, when servers are looked for, for the reason ``_command``
+    gives: ``serve`` over stdio looks for them only after its first answer.
+    """
+    from ..upstream.config.discovery import ConfigSources
+
     return ConfigSources(
         home=Path(os.environ.get("HOME") or Path.home()),
         cwd=Path.cwd(),
@@ -212,6 +218,12 @@ def _discovery(
     for problem in found.problems:
         log.warning("MCP server config: %s", problem)
     return found
+
+
+def _servers_found(settings: Settings, args: argparse.Namespace) -> tuple[Discovery, ConfigSources]:
+    """What ``serve`` runs: the servers found, and where (kept: the refresh reads them again)."""
+    sources = _sources(settings, args)
+    return _discovery(settings, args, sources=sources), sources
 
 
 def _whole(low: int, high: int) -> Callable[[str], int]:
@@ -256,52 +268,73 @@ def main(argv: Sequence[str] | None = None) -> int:
         chatty = args.command in ("serve", "doctor") or "log_level" in settings.sources
         chatty = chatty or getattr(args, "verbose", False)
         _configure_logging(settings if chatty else settings.replace(log_level="WARNING"))
+        _check_configs(args)
         if args.command == "serve":
-            sources = _sources(settings, args)  # kept: the refresh reads them again
-            asyncio.run(serve(settings, args.transport, _discovery(settings, args, sources=sources), sources))
+            asyncio.run(serve(settings, args.transport, lambda: _servers_found(settings, args)))
             return EXIT_OK
-        if args.command == "servers":
-            found = _discovery(settings, args)
-            listing = asyncio.run(servers_report(settings, found, connect=not args.no_connect, refresh=args.refresh))
-            print(json.dumps(listing.as_json(), indent=2) if args.json else listing.as_text())
-            return EXIT_OK
-        if args.command == "search":
-            found = _discovery(settings, args)
-            return asyncio.run(search(settings, found, args))
-        if args.command in ("login", "logout"):
-            server = remote_server(_discovery(settings, args), args.server)
-            if args.command == "logout":
-                return asyncio.run(logout(server, settings, out=sys.stdout))
-            secret = None
-            if args.client_secret_env:
-                secret = os.environ.get(args.client_secret_env)
-                if not secret:
-                    variable = args.client_secret_env
-                    raise CodemodeError(f"--client-secret-env {variable}: that variable is not set",
-                                        fix=f"export {variable}=... (the client's secret) first")  # fmt: skip
-            return asyncio.run(login(server, settings, port=args.port, browser=not args.no_browser,
-                                     out=sys.stdout, client_id=args.client_id, client_secret=secret))  # fmt: skip
-        if args.command == "doctor":  # it reports the servers the bridge would refuse, so it reads them all
-            sources = _sources(settings, args)
-            watched = [path for path, _ in sources.watched()]
-            report = diagnose(settings, _discovery(settings, args, admitted=False, sources=sources), watched)
-            print(json.dumps(report, indent=2) if args.json else render_text(report))
-            return EXIT_OK if report["selected"]["backend"] else EXIT_BRIDGE
-        if args.command in ("image", "packages"):
-            return _provision(settings, args)
-        if args.command == "run":
-            cells = read_cells(args)
-            found = _discovery(settings, args)
-            return asyncio.run(run_cells(settings, found, cells, args.timeout, args.session))
+        return _command(settings, args)
     except CodemodeError as exc:
         print(f"mcp-codemode: {exc}", file=sys.stderr)
         return EXIT_BRIDGE
     except KeyboardInterrupt:
         return 130
+
+
+def _command(settings: Settings, args: argparse.Namespace) -> int:
+    """Every command but ``serve``, each body imported here when its command runs rather than at the top.
+
+    ``serve`` over stdio answers its client before the sandbox, upstream and provisioning code is loaded (serve.py,
+    issue 38), which it could not if this module loaded every command's body; and a command loads only what it uses.
+    """
+    if args.command == "servers":
+        from .servers_report import servers_report
+
+        found = _discovery(settings, args)
+        listing = asyncio.run(servers_report(settings, found, connect=not args.no_connect, refresh=args.refresh))
+        print(json.dumps(listing.as_json(), indent=2) if args.json else listing.as_text())
+        return EXIT_OK
+    if args.command == "search":
+        from .commands import search
+
+        return asyncio.run(search(settings, _discovery(settings, args), args))
+    if args.command in ("login", "logout"):
+        from .login import login, logout, remote_server
+
+        server = remote_server(_discovery(settings, args), args.server)
+        if args.command == "logout":
+            return asyncio.run(logout(server, settings, out=sys.stdout))
+        secret = None
+        if args.client_secret_env:
+            secret = os.environ.get(args.client_secret_env)
+            if not secret:
+                variable = args.client_secret_env
+                raise CodemodeError(f"--client-secret-env {variable}: that variable is not set",
+                                    fix=f"export {variable}=... (the client's secret) first")  # fmt: skip
+        return asyncio.run(login(server, settings, port=args.port, browser=not args.no_browser,
+                                 out=sys.stdout, client_id=args.client_id, client_secret=secret))  # fmt: skip
+    if args.command == "doctor":  # it reports the servers the bridge would refuse, so it reads them all
+        from .doctor import diagnose, render_text
+
+        sources = _sources(settings, args)
+        watched = [path for path, _ in sources.watched()]
+        report = diagnose(settings, _discovery(settings, args, admitted=False, sources=sources), watched)
+        print(json.dumps(report, indent=2) if args.json else render_text(report))
+        return EXIT_OK if report["selected"]["backend"] else EXIT_BRIDGE
+    if args.command in ("image", "packages"):
+        return _provision(settings, args)
+    if args.command == "run":
+        from .commands import read_cells, run_cells
+
+        cells = read_cells(args)
+        found = _discovery(settings, args)
+        return asyncio.run(run_cells(settings, found, cells, args.timeout, args.session))
     return EXIT_BRIDGE
 
 
 def _provision(settings: Settings, args: argparse.Namespace) -> int:
+    """``image build`` and ``packages``: the rest of ``_command``, whose docstring says why this imports its body."""
+    from ..provision import commands as provision
+
     if args.command == "image":
         cache_dir = args.cache_dir or os.environ.get("MCP_CODEMODE_CACHE_DIR")
         options = provision.ImageOptions(

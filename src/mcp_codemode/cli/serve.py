@@ -3,6 +3,12 @@
 Why a module apart from ``cli.py``: serving is the one long-running command, and its signal handling, socket
 and stdio wiring have nothing in common with parsing arguments; ``cli.py`` builds the settings and discovery
 and hands them here, and this builds the bridge and the face from them.
+
+Over stdio the client waits for the answer to its first request, and importing the sandbox, upstream, relay, HTTP and
+metrics code and starting the bridge took longer than importing the SDK (issue 38). So this module imports, at its
+top, only the SDK, the settings and the part of the face that answers without the bridge (face/handshake.py,
+face/stdio.py); the rest is serving.py, imported in ``_serving``: over stdio once the first answer has gone out, over
+HTTP (or with a metrics port, which is bound before anything is served) at once.
 """
 
 from __future__ import annotations
@@ -11,105 +17,75 @@ import asyncio
 import contextlib
 import logging
 import signal
-import socket
-from typing import cast
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
+from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
-from starlette.types import ASGIApp
 
-from ..face.addresses import is_loopback
-from ..face.metrics_endpoint import MetricsEndpoint, check_metrics_exposure, serve_metrics
-from ..face.probes import Probes
-from ..face.server import build_server
+from ..face.handshake import Hold, face_server
 from ..face.stdio import private_stdio
-from ..face.tool_calls import local_runner
-from ..face.web import bind_socket, check_exposure, serve_http
-from ..runs.bridge import Bridge
 from ..settings import Settings
-from ..upstream.config.discovery import ConfigSources
 from ..upstream.model import Discovery
+
+if TYPE_CHECKING:
+    import socket
+
+    from ..upstream.config.discovery import ConfigSources
 
 log = logging.getLogger("mcp_codemode")
 
+FindServers = Callable[[], "tuple[Discovery, ConfigSources | None]"]
 
-async def serve(
-    settings: Settings, transport: str, discovery: Discovery | None = None, sources: ConfigSources | None = None
-) -> None:
+
+async def serve(settings: Settings, transport: str, find_servers: FindServers = lambda: (Discovery(), None)) -> None:
     """Serve until the client hangs up (stdio) or the process is told to stop (SIGTERM, SIGHUP, Ctrl-C).
 
     SIGTERM must unwind through the bridge like Ctrl-C does, or every sandbox and cgroup would outlive us:
     it sets an event that stops serving (over stdio by cancelling, over HTTP through uvicorn's graceful
     exit; uvicorn also re-raises the signal to the handler it found, which is this one). The stdio channel
-    is driven without threads, so the cancellation does not wait for the client's next line. ``sources``: where
-    ``discovery`` came from, read again while serving when ``MCP_BRIDGE_CONFIG_REFRESH`` is set.
+    is driven without threads, so the cancellation does not wait for the client's next line. ``find_servers``
+    reads the clients' files (over stdio, after the first answer) and gives the configured servers and where they
+    were found, which is read again while serving when ``MCP_BRIDGE_CONFIG_REFRESH`` is set.
     """
-    with contextlib.ExitStack() as sockets:
-        sock = metrics_sock = None
-        if transport == "http":
-            check_exposure(settings)
-            sock = sockets.enter_context(contextlib.closing(bind_socket(settings)))
-        if settings.metrics_port is not None:
-            check_metrics_exposure(settings)
-            metrics_sock = sockets.enter_context(contextlib.closing(bind_socket(
-                settings, settings.metrics_port, "--metrics-port (or MCP_BRIDGE_METRICS_PORT)", settings.metrics_host
-            )))  # fmt: skip
-        await _serve(settings, sock, discovery, sources, metrics_sock)
-
-
-async def _serve_shared(bridge: Bridge, settings: Settings, sock: socket.socket, stop: anyio.Event) -> None:
-    """HTTP, as one of several replicas that share sessions (face/replicas.py); a stop drains (face/stopping.py)."""
-    from ..face.replicas import PeerEndpoint, SessionRouter
-    from ..face.stopping import drain
-
-    async with SessionRouter.open(bridge, settings) as router:
-        server = build_server(bridge, "http", router=router)
-        run_here = local_runner(bridge)
-        log.info("sharing sessions with the other replicas as %s (%s, forwarded calls on port %d)", settings.replica,
-                 settings.peer_url, settings.peer_port)  # fmt: skip
-        with contextlib.closing(bind_socket(settings, settings.peer_port, "MCP_BRIDGE_PEER_PORT")) as peers:
-            await serve_http(
-                server, settings, sock, stop, lambda app: PeerEndpoint(_probed(app, bridge, stop), router, run_here),
-                peers, drain=lambda: drain(router), telemetry=bridge.telemetry,
-            )  # fmt: skip
-
-
-def _probed(app: ASGIApp, bridge: Bridge, stop: anyio.Event) -> ASGIApp:
-    """``/healthz`` and ``/readyz`` in front of the guarded app (face/probes.py); a face told to stop is not ready."""
-    return Probes(app, lambda: bridge.readiness(stopping=stop.is_set()))
-
-
-async def _serve(settings: Settings, sock: socket.socket | None, discovery: Discovery | None,
-                 sources: ConfigSources | None, metrics_sock: socket.socket | None) -> None:  # fmt: skip
     stop = anyio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(signum, stop.set)
-    async with Bridge(settings, discovery, sources=sources) as bridge:
-        if metrics_sock is None:
-            await _serve_face(bridge, settings, sock, stop)
+    with contextlib.ExitStack() as sockets:
+        sock = metrics_sock = None
+        if transport == "http" or settings.metrics_port is not None:
+            sock, metrics_sock = _serving().bind(settings, transport == "http", sockets)
+        if sock is None:
+            await _serve_stdio(settings, find_servers, stop, metrics_sock)
             return
-        endpoint = MetricsEndpoint(bridge.telemetry, settings, is_loopback(settings.metrics_host))
-        served = anyio.Event()
-        async with anyio.create_task_group() as group:
-            group.start_soon(serve_metrics, endpoint, metrics_sock, served)
-            try:
-                await _serve_face(bridge, settings, sock, stop)
-            finally:
-                served.set()
+        serving = _serving()
+        discovery, sources = find_servers()
+        async with serving.started(settings, discovery, sources, metrics_sock) as bridge:
+            await serving.serve_over_http(bridge, settings, sock, stop)
 
 
-async def _serve_face(bridge: Bridge, settings: Settings, sock: socket.socket | None, stop: anyio.Event) -> None:
-    """Serve MCP over HTTP (``sock``) or stdio until the client hangs up or ``stop`` is set."""
-    if sock is not None and settings.shares_sessions:
-        await _serve_shared(bridge, settings, sock, stop)
-        return
-    if sock is not None:
-        await serve_http(
-            build_server(bridge, "http"), settings, sock, stop, lambda app: _probed(app, bridge, stop),
-            telemetry=bridge.telemetry,
-        )  # fmt: skip
-        return
+def _serving() -> ModuleType:
+    """serving.py: everything ``serve`` needs the bridge for, imported only here (see the module's docstring)."""
+    from . import serving
+
+    return serving
+
+
+async def _serve_stdio(
+    settings: Settings, find_servers: FindServers, stop: anyio.Event, metrics_sock: socket.socket | None
+) -> None:
+    """Answer what needs no bridge at once, and start the bridge meanwhile; what needs it waits (face/handshake.py).
+
+    The start begins once a first answer has gone out whole, or as soon as a request needs the bridge, whichever comes
+    first, so the client's first answer never queues behind it.
+    """
+    server = face_server(settings)
+    begin = anyio.Event()
+    hold = Hold(server, begin)
+    server.middleware.append(hold)
     async with anyio.create_task_group() as group:
 
         async def stop_on_signal() -> None:
@@ -118,11 +94,47 @@ async def _serve_face(bridge: Bridge, settings: Settings, sock: socket.socket | 
             group.cancel_scope.cancel()
 
         group.start_soon(stop_on_signal)
-        server = build_server(bridge, "stdio")
-        with private_stdio() as (lines, output):
+        with private_stdio(sent=begin) as (lines, output):
             channel = stdio_server(
                 stdin=cast("anyio.AsyncFile[str]", lines), stdout=cast("anyio.AsyncFile[str]", output)
             )
             async with channel as (read_stream, write_stream):
-                await server.run(read_stream, write_stream, server.create_initialization_options())
+                ended = anyio.Event()
+
+                async def answer() -> None:
+                    try:
+                        await server.run(read_stream, write_stream, server.create_initialization_options())
+                    finally:
+                        ended.set()
+                        begin.set()
+
+                group.start_soon(answer)
+                await begin.wait()
+                if not ended.is_set():  # a client that left before its first answer needs no bridge
+                    await _with_bridge(settings, find_servers, metrics_sock, server, hold, ended)
         group.cancel_scope.cancel()
+
+
+async def _with_bridge(
+    settings: Settings,
+    find_servers: FindServers,
+    metrics_sock: socket.socket | None,
+    server: Server[Any],
+    hold: Hold,
+    ended: anyio.Event,
+) -> None:
+    """Start the bridge, give ``server`` the handlers that need it, release what waited, and serve until ``ended``.
+
+    The imports and the discovery run in a worker thread, so the event loop goes on answering the listing and pings
+    meanwhile. The bridge is entered shielded: a stop while it starts still closes what it started.
+    """
+    serving = await anyio.to_thread.run_sync(_serving)
+    discovery, sources = await anyio.to_thread.run_sync(find_servers)
+    if ended.is_set():  # the client left while the bridge loaded: it needs none
+        return
+    async with contextlib.AsyncExitStack() as stack:
+        with anyio.CancelScope(shield=True):
+            bridge = await stack.enter_async_context(serving.started(settings, discovery, sources, metrics_sock))
+        serving.attach(server, bridge)
+        hold.release()
+        await ended.wait()

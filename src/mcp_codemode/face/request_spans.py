@@ -20,9 +20,9 @@ import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 from ..telemetry.tracing import Attribute, Tracing
+from .listing import TOOL_NAME
 from .placement import connection_of
 from .principals import session_tag
-from .tool import TOOL_NAME
 
 
 class RequestSpans:

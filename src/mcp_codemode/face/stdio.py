@@ -52,11 +52,16 @@ class LineReader:
 
 
 class LineWriter:
-    """The two methods the SDK's stdio loop calls on its output: ``write`` buffers, ``flush`` sends."""
+    """The two methods the SDK's stdio loop calls on its output: ``write`` buffers, ``flush`` sends.
 
-    def __init__(self, fd: int) -> None:
+    ``sent`` is set once a first message has gone out whole: what ``serve`` waits for before it lets the bridge's
+    start take the event loop, so the client's first answer is never queued behind it (cli/serve.py).
+    """
+
+    def __init__(self, fd: int, sent: anyio.Event | None = None) -> None:
         self._fd = fd
         self._pending = bytearray()
+        self._sent = sent
 
     async def write(self, text: str) -> int:
         self._pending += text.encode("utf-8")
@@ -70,6 +75,8 @@ class LineWriter:
                 await anyio.wait_writable(self._fd)
                 continue
             del self._pending[:written]
+        if self._sent is not None:
+            self._sent.set()
 
 
 def _private_copy(fd: int, flags: int) -> int:
@@ -88,8 +95,9 @@ def _private_copy(fd: int, flags: int) -> int:
 
 
 @contextlib.contextmanager
-def private_stdio() -> Iterator[tuple[LineReader, LineWriter]]:
-    """The process's stdin/stdout as a cancellable reader and writer; fds 0 and 1 are restored afterwards."""
+def private_stdio(sent: anyio.Event | None = None) -> Iterator[tuple[LineReader, LineWriter]]:
+    """The process's stdin/stdout as a cancellable reader and writer; fds 0 and 1 are restored afterwards.
+    ``sent``: set once the writer has sent a first message."""
     reader_fd = _private_copy(0, os.O_RDONLY)
     writer_fd = _private_copy(1, os.O_WRONLY)
     saved = os.dup(0), os.dup(1)
@@ -98,7 +106,7 @@ def private_stdio() -> Iterator[tuple[LineReader, LineWriter]]:
     os.close(null)
     os.dup2(2, 1)
     try:
-        yield LineReader(reader_fd), LineWriter(writer_fd)
+        yield LineReader(reader_fd), LineWriter(writer_fd, sent)
     finally:
         for original, target in zip(saved, (0, 1), strict=True):
             os.dup2(original, target)

@@ -1,8 +1,7 @@
-"""The one tool, ``run_python``: its listing and the check of every argument a model sends it.
+"""The one tool, ``run_python``: the check of every argument a model sends it (its listing is listing.py's).
 
-Apart from the server because both are pure (no request, no bridge): the listing must stay a small constant we
-write by hand, and a wrong argument must come back as a tool result the model can read and fix (``isError``),
-never as a protocol error that some clients swallow.
+Apart from the server because it is pure (no request, no bridge): a wrong argument must come back as a tool result
+the model can read and fix (``isError``), never as a protocol error that some clients swallow.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import mcp_types as types
 from mcp.server.context import ServerRequestContext
 
 from ..errors import CodemodeError
@@ -20,7 +18,6 @@ from ..runs.bridge import RunRequest
 from ..settings import Settings
 from .workspace_files import BadFiles, parse_files
 
-TOOL_NAME = "run_python"
 MAX_CODE_CHARS = 1_000_000
 SESSION_PATTERN = USER_SESSION_NAME_PATTERN  # the name a user gives; sessions.py checks the internal key
 SESSION_RE = re.compile(SESSION_PATTERN)
@@ -28,53 +25,6 @@ _ARGUMENTS = ("code", "servers", "timeout", "session", "reset")
 # Files for the session's /workspace travel in the request's _meta, from the client program: not an argument, so
 # the model pays nothing for them in the listing and strict-schema clients keep a schema they can express.
 FILES_META_KEY = "codemode/files"
-
-# What a model needs to start, and no more: every character here is paid in every prompt of every conversation (the
-# whole listing stays within 925 characters of JSON in both protocol eras, tests/face/test_server_stdio.py). The rest
-# (no network, output cut in the middle, images, top-level await, resources) is in the capability summary, which this
-# points to and which the codemode://capabilities resource serves too (runs/summary.py).
-DESCRIPTION = (
-    "Run Python in a sandbox. Variables, imports and functions persist from call to call in a session, until "
-    "`reset`. The code can call the user's MCP servers: `await runtime.search_tool_docs('...')` finds tools, "
-    "`await mcp_<server>.<tool>(...)` calls one. Servers, limits, help: `print(runtime.capability_summary())`."
-)
-
-
-def run_python_tool(settings: Settings) -> types.Tool:
-    """The whole listing: small and constant whatever the user configures.
-
-    Only what the description does not say gets a description of its own; ``title`` and the annotations' defaults
-    (not read-only, open world) are left out, as a client reads their absence the same way.
-    """
-    schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {
-            "code": {"type": "string"},
-            "servers": {"type": "array", "items": {"type": "string"}, "description": "start these early"},
-            "timeout": {
-                "type": "integer",
-                "maximum": settings.max_timeout,
-                "default": settings.timeout,
-                "description": "seconds",
-            },
-            "session": {"type": "string"},
-            "reset": {"type": "boolean"},
-        },
-        "required": ["code"],
-        "additionalProperties": False,
-    }
-    if settings.shares_sessions:
-        # SEP-2243, only where a load balancer in front of replicas may route on it: a 2026-07-28 client mirrors
-        # the argument into an Mcp-Param-Session header, and the SDK refuses a call that carries the argument
-        # without it, which every client that calls before it lists (fastmcp 4, openai-agents' cached listing)
-        # would meet on a bridge that has nothing to route.
-        schema["properties"]["session"]["x-mcp-header"] = "Session"
-    return types.Tool(
-        name=TOOL_NAME,
-        description=DESCRIPTION,
-        input_schema=schema,
-        annotations=types.ToolAnnotations(destructive_hint=False),
-    )
 
 
 class InvalidArguments(CodemodeError, ValueError):

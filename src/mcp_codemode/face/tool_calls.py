@@ -26,9 +26,10 @@ from .client_requests import learn_roots, learn_roots_in_round, reaching
 from .forwarded_calls import Forwarded
 from .heartbeat import ProgressLine, Report, heartbeat
 from .input_rounds import ABANDONED, InputRounds, ListRoots
+from .listing import TOOL_NAME
 from .placement import Placement, Transport, close_with_connection, place
 from .render import error_result, render_result
-from .tool import TOOL_NAME, InvalidArguments, meta_files, parse_arguments, run_python_tool
+from .tool import InvalidArguments, meta_files, parse_arguments
 
 if TYPE_CHECKING:  # the router (httpx, the cluster's API) is imported only where replicas share sessions
     from .replicas import Place, RunHere, SessionRouter
@@ -115,7 +116,7 @@ def _progress_reporter(ctx: ServerRequestContext[Any, Any]) -> Report:
 
 
 class ToolCalls:
-    """The tool's two handlers, ``tools/list`` and ``tools/call``, for one bridge and transport.
+    """The tool's handler, ``tools/call``, for one bridge and transport (``tools/list`` needs no bridge: handshake.py).
 
     ``router``: replicas share sessions (face/replicas.py), so a call may run at another replica.
     """
@@ -125,14 +126,8 @@ class ToolCalls:
         self.settings = bridge.settings
         self.transport = transport
         self.router = router
-        self.tool = run_python_tool(bridge.settings)
         self.run_here = local_runner(bridge)
         self.rounds = InputRounds()
-
-    async def list_tools(
-        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[self.tool])
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams

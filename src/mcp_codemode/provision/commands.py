@@ -24,12 +24,10 @@ from ..sandbox.bubblewrap import BubblewrapBackend
 from ..sandbox.container import ContainerBackend
 from ..sandbox.select import choose_backend
 from ..settings import Settings
+from . import BACKENDS, image_packages, requirements, sandbox_env
 from . import image as image_build
-from . import image_packages, requirements, sandbox_env
 from .installer import find_installer
 from .steps import ProvisionError, say
-
-BACKENDS = ("bubblewrap", "podman", "docker")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,10 +27,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
+from . import DEFAULT_MIRROR, DEFAULT_SUITE
 from .steps import ProvisionError, say, stream
 
-DEFAULT_SUITE = "bookworm"
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
 _STRIP = (
     "var/cache/apt/*", "var/lib/apt/lists/*", "usr/share/doc/*", "usr/share/man/*", "usr/share/locale/*", "var/log/*",
 )  # fmt: skip

@@ -26,7 +26,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import SessionLimitError
-from ..guest.protocol import SESSION_KEY_PATTERN
 from ..sandbox.base import Backend
 from ..sandbox.results import ExecutionResult
 from ..sandbox.worker import OutputCallback, Worker
@@ -35,6 +34,7 @@ from ..telemetry.metrics import SessionEnd
 from ..telemetry.seam import Telemetry
 from ..telemetry.tracing import CALL_ID, CELL, PLACE_SESSION, START_SANDBOX, digest
 from .relay_run import Caller
+from .session_names import DEFAULT_SESSION, check_session_name
 from .warm_pool import WarmPool
 
 if TYPE_CHECKING:
@@ -42,17 +42,6 @@ if TYPE_CHECKING:
     from ..reply_encoding import GuestRequestHandler
 
 log = logging.getLogger("mcp_codemode.sessions")  # the name log lines have always shown
-SESSION_NAME = re.compile(SESSION_KEY_PATTERN)  # the internal key (prefix and principal); users name with fewer
-DEFAULT_SESSION = "default"
-
-
-def check_session_name(name: str) -> str:
-    if not SESSION_NAME.fullmatch(name):
-        raise ValueError(
-            f"session name {name!r} is not valid: use 1-128 letters, digits, '_', '.', ':', '@' or '-', "
-            "starting with a letter or digit (for example 'analysis-1')"
-        )
-    return name
 
 
 class GuestServices(Protocol):

@@ -1,0 +1,106 @@
+"""What ``serve`` needs the bridge for: its sockets, the started bridge with its metrics port, and the HTTP face.
+
+Apart from serve.py because this is the part of the start a stdio client no longer waits for: serve.py answers the
+client's first request with the SDK and the settings alone, and imports this module afterwards (or at once over
+HTTP, whose clients reach the port only once everything here has started). Everything here is imported at the top,
+but the replicas' router, which only replicas that share sessions need.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from mcp.server.lowlevel import Server
+from starlette.types import ASGIApp
+
+from ..face.addresses import is_loopback
+from ..face.metrics_endpoint import MetricsEndpoint, check_metrics_exposure, serve_metrics
+from ..face.probes import Probes
+from ..face.server import build_server
+from ..face.tool_calls import local_runner
+from ..face.web import bind_socket, check_exposure, serve_http
+from ..runs.bridge import Bridge
+from ..settings import Settings
+from ..upstream.config.discovery import ConfigSources
+from ..upstream.model import Discovery
+
+log = logging.getLogger("mcp_codemode")
+
+
+def bind(
+    settings: Settings, http: bool, sockets: contextlib.ExitStack
+) -> tuple[socket.socket | None, socket.socket | None]:
+    """The MCP port (over HTTP) and the metrics port (when asked for), bound before anything else starts, so that a
+    busy port or an exposure without a token is a plain error; ``sockets`` closes them."""
+    sock = metrics_sock = None
+    if http:
+        check_exposure(settings)
+        sock = sockets.enter_context(contextlib.closing(bind_socket(settings)))
+    if settings.metrics_port is not None:
+        check_metrics_exposure(settings)
+        metrics_sock = sockets.enter_context(contextlib.closing(bind_socket(
+            settings, settings.metrics_port, "--metrics-port (or MCP_BRIDGE_METRICS_PORT)", settings.metrics_host
+        )))  # fmt: skip
+    return sock, metrics_sock
+
+
+@contextlib.asynccontextmanager
+async def started(
+    settings: Settings, discovery: Discovery, sources: ConfigSources | None, metrics_sock: socket.socket | None
+) -> AsyncIterator[Bridge]:
+    """The bridge, started (and closed on the way out), with its metrics served on ``metrics_sock`` meanwhile."""
+    async with Bridge(settings, discovery, sources=sources) as bridge:
+        if metrics_sock is None:
+            yield bridge
+            return
+        endpoint = MetricsEndpoint(bridge.telemetry, settings, is_loopback(settings.metrics_host))
+        served = anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(serve_metrics, endpoint, metrics_sock, served)
+            try:
+                yield bridge
+            finally:
+                served.set()
+
+
+def attach(server: Server[Any], bridge: Bridge) -> None:
+    """Give the stdio face's server, which answered the handshake already, the handlers that need ``bridge``."""
+    build_server(bridge, "stdio", server=server)
+
+
+async def serve_over_http(bridge: Bridge, settings: Settings, sock: socket.socket, stop: anyio.Event) -> None:
+    """Serve MCP over HTTP until ``stop`` is set; replicas that share sessions go through ``_serve_shared``."""
+    if settings.shares_sessions:
+        await _serve_shared(bridge, settings, sock, stop)
+        return
+    await serve_http(
+        build_server(bridge, "http"), settings, sock, stop, lambda app: _probed(app, bridge, stop),
+        telemetry=bridge.telemetry,
+    )  # fmt: skip
+
+
+async def _serve_shared(bridge: Bridge, settings: Settings, sock: socket.socket, stop: anyio.Event) -> None:
+    """HTTP, as one of several replicas that share sessions (face/replicas.py); a stop drains (face/stopping.py)."""
+    from ..face.replicas import PeerEndpoint, SessionRouter
+    from ..face.stopping import drain
+
+    async with SessionRouter.open(bridge, settings) as router:
+        server = build_server(bridge, "http", router=router)
+        run_here = local_runner(bridge)
+        log.info("sharing sessions with the other replicas as %s (%s, forwarded calls on port %d)", settings.replica,
+                 settings.peer_url, settings.peer_port)  # fmt: skip
+        with contextlib.closing(bind_socket(settings, settings.peer_port, "MCP_BRIDGE_PEER_PORT")) as peers:
+            await serve_http(
+                server, settings, sock, stop, lambda app: PeerEndpoint(_probed(app, bridge, stop), router, run_here),
+                peers, drain=lambda: drain(router), telemetry=bridge.telemetry,
+            )  # fmt: skip
+
+
+def _probed(app: ASGIApp, bridge: Bridge, stop: anyio.Event) -> ASGIApp:
+    """``/healthz`` and ``/readyz`` in front of the guarded app (face/probes.py); a face told to stop is not ready."""
+    return Probes(app, lambda: bridge.readiness(stopping=stop.is_set()))

@@ -1,0 +1,94 @@
+"""The face's server before the bridge is behind it (face/handshake.py), driven in process by the SDK's real client.
+
+Pure logic, no sandbox: the handshake and the listing are answered with no bridge at all; a request that needs the
+bridge waits, asks for it, and is then served by the handler given afterwards, inside the middleware added
+afterwards; and the server announces, from its first answer, exactly what the fully built server serves.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.server.context import ServerRequestContext
+
+from mcp_codemode.face.handshake import BRIDGE_REQUESTS, Hold, face_server
+from mcp_codemode.face.server import build_server
+from mcp_codemode.runs.bridge import Bridge
+from mcp_codemode.settings import Settings
+from tests.support.clients import MODES
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+def held_server() -> tuple[Any, Hold, anyio.Event]:
+    server = face_server(Settings())
+    wanted = anyio.Event()
+    hold = Hold(server, wanted)
+    server.middleware.append(hold)
+    return server, hold, wanted
+
+
+async def test_the_handshake_and_the_listing_need_no_bridge(mode: str) -> None:
+    server, _, wanted = held_server()
+    async with Client(server, mode=mode) as client:
+        listing = await client.list_tools()
+        prompts = await client.list_prompts()
+    assert [tool.name for tool in listing.tools] == ["run_python"]
+    assert prompts.prompts == []
+    assert not wanted.is_set()
+
+
+async def test_a_request_that_needs_the_bridge_waits_for_it_then_gets_the_handler_and_middleware_given_after(
+    mode: str,
+) -> None:
+    server, hold, wanted = held_server()
+    around: list[str] = []
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
+        return types.CallToolResult(content=[types.TextContent(text=f"served {params.arguments}")])
+
+    async def after(ctx: ServerRequestContext[Any, Any], call_next: Any) -> Any:
+        around.append(ctx.method)
+        return await call_next(ctx)
+
+    results: list[types.CallToolResult] = []
+    async with Client(server, mode=mode) as client, anyio.create_task_group() as group:
+
+        async def call() -> None:
+            results.append(await client.call_tool("run_python", {"code": "1"}))
+
+        group.start_soon(call)
+        with anyio.fail_after(30):
+            await wanted.wait()
+        assert results == []
+        server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+        server.middleware.append(after)
+        hold.release()
+    (result,) = results
+    assert [block.text for block in result.content if isinstance(block, types.TextContent)] == ["served {'code': '1'}"]
+    assert around[:1] == ["tools/call"], around  # the held call ran inside it (the client may list afterwards)
+
+
+async def test_the_first_answer_announces_what_the_built_server_serves(tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path)
+    early = face_server(settings)
+    built = build_server(Bridge(settings), "stdio")
+    assert early.create_initialization_options() == built.create_initialization_options()
+    for version in MODES.values():
+        assert early.get_capabilities(protocol_version=version) == built.get_capabilities(protocol_version=version)
+    assert early.create_initialization_options().capabilities.tools is not None
+    assert early.create_initialization_options().capabilities.resources is not None
+    for method in BRIDGE_REQUESTS:  # build_server gave every method that needs the bridge its handler
+        entry = built.get_request_handler(method)
+        assert entry is not None and "_stand_in" not in entry.handler.__qualname__, method
