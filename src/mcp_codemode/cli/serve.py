@@ -126,15 +126,13 @@ async def _with_bridge(
     """Start the bridge, give ``server`` the handlers that need it, release what waited, and serve until ``ended``.
 
     The imports and the discovery run in a worker thread, so the event loop goes on answering the listing and pings
-    meanwhile. The bridge is entered shielded: a stop while it starts still closes what it started.
+    meanwhile.
     """
     serving = await anyio.to_thread.run_sync(_serving)
     discovery, sources = await anyio.to_thread.run_sync(find_servers)
     if ended.is_set():  # the client left while the bridge loaded: it needs none
         return
-    async with contextlib.AsyncExitStack() as stack:
-        with anyio.CancelScope(shield=True):
-            bridge = await stack.enter_async_context(serving.started(settings, discovery, sources, metrics_sock))
+    async with serving.started(settings, discovery, sources, metrics_sock) as bridge:
         serving.attach(server, bridge)
         hold.release()
         await ended.wait()

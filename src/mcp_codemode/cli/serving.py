@@ -53,8 +53,13 @@ def bind(
 async def started(
     settings: Settings, discovery: Discovery, sources: ConfigSources | None, metrics_sock: socket.socket | None
 ) -> AsyncIterator[Bridge]:
-    """The bridge, started (and closed on the way out), with its metrics served on ``metrics_sock`` meanwhile."""
-    async with Bridge(settings, discovery, sources=sources) as bridge:
+    """The bridge, started (and closed on the way out), with its metrics served on ``metrics_sock`` meanwhile.
+
+    Entered shielded: over stdio a stop can come while the bridge starts, and it must still close what it started.
+    """
+    async with contextlib.AsyncExitStack() as stack:
+        with anyio.CancelScope(shield=True):
+            bridge = await stack.enter_async_context(Bridge(settings, discovery, sources=sources))
         if metrics_sock is None:
             yield bridge
             return
