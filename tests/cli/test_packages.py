@@ -24,6 +24,7 @@ from mcp_codemode.provision.installer import Installer, TargetPython, uv_platfor
 from mcp_codemode.provision.steps import ProvisionError, hint
 from tests.support.backends import fail_unless
 from tests.support.cli_here import cli_here
+from tests.support.inspector import BRIDGE
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache"
@@ -133,7 +134,7 @@ def test_packages_add_reaches_bubblewrap_sandboxes_and_a_failed_add_keeps_the_wo
     assert broken.returncode == 125
     assert "not on the package index" in broken.stderr and "was not changed" in broken.stderr
     assert os.readlink(state_dir / "sandbox-env") == target
-    again = subprocess.run([str(REPO / ".venv/bin/mcp-codemode"), "run", "--backend", "bubblewrap", "-c", probe],
+    again = subprocess.run([str(BRIDGE), "run", "--backend", "bubblewrap", "-c", probe],
                            env=env, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert again.returncode == 0, again.stderr
 
