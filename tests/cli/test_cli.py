@@ -20,6 +20,7 @@ import pytest
 
 from mcp_codemode import __version__
 from mcp_codemode.cli.main import main
+from tests.support.backends import ONE_BACKEND
 from tests.support.cli_here import cli_here
 from tests.support.patience import patient
 from tests.support.processes import our_containers, sandbox_processes, wait_until_gone
@@ -36,6 +37,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None, stdin: str = "") -> s
 
 
 @pytest.mark.usefixtures("no_orphans")
+@ONE_BACKEND
 def test_several_cells_share_one_session_and_print_like_a_shell(backend_name):
     done = cli_here(
         os.environ, "run", "--backend", backend_name, "-c", "x = 20", "-c", "print('twice', x * 2)", "-c", "x + 1"
@@ -45,6 +47,7 @@ def test_several_cells_share_one_session_and_print_like_a_shell(backend_name):
 
 
 @pytest.mark.usefixtures("no_orphans")
+@ONE_BACKEND
 def test_exit_status_is_1_when_the_code_raises_and_the_traceback_goes_to_stderr(backend_name):
     done = run_cli("run", "--backend", backend_name, "-c", "print('before')", "-c", "1/0", "-c", "print('never')")
     assert done.returncode == 1
@@ -54,6 +57,7 @@ def test_exit_status_is_1_when_the_code_raises_and_the_traceback_goes_to_stderr(
 
 
 @pytest.mark.usefixtures("no_orphans")
+@ONE_BACKEND
 def test_exit_status_is_124_on_timeout(backend_name):
     done = cli_here(os.environ, "run", "--backend", backend_name, "--timeout", "1", "-c", "import time; time.sleep(30)")
     assert done.returncode == 124
@@ -61,6 +65,7 @@ def test_exit_status_is_124_on_timeout(backend_name):
 
 
 @pytest.mark.usefixtures("no_orphans")
+@ONE_BACKEND
 def test_code_from_stdin_and_from_a_file(backend_name, tmp_path: Path):
     from_stdin = cli_here(
         os.environ, "run", "--backend", backend_name, "-", stdin="import sys\nprint(sys.version_info[0])\n"

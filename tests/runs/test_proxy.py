@@ -34,7 +34,7 @@ from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.upstream.model import Discovery
 from tests.support import upstreams
-from tests.support.backends import fail_unless, sandbox_settings
+from tests.support.backends import ONE_BACKEND, fail_unless, sandbox_settings
 from tests.support.cells import (
     RUN_TIMEOUT,
     GuestServicesStub,
@@ -376,6 +376,7 @@ async def test_tool_not_found_suggestions_name_each_tool_once(shared: Shared) ->
 # ------------------------------------------------------------------------------------ 5. concurrency
 
 
+@ONE_BACKEND
 def test_a_hundred_gathered_calls_return_in_order(backend_name: str) -> None:
     async def body() -> ExecutionResult:
         with private_state_dir() as state:
@@ -394,6 +395,7 @@ def test_a_hundred_gathered_calls_return_in_order(backend_name: str) -> None:
     assert reported(asyncio.run(body())) == [f"Echo: n{i}" for i in range(100)]
 
 
+@ONE_BACKEND
 def test_gathered_calls_are_in_flight_at_the_same_time(with_sessions: Callable[..., Any]) -> None:
     """Each relayed call is held until all of them have arrived: a serial relay would never get there.
 
@@ -982,6 +984,7 @@ async def test_a_loaded_server_whose_start_fails_is_left_out_and_the_others_are_
 # ------------------------------------------------------------------------------------ 12. images in a value
 
 
+@ONE_BACKEND
 def test_images_inside_a_cell_s_last_value_reach_the_result_and_its_text_shows_the_rest(backend_name: str) -> None:
     """get-tiny-image answers text, an image and text: the value shows the text, the image goes as an image."""
 

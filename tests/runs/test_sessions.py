@@ -1,4 +1,5 @@
-"""Notebook behaviour of sessions, on every real backend."""
+"""Notebook behaviour of sessions on a real sandbox: the logic on the default backend (ONE_BACKEND), what a backend
+does itself (output plumbing, isolation, interrupts) on every one."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import pytest
 
 from mcp_codemode.errors import SessionLimitError
 from mcp_codemode.runs.sessions import SessionManager
+from tests.support.backends import ONE_BACKEND
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 
 
+@ONE_BACKEND
 def test_variables_imports_and_functions_persist_between_calls(with_sessions):
     async def body(s: SessionManager):
         first = await s.execute("import math\nx = 20\ndef double(v):\n    return v * 2")
@@ -26,6 +29,7 @@ def test_variables_imports_and_functions_persist_between_calls(with_sessions):
     assert second.stdout == "42\n"
 
 
+@ONE_BACKEND
 def test_last_bare_expression_is_shown_and_kept_in_underscore(with_sessions):
     async def body(s: SessionManager):
         shown = await s.execute("y = 6\ny * 7")
@@ -41,6 +45,7 @@ def test_last_bare_expression_is_shown_and_kept_in_underscore(with_sessions):
     assert statement.value is None
 
 
+@ONE_BACKEND
 def test_top_level_await_runs_and_its_value_is_shown(with_sessions):
     async def body(s: SessionManager):
         return await s.execute(
@@ -52,6 +57,7 @@ def test_top_level_await_runs_and_its_value_is_shown(with_sessions):
     assert result.value == "'done'"
 
 
+@ONE_BACKEND
 def test_exception_reports_only_the_users_frames(with_sessions):
     async def body(s: SessionManager):
         await s.execute("def inner():\n    raise ValueError('bad value')")
@@ -67,6 +73,7 @@ def test_exception_reports_only_the_users_frames(with_sessions):
     assert "asyncio" not in result.error.traceback
 
 
+@ONE_BACKEND
 def test_old_cells_sources_are_dropped_unless_they_defined_code(with_sessions):
     """A long session must not keep every cell's source: only cells that left code behind keep theirs."""
 
@@ -87,6 +94,7 @@ def test_old_cells_sources_are_dropped_unless_they_defined_code(with_sessions):
     assert 2 not in cells and len(cells) <= 101  # old cells without code are gone; the last 100 stay
 
 
+@ONE_BACKEND
 def test_syntax_error_points_at_the_line(with_sessions):
     result = with_sessions(lambda s: s.execute("x = (1,\nprint('never')"))
     assert result.status == "error"
@@ -94,6 +102,7 @@ def test_syntax_error_points_at_the_line(with_sessions):
     assert "worker.py" not in result.error.traceback
 
 
+@ONE_BACKEND
 def test_system_exit_does_not_end_the_session(with_sessions):
     async def body(s: SessionManager):
         await s.execute("kept = 'yes'")
@@ -128,6 +137,7 @@ def test_output_from_fds_subprocesses_and_stderr_is_captured_in_order(with_sessi
     assert after.value == "'channel intact'"
 
 
+@ONE_BACKEND
 def test_reset_gives_a_fresh_namespace(with_sessions):
     async def body(s: SessionManager):
         await s.execute("secret = 1")
@@ -154,6 +164,7 @@ def _interval(code_result) -> tuple[float, float]:
 TIMED = "import time, json\nt0 = time.time()\ntime.sleep(0.5)\nprint(json.dumps([t0, time.time()]))"
 
 
+@ONE_BACKEND
 def test_different_sessions_run_in_parallel(with_sessions):
     async def body(s: SessionManager):
         await asyncio.gather(s.execute("1", session="a"), s.execute("1", session="b"))  # warm both workers
@@ -163,6 +174,7 @@ def test_different_sessions_run_in_parallel(with_sessions):
     assert a[0] < b[1] and b[0] < a[1], f"the two sessions' runs did not overlap: {a} {b}"
 
 
+@ONE_BACKEND
 def test_calls_into_one_session_queue(with_sessions):
     async def body(s: SessionManager):
         await s.execute("1")
@@ -172,6 +184,7 @@ def test_calls_into_one_session_queue(with_sessions):
     assert a[1] <= b[0], f"two calls of one session overlapped: {a} {b}"
 
 
+@ONE_BACKEND
 def test_idle_sessions_expire_and_the_next_call_says_so(with_sessions):
     async def body(s: SessionManager):
         await s.execute("x = 1", session="idle")
@@ -190,6 +203,7 @@ def test_idle_sessions_expire_and_the_next_call_says_so(with_sessions):
     assert "expired" in after.notice
 
 
+@ONE_BACKEND
 def test_session_cap_evicts_the_least_recently_used(with_sessions):
     async def body(s: SessionManager):
         await s.execute("v = 'a'", session="a")
@@ -205,6 +219,7 @@ def test_session_cap_evicts_the_least_recently_used(with_sessions):
     assert "make room" in back.notice
 
 
+@ONE_BACKEND
 def test_new_sessions_arriving_together_at_the_cap_never_exceed_it_nor_wait_forever(with_sessions):
     # While one new session's eviction closed its victim, another took the freed place, and both were added:
     # three sessions for two workers, and the third call waited for a worker no idle session ever gives back.
@@ -223,6 +238,7 @@ def test_new_sessions_arriving_together_at_the_cap_never_exceed_it_nor_wait_fore
     assert len(names) <= 2 and peak <= 2, (names, peak)
 
 
+@ONE_BACKEND
 def test_bad_session_name_is_refused_with_the_rule(with_sessions):
     async def body(s: SessionManager):
         with pytest.raises(ValueError, match="letters, digits"):

@@ -1,4 +1,4 @@
-"""The warm pool, on every real backend: pooled workers are used, refilled, capped, replaced, and closed.
+"""The warm pool on real backends: pooled workers are used, refilled, capped, replaced, and closed.
 
 Nothing here measures time: a pooled worker is proven by identity and by the pool's counters, and the cap by
 sampling both the pool's own count and the sandboxes that really exist (cgroups, containers).
@@ -22,7 +22,7 @@ from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox import cgroups
 from mcp_codemode.sandbox.select import make_backend
 from mcp_codemode.settings import Settings
-from tests.support.backends import sandbox_settings
+from tests.support.backends import ONE_BACKEND, sandbox_settings
 from tests.support.cells import GuestServicesStub
 from tests.support.processes import our_containers
 
@@ -44,6 +44,7 @@ async def settle(condition: Callable[[], bool], seconds: float = 60.0) -> None:
 
 
 @sandboxed
+@ONE_BACKEND
 def test_a_new_sessions_first_call_uses_a_pooled_worker_and_the_pool_refills(with_sessions: WithSessions) -> None:
     fresh_flags: list[bool] = []
 
@@ -71,6 +72,7 @@ def test_a_new_sessions_first_call_uses_a_pooled_worker_and_the_pool_refills(wit
 
 
 @sandboxed
+@ONE_BACKEND
 def test_a_taken_worker_is_replaced_after_the_call_not_during_it(with_sessions: WithSessions) -> None:
     """The replacement starts ``REFILL_DELAY_S`` later: a start forks on the event loop and takes a core, which
     slowed the very call that took the pooled worker; but taking the last one refills at once. Checked by state
@@ -99,6 +101,7 @@ def test_a_taken_worker_is_replaced_after_the_call_not_during_it(with_sessions: 
 
 
 @sandboxed
+@ONE_BACKEND
 def test_reset_and_a_crashed_sessions_restart_take_from_the_pool(with_sessions: WithSessions) -> None:
     async def body(s: SessionManager) -> None:
         await s.execute("x = 1", session="a")
@@ -194,6 +197,7 @@ def test_pool_plus_sessions_never_exceed_max_sessions(with_sessions: WithSession
 
 
 @sandboxed
+@ONE_BACKEND
 def test_warm_pool_zero_starts_no_pooled_worker(with_sessions: WithSessions) -> None:
     async def body(s: SessionManager) -> None:
         result = await s.execute("'cold'", session="solo")
@@ -207,6 +211,7 @@ def test_warm_pool_zero_starts_no_pooled_worker(with_sessions: WithSessions) -> 
 
 
 @sandboxed
+@ONE_BACKEND
 def test_a_dead_pooled_worker_is_replaced_and_never_handed_out(with_sessions: WithSessions) -> None:
     async def body(s: SessionManager) -> None:
         await settle(lambda: s.pool.ready == 2)
@@ -288,6 +293,7 @@ def test_a_backend_that_cannot_start_workers_does_not_make_the_pool_spin(
 
 
 @sandboxed
+@ONE_BACKEND
 def test_a_backend_whose_channels_close_when_silent_gets_keepalives_to_every_worker(backend_name: str) -> None:
     """A remote backend's streams are cut when silent (kubernetes: keepalive_interval 60 s). Here a real local
     backend is given a short interval: pooled, idle and busy-but-quiet workers all receive the frame, and the guest

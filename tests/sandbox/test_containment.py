@@ -12,10 +12,12 @@ import threading
 import pytest
 
 from mcp_codemode.runs.sessions import SessionManager
+from tests.support.backends import ONE_BACKEND
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 
 
+@ONE_BACKEND
 def test_huge_repr_of_the_last_value_is_clipped(with_sessions):
     result = with_sessions(lambda s: s.execute("'z' * 5_000_000"))
     assert result.status == "ok"
@@ -45,6 +47,7 @@ def test_forged_frames_on_the_control_channel_kill_only_that_worker(with_session
     assert after.value == "'recovered'"
 
 
+@ONE_BACKEND
 def test_forged_result_frame_is_ignored_unless_it_matches(with_sessions):
     forge = (
         "import json, os, struct\n"

@@ -18,6 +18,11 @@ from .patience import patient
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 BACKENDS = ("bubblewrap", "podman")
+# For a test of the bridge's or the guest's own logic (a cell's value, a session's queue, the pool's counting, the
+# CLI's exit status): the same code runs whatever holds the sandbox, so one real sandbox proves it, the default
+# backend's. What a backend does itself (containment, mounts, syscalls, output plumbing, signals, what is left
+# after a close or a kill, how a start fails) stays on every backend, and so does every attack (tests/security/).
+ONE_BACKEND = pytest.mark.parametrize("backend_name", [BACKENDS[0]], indirect=True)
 SANDBOX_UID = 65534
 # A cell's default time limit in tests, like the product's default a guard against code that hangs, not a limit
 # under test (tests of the limit pass their own small timeout). Lengthened on a slow machine, where a cell that
