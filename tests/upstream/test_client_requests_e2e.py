@@ -156,81 +156,6 @@ def plain_client(tmp_path: Path, mode: str, config: str, env: dict[str, str]) ->
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("transport", ["stdio", "http"])
-async def test_ask_tools_asks_the_user_through_elicitation_and_a_decline_raises_approval_denied(
-    tmp_path: Path, state: Path, transport: str, mode: str
-) -> None:
-    """The client declares elicitation: it is asked before each echo, sees server, tool and arguments; accept lets
-    the call go, decline raises ApprovalDenied, "remember" skips the question for the rest of the session. get-sum,
-    which ask_tools does not name, is never asked about. Each outcome is audited. The same in both eras: the
-    handshake era asks on the call's own stream, the 2026-07-28 era through input_required rounds."""
-    config, env = _approval_setup(tmp_path, state)
-    asked: list[str] = []
-    answers = iter(
-        [
-            types.ElicitResult(action="accept", content={"remember": False}),
-            types.ElicitResult(action="decline"),
-            types.ElicitResult(action="accept", content={"remember": True}),
-        ]
-    )
-
-    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params.message)
-        return next(answers)
-
-    callbacks = ClientCallbacks(elicitation=answer)
-    async with approval_client(transport, tmp_path, config, env, callbacks, mode) as client:
-        first = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120, "session": "s"})
-        again = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120, "session": "s"})
-    rows = json.loads(text_of(first).strip().splitlines()[0])
-    assert rows["first"] == "Echo: first" and rows["third"] == "Echo: third", rows
-    kind, is_policy, rule, message = rows["second"]
-    assert (kind, is_policy, rule) == ("ApprovalDenied", True, "ask_tools"), rows
-    assert "the user declined it when asked" in message and 'ask_tools pattern "everything/echo"' in message
-    assert "3" in str(rows["sum"]), rows
-    assert len(asked) == 3, asked
-    assert "everything/echo" in asked[0] and '"message": "first"' in asked[0]
-    # Remembered for the session: the second run asks nothing, and all three calls go.
-    rows = json.loads(text_of(again).strip().splitlines()[0])
-    assert [rows[label] for label in ("first", "second", "third")] == [
-        f"Echo: {x}" for x in ("first", "second", "third")
-    ]
-    assert len(asked) == 3, asked[3:]
-    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
-    approvals = [(line["tool"], line["outcome"], line.get("approval")) for line in audit if line.get("tool") == "echo"]
-    assert approvals == [
-        ("echo", "ok", "approved"),
-        ("echo", "refused", "declined"),
-        ("echo", "ok", "approved for the session"),
-        ("echo", "ok", "remembered"),
-        ("echo", "ok", "remembered"),
-        ("echo", "ok", "remembered"),
-    ], approvals
-    assert all("approval" not in line for line in audit if line.get("tool") == "get-sum")
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("mode", MODES)
-async def test_ask_tools_with_a_client_that_cannot_be_asked_is_refused_never_passed(
-    tmp_path: Path, state: Path, mode: str
-) -> None:
-    """A client that declared no elicitation cannot approve: the call is refused with ApprovalDenied saying why
-    and what to do, and never reaches the server; the call ask_tools does not name still runs."""
-    config, env = _approval_setup(tmp_path, state)
-    async with plain_client(tmp_path, mode, config, env) as client:
-        result = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120})
-    rows = json.loads(text_of(result).strip().splitlines()[0])
-    for label in ("first", "second", "third"):
-        kind, is_policy, rule, message = rows[label]
-        assert (kind, is_policy, rule) == ("ApprovalDenied", True, "ask_tools"), rows
-        assert "did not declare the MCP elicitation capability" in message, message
-    assert "3" in str(rows["sum"]), rows
-    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
-    assert [line.get("approval") for line in audit if line.get("tool") == "echo"] == ["unavailable"] * 3
-
-
-@pytest.mark.anyio
 async def test_over_the_2026_protocol_questions_go_as_input_required_rounds_while_the_cell_keeps_running(
     tmp_path: Path, state: Path
 ) -> None:
@@ -297,13 +222,27 @@ print(json.dumps(rows, default=str))
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("transport", ["stdio", "http"])
-async def test_an_upstream_servers_sampling_and_elicitation_reach_the_client_and_the_answers_go_back(
+async def test_ask_tools_asks_through_elicitation_and_an_upstream_servers_sampling_and_elicitation_are_passed_on(
     tmp_path: Path, state: Path, transport: str, mode: str
 ) -> None:
-    """server-everything asks for an LLM completion and for a form while its tool runs; the SDK client of
-    run_python answers both, and the server's results carry those answers back to the code. Both audited. In
-    both eras: the 2026-07-28 client gets each request as an input_required round."""
+    """Two things a client with elicitation and sampling is asked, on one bridge per transport and era.
+
+    ask_tools: the client is asked before each echo, sees server, tool and arguments; accept lets the call go,
+    decline raises ApprovalDenied, "remember" skips the question for the rest of the session. get-sum, which
+    ask_tools does not name, is never asked about. Each outcome is audited. The handshake era asks on the call's
+    own stream, the 2026-07-28 era through input_required rounds.
+
+    Passed on: server-everything asks for an LLM completion and for a form while its tool runs; the SDK client of
+    run_python answers both, and the server's results carry those answers back to the code. Both audited."""
     config, env = _approval_setup(tmp_path, state)
+    asked: list[str] = []
+    approvals = iter(
+        [
+            types.ElicitResult(action="accept", content={"remember": False}),
+            types.ElicitResult(action="decline"),
+            types.ElicitResult(action="accept", content={"remember": True}),
+        ]
+    )
     sampled: list[types.CreateMessageRequestParams] = []
     elicited: list[types.ElicitRequestParams] = []
 
@@ -314,15 +253,45 @@ async def test_an_upstream_servers_sampling_and_elicitation_reach_the_client_and
         )
 
     async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        elicited.append(params)
+        if isinstance(params, types.ElicitRequestFormParams) and "everything/echo" in params.message:
+            asked.append(params.message)  # the bridge asking for approval
+            return next(approvals)
+        elicited.append(params)  # server-everything's own questions, passed on
         if isinstance(params, types.ElicitRequestURLParams):
             return types.ElicitResult(action="accept")
         return types.ElicitResult(action="accept", content={"name": "Ada", "check": True})
 
     callbacks = ClientCallbacks(elicitation=answer, sampling=sample)
     async with approval_client(transport, tmp_path, config, env, callbacks, mode) as client:
-        result = await client.call_tool("run_python", {"code": PASS_ON_CODE, "timeout": 120})
-    rows = json.loads(text_of(result).strip().splitlines()[0])
+        first = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120, "session": "s"})
+        again = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120, "session": "s"})
+        passed_on = await client.call_tool("run_python", {"code": PASS_ON_CODE, "timeout": 120})
+    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    rows = json.loads(text_of(first).strip().splitlines()[0])
+    assert rows["first"] == "Echo: first" and rows["third"] == "Echo: third", rows
+    kind, is_policy, rule, message = rows["second"]
+    assert (kind, is_policy, rule) == ("ApprovalDenied", True, "ask_tools"), rows
+    assert "the user declined it when asked" in message and 'ask_tools pattern "everything/echo"' in message
+    assert "3" in str(rows["sum"]), rows
+    assert len(asked) == 3, asked
+    assert "everything/echo" in asked[0] and '"message": "first"' in asked[0]
+    # Remembered for the session: the second run asks nothing, and all three calls go.
+    rows = json.loads(text_of(again).strip().splitlines()[0])
+    assert [rows[label] for label in ("first", "second", "third")] == [
+        f"Echo: {x}" for x in ("first", "second", "third")
+    ]
+    assert len(asked) == 3, asked[3:]
+    approvals = [(line["tool"], line["outcome"], line.get("approval")) for line in audit if line.get("tool") == "echo"]
+    assert approvals == [
+        ("echo", "ok", "approved"),
+        ("echo", "refused", "declined"),
+        ("echo", "ok", "approved for the session"),
+        ("echo", "ok", "remembered"),
+        ("echo", "ok", "remembered"),
+        ("echo", "ok", "remembered"),
+    ], approvals
+    assert all("approval" not in line for line in audit if line.get("tool") == "get-sum")
+    rows = json.loads(text_of(passed_on).strip().splitlines()[0])
     assert rows["sampling"][0] == "ok" and "teal, says the model" in str(rows["sampling"][1]), rows
     assert rows["elicitation"][0] == "ok" and "Name: Ada" in str(rows["elicitation"][1]), rows
     assert len(sampled) == 1 and "name a colour" in str(sampled[0].messages[0].content), sampled
@@ -336,7 +305,6 @@ async def test_an_upstream_servers_sampling_and_elicitation_reach_the_client_and
     url, form = elicited
     assert isinstance(url, types.ElicitRequestURLParams) and url.url == "https://example.com/sign-in", url
     assert isinstance(form, types.ElicitRequestFormParams), form
-    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     exchanges = [(line["kind"], line["tool"], line["outcome"]) for line in audit if line.get("kind")]
     assert exchanges == [
         ("sampling", "trigger-sampling-request", "ok"),
@@ -347,21 +315,32 @@ async def test_an_upstream_servers_sampling_and_elicitation_reach_the_client_and
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_client_without_sampling_or_elicitation_gets_the_upstream_refused_and_the_code_an_error(
+async def test_a_client_without_elicitation_or_sampling_cannot_approve_and_the_upstream_s_requests_are_refused(
     tmp_path: Path, state: Path, mode: str
 ) -> None:
-    """The bridge declares sampling and elicitation to its servers for the clients that have them; when the
+    """A client that declared no elicitation cannot approve: an ask_tools call is refused with ApprovalDenied
+    saying why and what to do, and never reaches the server; the call ask_tools does not name still runs.
+
+    The bridge declares sampling and elicitation to its servers for the clients that have them; when the
     run_python call's client has neither, the server's requests are refused with a message saying why, and the
     code gets the tool's failure as a catchable error. A policy's deny_sampling refuses the same way."""
     config, env = _approval_setup(tmp_path, state)
     async with plain_client(tmp_path, mode, config, env) as client:
-        result = await client.call_tool("run_python", {"code": PASS_ON_CODE, "timeout": 120})
-    rows = json.loads(text_of(result).strip().splitlines()[0])
+        approval = await client.call_tool("run_python", {"code": APPROVAL_CODE, "timeout": 120})
+        passed_on = await client.call_tool("run_python", {"code": PASS_ON_CODE, "timeout": 120})
+    rows = json.loads(text_of(approval).strip().splitlines()[0])
+    for label in ("first", "second", "third"):
+        kind, is_policy, rule, message = rows[label]
+        assert (kind, is_policy, rule) == ("ApprovalDenied", True, "ask_tools"), rows
+        assert "did not declare the MCP elicitation capability" in message, message
+    assert "3" in str(rows["sum"]), rows
+    rows = json.loads(text_of(passed_on).strip().splitlines()[0])
     for label, capability in (("sampling", "sampling"), ("url", "elicitation"), ("elicitation", "elicitation")):
         kind, message = rows[label]
         assert kind in ("ToolError", "MCPError"), rows
         assert f"did not declare the MCP {capability} capability" in message, rows
     audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [line.get("approval") for line in audit if line.get("tool") == "echo"] == ["unavailable"] * 3
     assert [(line["kind"], line["outcome"]) for line in audit if line.get("kind")] == [
         ("sampling", "refused"),
         ("elicitation", "refused"),
