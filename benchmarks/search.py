@@ -12,7 +12,10 @@ The data (benchmarks/corpus, see its README)
                           to the "dev" split (for tuning), "test" (held out, but its misses were read while
                           tuning), "fresh" (written after tuning by someone who never saw the ranker) or
                           "holdout" (written after the ranker was tuned on dev/test/fresh, by someone who never
-                          saw the ranker or its results), and may be marked "typo"
+                          saw the ranker or its results), and may be marked "typo". Across those splits,
+                          every query also falls in one of two halves by a hash of its text (issue 37):
+                          "tuning", the only half read while changing the ranker since, and "held_out", whose
+                          misses no one reads; a target counts as met when the held-out half meets it
     catalogs.py           the synthetic distractors: the 1,000-tool catalog is the real 52 plus 948 made-up
                           tools of other servers (GitHub, Slack, S3, a shell...), seeded (``--seed``)
 
@@ -28,9 +31,10 @@ What is measured
     quality.<catalog>.<ranker>.<scope>
         recall_at_1, recall_at_5 (the share of queries with any relevant tool in the top 1 / 5), mrr_at_10 (mean
         reciprocal rank of the first relevant tool, 0 beyond rank 10), and n (queries), over all queries and the
-        dev, test, fresh, holdout and typo subsets; ``misses_at_5`` lists each query with no relevant tool in the
-        top 5, with what came first instead. Catalogs: ``real`` (52 tools) and ``mixed_1000`` (the real 52 among
-        synthetic distractors).
+        dev, test, fresh, holdout and typo subsets and the tuning and held_out halves; ``misses_at_5`` lists each
+        query of the tuning half with no relevant tool in the top 5, with what came first instead (the held-out
+        half's misses are counted in ``held_out_misses_at_5`` but not shown, so reading a run does not tune on
+        them). Catalogs: ``real`` (52 tools) and ``mixed_1000`` (the real 52 among synthetic distractors).
     latency.<size>.<ranker>
         ``query``: each search timed alone with ``time.perf_counter`` over every query, repeated until at least
         ``--n`` queries are timed (after one untimed pass as warm-up); the rankers take turns query by query, so
@@ -42,9 +46,10 @@ What is measured
         before and after: other load on the machine inflates the p95s more than anything in a ranker, so trust
         a run whose load stayed well under the number of CPUs (``machine.nproc``).
     targets
-        From the issue: recall@5 ≥ 0.95 and MRR@10 ≥ 0.85 for ours on the real corpus (judged on all queries, on
-        the test split, and on the fresh and holdout splits, which no tuning has seen), and a p95 query time ≤ 5 ms
-        at 1,000 tools; ``met`` is computed from the numbers above.
+        recall@5 ≥ 0.95 and MRR@10 ≥ 0.85 for ours on the real corpus (judged on all queries, on the test split,
+        and on the fresh and holdout splits) and, from issue 37, on the mixed 1,000-tool catalog, judged on the
+        held-out half; a p95 query time ≤ 5 ms at 1,000 tools (issue 37 asks for under 20 ms); ``met`` is
+        computed from the numbers above.
 
 Usage
     python benchmarks/search.py [--n N] [--builds N] [--size N] [--seed N] [--quick] [--out FILE]
@@ -82,7 +87,8 @@ DEFAULT_BUILDS = 20
 DEFAULT_SIZE = 1000
 QUICK = {"n": 1, "builds": 2}  # n=1: one timed pass over the queries
 RANKERS = ("ours", "bm25", "reference_filter")
-SCOPES = ("all", "dev", "test", "fresh", "holdout", "typo")
+SCOPES = ("all", "dev", "test", "fresh", "holdout", "typo", "tuning", "held_out")
+HALVES = ("tuning", "held_out")
 TOP = 10  # results kept per query for the metrics
 SLOWEST = 5  # queries listed per ranker and size as the slowest (by their fastest time)
 
@@ -174,6 +180,8 @@ def in_scope(query: Query, scope: str) -> bool:
         return True
     if scope == "typo":
         return query.typo
+    if scope in HALVES:
+        return query.half == scope
     return query.split == scope
 
 
@@ -197,7 +205,7 @@ def quality(catalog: Catalog, queries: Sequence[Query], searcher: Searcher) -> d
         ranked = [ids[index] for index in searcher.search(query.text)[:TOP]]
         rank = first_relevant(ranked, query.relevant)
         ranks.append(rank)
-        if rank is None or rank > 5:
+        if (rank is None or rank > 5) and query.half != "held_out":
             misses.append(
                 {
                     "query": query.text,
@@ -212,6 +220,9 @@ def quality(catalog: Catalog, queries: Sequence[Query], searcher: Searcher) -> d
         for scope in SCOPES
     }
     result["misses_at_5"] = misses
+    result["held_out_misses_at_5"] = sum(
+        1 for rank, query in zip(ranks, queries, strict=True) if query.half == "held_out" and (rank is None or rank > 5)
+    )
     return result
 
 
@@ -279,13 +290,15 @@ def time_builds(build: Callable[[Catalog], Searcher], catalog: Catalog, repeats:
 
 def build_targets(document: dict[str, Any], size_key: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    ours = document["quality"]["real"]["ours"]
-    for scope in ("all", "test", "fresh", "holdout"):
+    judged = [("real", "the real corpus", scope) for scope in ("all", "test", "fresh", "holdout")]
+    judged.append((document["mixed_key"], f"{size_key} tools", "held_out"))
+    for catalog_key, label, scope in judged:
+        ours = document["quality"][catalog_key]["ours"]
         for metric, limit in (("recall_at_5", RECALL_AT_5_TARGET), ("mrr_at_10", MRR_AT_10_TARGET)):
             measured = ours[scope][metric]
             rows.append(
                 {
-                    "target": f"{metric} ≥ {limit:g} on the real corpus ({scope} queries)",
+                    "target": f"{metric} ≥ {limit:g} on {label} ({scope} queries)",
                     "limit": limit,
                     "measured": measured,
                     "met": measured >= limit,
@@ -310,15 +323,17 @@ def table(document: dict[str, Any]) -> str:
         tools = document["corpus"]["tools"][catalog_key]
         lines.append(
             f"{label} ({tools} tools)  recall@1 / recall@5 / MRR@10   "
-            "all | test | dev | fresh | holdout | typo   misses@5"
+            + " | ".join(SCOPES)
+            + "   misses@5 (tuning+held_out)"
         )
         for ranker in RANKERS:
             result = document["quality"][catalog_key][ranker]
             cells = [
                 " ".join(f"{result[scope][metric]:.2f}" for metric in ("recall_at_1", "recall_at_5", "mrr_at_10"))
-                for scope in ("all", "test", "dev", "fresh", "holdout", "typo")
+                for scope in SCOPES
             ]
-            lines.append(f"  {ranker:<17}" + " | ".join(cells) + f"   {len(result['misses_at_5'])}")
+            misses = f"{len(result['misses_at_5'])}+{result['held_out_misses_at_5']}"
+            lines.append(f"  {ranker:<17}" + " | ".join(cells) + f"   {misses}")
     lines.append("latency (ms)           query median / p95 (n)       floor p95   build median")
     for size_key, sizes in document["latency"].items():
         for ranker, stats in sizes.items():
@@ -400,6 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "fresh": splits["fresh"],
                 "holdout": splits["holdout"],
                 "typo": sum(1 for query in queries if query.typo),
+                **{half: sum(1 for query in queries if query.half == half) for half in HALVES},
             },
             "seed": args.seed,
         },

@@ -92,6 +92,18 @@ def test_queries_are_labelled_with_tools_of_the_corpus() -> None:
     assert covered == set(SERVERS)
 
 
+def test_the_halves_are_fixed_by_the_query_text_alone() -> None:
+    """Issue 37's tuning/held-out halving: the same text always lands in the same half, and both are sizeable."""
+    catalogs = bench_module("catalogs")
+    loaded = catalogs.load_queries()
+    halves = [query.half for query in loaded]
+    assert set(halves) == {"tuning", "held_out"}
+    assert 0.4 <= halves.count("tuning") / len(halves) <= 0.6
+    # sha256("ls a folder") begins with an odd byte, sha256("what files are in this directory") with an even one
+    assert catalogs.Query("ls a folder", (), "test", False).half == "held_out"
+    assert catalogs.Query("what files are in this directory", (), "test", True).half == "tuning"
+
+
 def test_synthetic_catalog_is_deterministic_and_valid() -> None:
     catalogs = bench_module("catalogs")
     first = catalogs.synthetic_catalog(300, seed=7)
@@ -166,16 +178,20 @@ def test_search_benchmark_quick_run_reports_every_ranker(tmp_path: Path) -> None
     assert document["benchmark"] == "search"
     assert document["quick"] is True
     count = len(queries())
+    tuning = {query.text for query in bench_module("catalogs").load_queries() if query.half == "tuning"}
     for catalog_key in ("real", "mixed_1000"):
         for ranker in RANKERS:
             result = document["quality"][catalog_key][ranker]
-            for scope in ("all", "dev", "test", "fresh", "holdout", "typo"):
+            for scope in ("all", "dev", "test", "fresh", "holdout", "typo", "tuning", "held_out"):
                 assert set(METRICS) <= set(result[scope]), (catalog_key, ranker, scope)
                 for metric in METRICS[:3]:
                     assert 0.0 <= result[scope][metric] <= 1.0
             assert result["all"]["n"] == count
             assert result["dev"]["n"] + result["test"]["n"] + result["fresh"]["n"] + result["holdout"]["n"] == count
-            assert isinstance(result["misses_at_5"], list)
+            assert result["tuning"]["n"] + result["held_out"]["n"] == count
+            assert isinstance(result["misses_at_5"], list)  # the tuning half's only
+            assert all(miss["query"] in tuning for miss in result["misses_at_5"])
+            assert isinstance(result["held_out_misses_at_5"], int)
     assert document["corpus"]["tools"] == {"real": 52, "mixed_1000": 1000}
     for size in ("52", "1000"):
         for ranker in RANKERS:
