@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp import types
 
-from mcp_codemode.upstream.tools.ranking import Entry, Ranker
+from mcp_codemode.upstream.tools.ranking import Document, Entry, Ranker
 from mcp_codemode.upstream.tools.words import query_terms, split_words, stem, terms
 
 CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "corpus" / "tools"
@@ -96,10 +96,33 @@ def test_stop_words_and_urls() -> None:
         ("git log", "git/git_log"),  # the server's name and a tool's
         ("sequential thinking", "sequential-thinking/sequentialthinking"),  # a run-together name
         ("read several files", "filesystem/read_multiple_files"),  # a plural, and a synonym of "multiple"
+        ("print the value of DATABASE_URL", "everything/get-env"),  # a variable's name: the environment
     ],
 )
 def test_each_kind_of_query_finds_its_tool_first(query: str, expected: str) -> None:
     assert top(query) == [expected], f"{query!r} ranked {top(query, 5)}"
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("3pm in New York", ["time", "newyork", "timezone"]),  # a place stays one word and adds "timezone"
+        ("noon in sao paulo and Lima", ["noon", "saopaulo", "timezone", "lima", "timezone"]),
+        ("lima beans", ["lima", "bean"]),  # a short name is a place only when written as one
+        ("plan the Christmas party", ["plan", "christma", "party"]),  # the database's ordinary words are not
+        ("read src/paris/app.py", ["read", "file"]),  # a path is a file, whatever its folders are called
+        ("is OPENAI_API_KEY set", ["environment", "variable", "set"]),
+        ("echo $HOME and ${PATH}", ["echo", "environment", "variable", "environment", "variable"]),
+        ("list HTTP headers", ["list", "http", "header"]),  # capitals without an underscore are a word
+    ],
+)
+def test_places_and_variable_names_in_a_query_are_data(query: str, expected: list[str]) -> None:
+    assert query_terms(query) == expected
+
+
+@pytest.mark.parametrize("query", ["when is lunch in Nairobi", "Chicago to Paris, 3pm"])
+def test_a_place_in_the_query_points_at_the_time_tools(query: str) -> None:
+    assert top(query)[0] in ("time/get_current_time", "time/convert_time"), top(query, 3)
 
 
 def test_a_url_in_the_query_points_at_a_url_tool() -> None:
@@ -178,3 +201,20 @@ def test_a_named_server_prefix_wins_over_an_equal_tool_elsewhere() -> None:
         Entry("github", _tool("create_issue", "Open an issue.")),
     ]
     assert [index for _, index in Ranker(entries).search("github: create an issue")][:1] == [1]
+
+
+def test_documents_other_than_tools_rank_the_same_way() -> None:
+    """What a registry's servers will be: a name, a description, what they need (parameters) and a namespace."""
+    documents = [
+        Document("io.example/postgres", "Query and manage a PostgreSQL database.",
+                 parameters=(("DATABASE_URL", "Connection string"),), group="io.example"),
+        Document("io.example/slack", "Read and send Slack messages.",
+                 parameters=(("SLACK_TOKEN", "Bot token"),), group="io.example"),
+        Document("org.other/postgres-lite", "A read-only SQL client.", group="org.other"),
+    ]  # fmt: skip
+    ranker = Ranker(documents)
+    assert [index for _, index in ranker.search("postgres database")][:1] == [0]
+    assert [index for _, index in ranker.search("send a chat mesage")][:1] == [1]  # a synonym and a typo
+    assert [index for _, index in ranker.search("bot token")] == [1]  # what it needs is searched too
+    assert [index for _, index in ranker.search("org.other: postgres")][:1] == [2]  # the named group wins
+    assert ranker.search("postgres") == Ranker([*documents]).search("postgres")

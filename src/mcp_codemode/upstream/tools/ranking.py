@@ -6,8 +6,14 @@ So this is BM25F (each field of a tool has its own weight and length normalisati
 each query word widened into weighted alternatives: its own stem, other forms of the word (listing/list),
 the synonyms tool vocabularies use (fetch/get/download), expansions of shell and jargon abbreviations
 (mkdir → create directory), words it is a prefix of (dir → directory), and near-miss spellings (rapidfuzz's
-Damerau-Levenshtein over the catalog's vocabulary). A query word scores its best alternative; a tool whose
-name the query covers gets a bonus, and one that answers only some of the query's words is damped.
+Damerau-Levenshtein over the catalog's vocabulary, the commoner word preferred). A query word scores its best
+alternative; a tool whose name the query covers gets a bonus, and one that answers only some of the query's
+words is damped.
+
+What is ranked is a ``Document``: a name, a title, a description, parameters and the group it belongs to. A
+tool is one (``Entry`` adapts a server's ``types.Tool``), and so is anything else searched the same way (the
+prompts and resources of ``extras.py``; a registry's servers, whose packages' environment variables play the
+parameters and whose namespace the group).
 
 Everything a query needs is precomputed per catalog: BM25F weights per (term, tool), so a query costs a few
 dictionary lookups per alternative (well under a millisecond at 1,000 tools). The index is rebuilt only when
@@ -42,7 +48,10 @@ _FIELDS: dict[str, tuple[float, float]] = {  # field: (weight, b)
 }
 _K1 = 1.2
 # Weights of a query word's alternatives: the word itself beats another form of it, which beats a synonym.
-_EXACT, _FORM, _SYNONYM, _EXPANSION, _PREFIX, _FUZZY = 1.0, 0.9, 0.75, 0.9, 0.6, 0.7
+_EXACT, _FORM, _SYNONYM, _EXPANSION, _PREFIX, _FUZZY = 1.0, 0.9, 0.75, 0.9, 0.6, 0.8
+# A near miss at two edits counts this much of one at one edit; the commoner of the near words is the likelier
+# reading, by (tools using it / tools using the commonest) to this power.
+_FUZZ_DISTANCE, _FUZZ_PRIOR = 0.5, 0.3
 _NAME_BONUS = 0.6  # the most a score grows for a tool whose whole name the query covers (in part: in part)
 _NAMED_SERVER = 2.0  # the factor for tools of a server the query names as a prefix ("memory: ...")
 _FLOOR = 0.1  # hits scoring under this share of the best hit are noise, not matches
@@ -53,6 +62,23 @@ _SERVER_PREFIX = re.compile(r"^\s*([\w.-]+)\s*:(?!//)")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Document:
+    """What the ranker reads of one searchable thing, whatever it is (a tool, a prompt, a registry's server).
+
+    ``group`` is what it belongs to (a tool's server, a registry server's namespace): a query that names the
+    group ("git: ...") prefers its documents, and the group's words in ``name`` are not counted as the name.
+    ``parameters`` are (name, description) pairs: what the thing takes or needs.
+    """
+
+    name: str
+    description: str = ""
+    title: str = ""
+    parameters: tuple[tuple[str, str], ...] = ()
+    group: str = ""
+    group_description: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Entry:
     """One searchable tool: the server it belongs to, its listing, and the server's description if any."""
 
@@ -60,24 +86,35 @@ class Entry:
     tool: types.Tool
     server_description: str = ""
 
+    def document(self) -> Document:
+        parameters: list[tuple[str, str]] = []
+        properties = (self.tool.input_schema or {}).get("properties")
+        if isinstance(properties, dict):
+            for name, prop in properties.items():
+                described = prop.get("description") if isinstance(prop, dict) else None
+                parameters.append((str(name), described if isinstance(described, str) else ""))
+        return Document(
+            name=self.tool.name,
+            description=self.tool.description or "",
+            title=self.tool.title or "",
+            parameters=tuple(parameters),
+            group=self.server,
+            group_description=self.server_description,
+        )
 
-def _fields(entry: Entry) -> dict[str, list[str]]:
-    tool = entry.tool
-    description = (tool.description or "").strip()
+
+def _fields(document: Document) -> dict[str, list[str]]:
+    description = document.description.strip()
     lead = _SENTENCE_END.split(description.split("\n", 1)[0], maxsplit=1)[0] if description else ""
     parameters: list[str] = []
-    properties = (tool.input_schema or {}).get("properties")
-    if isinstance(properties, dict):
-        for name, prop in properties.items():
-            parameters += terms(str(name))
-            if isinstance(prop, dict) and isinstance(prop.get("description"), str):
-                parameters += terms(prop["description"])
+    for name, described in document.parameters:
+        parameters += terms(name) + terms(described)
     return {
-        "name": terms(tool.name) + terms(tool.title or ""),
+        "name": terms(document.name) + terms(document.title),
         "lead": terms(lead),
         "description": terms(description),
         "parameters": parameters,
-        "server": terms(entry.server) + terms(entry.server_description),
+        "server": terms(document.group) + terms(document.group_description),
     }
 
 
@@ -90,9 +127,9 @@ class _Alternative:
 class Ranker:
     """A search index over one catalog; build it once per catalog version, query it any number of times."""
 
-    def __init__(self, entries: Sequence[Entry]) -> None:
-        self.entries = list(entries)
-        fields = [_fields(entry) for entry in self.entries]
+    def __init__(self, entries: Sequence[Entry | Document]) -> None:
+        self.documents = [entry.document() if isinstance(entry, Entry) else entry for entry in entries]
+        fields = [_fields(document) for document in self.documents]
         _split_compound_names(fields)
         count = max(len(fields), 1)
         average = {name: max(sum(len(f[name]) for f in fields) / count, 1.0) for name in _FIELDS}
@@ -122,19 +159,19 @@ class Ranker:
             self._by_length[len(word)].append(word)
         # Which tools' names hold a term: a tool whose every name word the query covers gets a bonus.
         # The server's own name is left out: git_commit is named "commit" as far as a query about git goes.
-        self._names = [_name_words(entry) for entry in self.entries]
+        self._names = [_name_words(document) for document in self.documents]
         self._in_names: dict[str, list[int]] = defaultdict(list)
         for index, tool_name in enumerate(self._names):
             for term in tool_name:
                 self._in_names[term].append(index)
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.documents)
 
     def search(self, query: str) -> list[tuple[float, int]]:
         """Every tool that matches, best first, as (score, index into the entries); ties keep listing order."""
         words = query_terms(query)[:_MAX_QUERY_WORDS]
-        if not words or not self.entries:
+        if not words or not self.documents:
             return []
         # "git: show staged changes" names the server: its tools are what the agent means.
         prefix = _SERVER_PREFIX.match(query)
@@ -161,7 +198,7 @@ class Ranker:
         ranked = []
         for index, score in scores.items():
             score *= (answered[index] / unique) ** 0.5
-            if named and self.entries[index].server.lower() == named:
+            if named and self.documents[index].group.lower() == named:
                 score *= _NAMED_SERVER
             tool_name = self._names[index]
             if tool_name and covered[index]:
@@ -207,11 +244,21 @@ class Ranker:
             limit = 1 if len(word) <= 6 else 2
             sizes = range(len(word) - limit, len(word) + limit + 1)
             nearby = [known_word for size in sizes for known_word in self._by_length.get(size, ())]
-            for candidate, distance, _ in process.extract(
-                word, nearby, scorer=DamerauLevenshtein.distance, score_cutoff=limit, limit=3
-            ):
-                self._readings(candidate, _FUZZY * (1 - distance / (limit + 1)), offer)
+            near = process.extract(word, nearby, scorer=DamerauLevenshtein.distance, score_cutoff=limit, limit=3)
+            # The likelier reading of a misspelling is the commoner word (a noisy channel with the catalog's
+            # word frequencies as the prior): "crate" is "create" far more often than "rate".
+            commonest = max((self._frequency(candidate) for candidate, _, _ in near), default=0)
+            for candidate, distance, _ in near:
+                prior = ((self._frequency(candidate) + 1) / (commonest + 1)) ** _FUZZ_PRIOR
+                self._readings(candidate, _FUZZY * _FUZZ_DISTANCE ** (distance - 1) * prior, offer)
         return [_Alternative(weight, words) for words, weight in found.items()]
+
+    def _frequency(self, word: str) -> int:
+        """How many tools use a word; a thesaurus word the catalog lacks counts as its commonest synonym."""
+        postings = self._postings.get(word)
+        if postings is not None:
+            return len(postings)
+        return max((len(self._postings.get(synonym, ())) for synonym in SYNONYMS.get(word, ())), default=0)
 
     @staticmethod
     def _readings(word: str, weight: float, offer: Callable[[float, Iterable[str]], None]) -> None:
@@ -235,9 +282,9 @@ def _split_compound(word: str, known: Container[str]) -> list[tuple[str, str]]:
     return [(word[:cut], word[cut:]) for cut in range(3, len(word) - 2) if word[:cut] in known and word[cut:] in known]
 
 
-def _name_words(entry: Entry) -> frozenset[str]:
-    words = frozenset(terms(entry.tool.name))
-    return words - frozenset(terms(entry.server)) or words
+def _name_words(document: Document) -> frozenset[str]:
+    words = frozenset(terms(document.name))
+    return words - frozenset(terms(document.group)) or words
 
 
 def _split_compound_names(fields: list[dict[str, list[str]]]) -> None:

@@ -9,7 +9,9 @@ rules that turn a name, a description or a query into terms), while the ranker i
 
 from __future__ import annotations
 
+import functools
 import re
+import zoneinfo
 from collections import defaultdict
 
 _STOP_WORDS = """a an and or the of to in on for with from by at as is are be been it its this that these those me my i
@@ -122,6 +124,15 @@ _CLOCK = re.compile(r"\b\d{1,2}(?::\d{2})?\s*[ap]\.?m\b|\b\d{1,2}:\d{2}\b", re.I
 _TIME_ZONE = re.compile(
     r"\b(?:Africa|America|Antarctica|Asia|Atlantic|Australia|Europe|Indian|Pacific|Etc)/[A-Za-z_+-]+"
 )
+_ENV_VAR = re.compile(r"\$\{?[A-Za-z_]\w*\}?|(?<![\w$])[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+(?!\w)")
+# The time-zone database's cities, less its research stations (Antarctica, named after people) and the places
+# whose names are also ordinary words or abbreviations (Australia/North, Indian/Christmas, Australia/ACT).
+_PLACE_AREAS = ("Africa", "America", "Asia", "Atlantic", "Australia", "Europe", "Indian", "Pacific")
+_PLACE_WORD = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)*")
+_NOT_PLACES = frozenset(
+    {"center", "north", "south", "west", "christmas", "easter", "reunion", "wake", "midway", "resolute", "oral"}
+    | {"virgin", "victoria", "regina"}
+)
 _URL = re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+", re.IGNORECASE)
 _FILE_NAME = re.compile(
     r"(?<![\w./~*-])(?:[~.]?/[\w.@~/*-]*[\w*]|(?:[\w.*-]+/)*[\w*-]+(?:\.[\w*-]+)*\.[A-Za-z][A-Za-z0-9]{1,4})(?![\w/])"
@@ -158,15 +169,63 @@ def terms(text: str) -> list[str]:
 def query_terms(query: str) -> list[str]:
     """A query's terms. What the agent works on is data, not a description of the tool: a URL stands for the
     word "url", a file name or path for "file" (config.yaml is no config tool), a clock time for "time", an IANA
-    zone (Asia/Tokyo) for "timezone", and quoted text ('bump version to 1.2') is left out."""
+    zone (Asia/Tokyo) for "timezone", a variable's name (OPENAI_API_KEY, $HOME) for "environment variable", a
+    city (Tokyo, New York) adds "timezone", and quoted text ('bump version to 1.2') is left out."""
     unquoted = _QUOTED.sub(" ", query)
     if unquoted.strip():  # quoted text is data (a commit message, a fact), unless it is the whole query
         query = unquoted
     query = _CLOCK.sub(" time ", _TIME_ZONE.sub(" timezone ", _URL.sub(" url ", query)))
-    query = _DIRECTORY.sub(" directory ", _FILE_NAME.sub(" file ", query))
+    query = _ENV_VAR.sub(" environment variable ", query)
+    query = _mark_places(_DIRECTORY.sub(" directory ", _FILE_NAME.sub(" file ", query)))
     for phrase, meaning in _PHRASES:
         query = phrase.sub(meaning, query)
     return terms(query)
+
+
+@functools.cache
+def _places() -> dict[str, str]:
+    """The cities of the IANA time-zone database (Tokyo, New York, Sao Paulo), by their lower-cased words.
+
+    The host's own time-zone data (the tzdata package where it has none) decides which places are known;
+    with no data, none are.
+    """
+    names = {
+        zone.rsplit("/", 1)[-1].replace("_", " ")
+        for zone in zoneinfo.available_timezones()
+        if zone.split("/", 1)[0] in _PLACE_AREAS and "/" in zone
+    }
+    return {
+        name.lower().replace("-", " "): name for name in names if not name.isupper() and name.lower() not in _NOT_PLACES
+    }
+
+
+def _mark_places(query: str) -> str:
+    """Each place in a query stays a word of it (a tool may be named after it), joined, and adds "timezone".
+
+    A place says the agent asks about where something happens, which for tools means a time zone far more
+    often than anything else ("3pm in Chicago"). A name of four letters or fewer counts only when written
+    capitalised (Rome, Lima; not "lima beans").
+    """
+    places = _places()
+    words = list(_PLACE_WORD.finditer(query))
+    keys = [word.group(0).lower().replace("-", " ") for word in words]
+    found: list[tuple[int, int, str]] = []
+    position = 0
+    while position < len(words):
+        for size in (3, 2, 1):
+            key = " ".join(keys[position : position + size])
+            name = places.get(key) if position + size <= len(words) else None
+            if name is not None:
+                start, end = words[position].start(), words[position + size - 1].end()
+                if len(name) > 4 or query[start:end] == name:
+                    found.append((start, end, key.replace(" ", "")))
+                    position += size
+                    break
+        else:
+            position += 1
+    for start, end, joined in reversed(found):
+        query = f"{query[:start]} {joined} timezone {query[end:]}"
+    return query
 
 
 def word_forms(word: str) -> frozenset[str]:
