@@ -33,7 +33,7 @@ from mcp import types
 from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein
 
-from .words import EXPANSIONS, SYNONYMS, THESAURUS, query_terms, terms, word_forms
+from .words import EXPANSIONS, SYNONYMS, THESAURUS, prepare, query_terms, terms, word_forms
 
 # Field weights and length normalisation. The name says what a tool does; the first sentence of its
 # description usually restates it; the rest of the description and the parameters add vocabulary; the
@@ -128,6 +128,7 @@ class Ranker:
     """A search index over one catalog; build it once per catalog version, query it any number of times."""
 
     def __init__(self, entries: Sequence[Entry | Document]) -> None:
+        prepare()
         self.documents = [entry.document() if isinstance(entry, Entry) else entry for entry in entries]
         fields = [_fields(document) for document in self.documents]
         _split_compound_names(fields)

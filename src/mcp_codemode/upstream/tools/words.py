@@ -182,6 +182,15 @@ def query_terms(query: str) -> list[str]:
     return terms(query)
 
 
+def prepare() -> None:
+    """Read what queries need from the host (the time-zone database's places) now, not in the first query.
+
+    The ranker calls it while building an index, which runs in a worker thread: walking the time-zone
+    directory takes tens of milliseconds that a search on the event loop should not pay.
+    """
+    _places()
+
+
 @functools.cache
 def _places() -> dict[str, str]:
     """The cities of the IANA time-zone database (Tokyo, New York, Sao Paulo), by their lower-cased words.
