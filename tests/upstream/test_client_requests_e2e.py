@@ -281,15 +281,15 @@ async def test_ask_tools_asks_through_elicitation_and_an_upstream_servers_sampli
         f"Echo: {x}" for x in ("first", "second", "third")
     ]
     assert len(asked) == 3, asked[3:]
-    approvals = [(line["tool"], line["outcome"], line.get("approval")) for line in audit if line.get("tool") == "echo"]
-    assert approvals == [
+    audited = [(line["tool"], line["outcome"], line.get("approval")) for line in audit if line.get("tool") == "echo"]
+    assert audited == [
         ("echo", "ok", "approved"),
         ("echo", "refused", "declined"),
         ("echo", "ok", "approved for the session"),
         ("echo", "ok", "remembered"),
         ("echo", "ok", "remembered"),
         ("echo", "ok", "remembered"),
-    ], approvals
+    ], audited
     assert all("approval" not in line for line in audit if line.get("tool") == "get-sum")
     rows = json.loads(text_of(passed_on).strip().splitlines()[0])
     assert rows["sampling"][0] == "ok" and "teal, says the model" in str(rows["sampling"][1]), rows
