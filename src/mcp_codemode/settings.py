@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SettingsError
+from .hibernation_settings import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, store_dir, store_dir_problem
 from .mounts import Mount
 from .mounts import state_dir_problem as mounts_state_dir_problem
 from .observability_settings import LogFormat, OtelProblem, otel_export, otel_variables
@@ -163,6 +164,13 @@ class Settings:
     # Where sign-ins (the OAuth tokens of `login`) and saved tools are kept: files under state_dir, or, for replicas
     # that must all see them, a Secret and ConfigMaps in kube_namespace (runs/shared_state.py).
     shared_state: SharedState = "files"
+    # Sessions written to disk instead of dropped when they idle out, are evicted or the bridge stops, and restored by
+    # their next call (runs/hibernation.py); the store's bounds, and its place, which no sandbox may see.
+    hibernate: bool = False
+    hibernate_dir: Path | None = None  # None: hibernated/ under state_dir
+    hibernate_max_bytes: int = DEFAULT_MAX_BYTES
+    hibernate_max_age: float = DEFAULT_MAX_AGE
+    hibernate_max_count: int = DEFAULT_MAX_COUNT
     # Why this process looks like it runs in a Kubernetes pod ("" when it does not): a fact read by ``load``, not a
     # setting. Stdio upstream servers would run in that pod, beside its service-account token (admission.py).
     pod: str = ""
@@ -200,6 +208,11 @@ class Settings:
                 "their own (so that only the face pods may reach it); choose another MCP_BRIDGE_PEER_PORT, such as 8766"
             )
         self._check_mounts()
+        if self.hibernate:
+            python = [self.sandbox_python.parent.parent] if self.sandbox_python else []
+            problem = store_dir_problem(self.snapshot_dir, self.mounts, [self.state_dir / "sandbox-env", *python])
+            if problem:
+                raise SettingsError(problem)
         if self.tracing:
             try:
                 otel_export(self.otel)
@@ -229,6 +242,11 @@ class Settings:
     def shares_sessions(self) -> bool:
         """Whether this replica shares its sessions with others (through Leases; face/replicas.py)."""
         return bool(self.peer_token)
+
+    @property
+    def snapshot_dir(self) -> Path:
+        """Where hibernated sessions are kept (runs/snapshot_store.py)."""
+        return store_dir(self.hibernate_dir, self.state_dir)
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from .errors import SettingsError
+from .hibernation_settings import fields as hibernation_fields
 from .mounts import EXAMPLE as MOUNTS_EXAMPLE
 from .mounts import MountError, parse_mounts, parse_shared
 from .observability_settings import LOG_FORMATS, LOG_LEVELS, log_format, log_level
@@ -405,6 +406,7 @@ FIELDS: tuple[Field, ...] = (
         "reads and writes through the API)",
         "kubernetes",
     ),
+    *(Field(*line) for line in hibernation_fields(_bool)),
 )
 SECRET_FIELDS = frozenset({"http_tokens", "peer_token", "metrics_tokens"})
 FIELD_BY_NAME = {f.name: f for f in FIELDS}

@@ -117,7 +117,7 @@ async def _hand_over(router: SessionRouter, key: ClaimKey, session: SessionKey |
     """Close the session here once its running call ended (``lose`` waits for it), then mark its Lease given up."""
     if session is not None:
         try:
-            await router.bridge.lose(session, "was handed over: this replica shut down")
+            await router.bridge.lose(session, "was handed over: this replica shut down", keep=True)
         except Exception as exc:  # noqa: BLE001 - finish() closes every sandbox anyway; the claim has its backstop
             log.warning("stopping: could not close session %s: %s", key.name, exc)
     try:

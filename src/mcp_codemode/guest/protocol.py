@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # sandbox image baked by another release, on the kubernetes backend) before it runs a cell. A host frame that every
 # guest drops unread (KEEPALIVE: ``control_loop`` has ignored unknown types since the first release) does not bump
 # it either: no side can misread it.
-PROTOCOL_VERSION: Final = 2  # 2: the FILES / FILE_REPLY frames (a session's /workspace from the client)
+PROTOCOL_VERSION: Final = 3  # 2: the FILES / FILE_REPLY frames (a session's /workspace); 3: SNAPSHOT_OPS
 
 # Frame types the guest sends to the host, and the host to the guest: each frame is a JSON object whose
 # ``type`` is one of these.
@@ -105,6 +105,11 @@ CALL_OPS = frozenset(
 # workspace itself. "read" answers at most FILE_CHUNK bytes from ``offset`` (base64) and the file's size; "write"
 # replaces the file with ``data`` (base64) through a temporary file, making missing folders.
 FILE_OPS = frozenset({"list", "read", "write"})
+# The ``op`` of a FILES frame that hibernates or restores the session (``worker_snapshot.py``), sent by the host only
+# while no cell runs: "snapshot" builds it (``limit``: its most bytes) and answers its size, counts and what was lost
+# (or ``declined``); "snapshot_read" answers FILE_CHUNK bytes from ``offset``; "restore_put" appends ``data`` at
+# ``offset``; "restore" applies what was put and answers its counts and what was lost.
+SNAPSHOT_OPS = frozenset({"snapshot", "snapshot_read", "restore_put", "restore"})
 FILE_CHUNK = 4 * 1024 * 1024  # bytes of a file one FILE_REPLY carries (base64: 5.4 MB, under MAX_FRAME_BYTES)
 MAX_LISTED_FILES = 1000  # entries one "list" answers; it says when there were more
 MAX_PATH_CHARS = 1024

@@ -45,18 +45,26 @@ if TYPE_CHECKING:  # typing costs ~3 ms of start-up and is only needed by type c
 
 
 if __package__:  # imported on the host (tests) as mcp_codemode.guest.worker
-    from .protocol import PROTOCOL_VERSION, READY, RESULT, SHUTDOWN
+    from .protocol import PROTOCOL_VERSION, READY, RESULT, SHUTDOWN, SNAPSHOT_OPS
     from .worker_capture import Capture
     from .worker_cells import Executor, Interrupter
     from .worker_channel import READ_CHUNK, Channel, control_loop
     from .worker_files import answer as answer_files
+    from .worker_snapshot import Hibernator
     from .worker_tracebacks import GUEST_DIR, clip, describe_exception
 else:  # in the sandbox boot.py imports this file as the top-level module ``worker``, its folder on sys.path
-    from protocol import PROTOCOL_VERSION, READY, RESULT, SHUTDOWN  # type: ignore[import-not-found,no-redef]
+    from protocol import (  # type: ignore[import-not-found,no-redef]
+        PROTOCOL_VERSION,
+        READY,
+        RESULT,
+        SHUTDOWN,
+        SNAPSHOT_OPS,
+    )
     from worker_capture import Capture  # type: ignore[import-not-found,no-redef]
     from worker_cells import Executor, Interrupter  # type: ignore[import-not-found,no-redef]
     from worker_channel import READ_CHUNK, Channel, control_loop  # type: ignore[import-not-found,no-redef]
     from worker_files import answer as answer_files  # type: ignore[import-not-found,no-redef]
+    from worker_snapshot import Hibernator  # type: ignore[import-not-found,no-redef]
     from worker_tracebacks import GUEST_DIR, clip, describe_exception  # type: ignore[import-not-found,no-redef]
 
 WORKSPACE = "/workspace"  # the sandbox's working directory on every backend, when the host names none
@@ -115,6 +123,15 @@ def main(argv: list[str]) -> int:
     workspace = workdir if isinstance(workdir, str) and os.path.isdir(workdir) else WORKSPACE
     requests: queue.Queue[dict[str, Any]] = queue.Queue()
     runtime.rpc.bind(channel.send_strict)
+    hibernator = Hibernator(executor, workspace, runtime)
+
+    def files(message: dict[str, Any]) -> None:
+        """The client's file requests, and the host's snapshot requests (sent only while no cell runs)."""
+        if message.get("op") in SNAPSHOT_OPS:
+            channel.send(hibernator.answer(message))
+        else:
+            channel.send(answer_files(workspace, message))
+
     threading.Thread(
         target=control_loop,
         args=(
@@ -122,7 +139,7 @@ def main(argv: list[str]) -> int:
             requests,
             interrupter,
             runtime.rpc.deliver,
-            lambda message: channel.send(answer_files(workspace, message)),
+            files,
         ),
         daemon=True,
         name="control",

@@ -21,8 +21,10 @@ if TYPE_CHECKING:  # typing costs ~3 ms of start-up and is only needed by type c
     from typing import Any
 
 if __package__:  # imported on the host (tests) as mcp_codemode.guest.worker_cells
+    from .worker_definitions import Definitions
     from .worker_tracebacks import clip, describe_exception
 else:  # in the sandbox the guest folder is on sys.path
+    from worker_definitions import Definitions  # type: ignore[import-not-found,no-redef]
     from worker_tracebacks import clip, describe_exception  # type: ignore[import-not-found,no-redef]
 
 
@@ -102,6 +104,7 @@ class Executor:
         self.loop: Any = None  # created on the first top-level await: importing asyncio costs ~40 ms of start-up
         self.cell = 0
         self.sources = CellSources()
+        self.definitions = Definitions()  # what a hibernated session defines again (worker_snapshot.py)
         self._interrupter = interrupter
 
     def _compile(self, source: str) -> tuple[types.CodeType, types.CodeType | None, str]:
@@ -112,6 +115,7 @@ class Executor:
         flags = _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         tree = compile(source, filename, "exec", flags | _ast.PyCF_ONLY_AST, dont_inherit=True)
         assert isinstance(tree, _ast.Module)
+        self.definitions.note(tree, source)
         last: types.CodeType | None = None
         tail = tree.body[-1] if tree.body else None
         if isinstance(tail, _ast.Expr):
@@ -122,6 +126,14 @@ class Executor:
         if any(isinstance(const, types.CodeType) for code in (body, last) if code for const in code.co_consts):
             self.sources.defines_code()
         return body, last, filename
+
+    def define(self, source: str) -> None:
+        """Run a kept statement again in a restored session: compiled as a cell, so its source shows in tracebacks
+        and it is kept again for the next hibernation."""
+        body, last, _ = self._compile(source)
+        self._run(body)
+        if last is not None:
+            self._run(last)
 
     def _run(self, code: types.CodeType) -> Any:
         result = eval(code, self.namespace)  # noqa: S307 - running the user's code is the point

@@ -335,11 +335,12 @@ class Bridge:
         if self.sessions is not None:
             await self.sessions.discard(str(key))
 
-    async def lose(self, key: SessionKey, why: str) -> None:
+    async def lose(self, key: SessionKey, why: str, keep: bool = False) -> None:
         """Close ``key`` here, or mark it, so its next call here starts it fresh and says ``why`` (a session that
-        moved to another replica, or came from one that is gone); a running call in it ends first."""
+        moved to another replica, or came from one that is gone); a running call in it ends first. ``keep``: this
+        replica hands the session over as it stops: it is hibernated first when hibernation is on."""
         if self.sessions is not None:
-            await self.sessions.lose(str(key), why)
+            await self.sessions.lose(str(key), why, keep)
 
     def live_sessions(self) -> list[SessionKey]:
         """The sessions whose sandbox runs now (their files can be read); listing them is no use of them."""

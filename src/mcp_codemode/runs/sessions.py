@@ -33,6 +33,7 @@ from ..settings import Settings
 from ..telemetry.metrics import SessionEnd
 from ..telemetry.seam import Telemetry
 from ..telemetry.tracing import CALL_ID, CELL, PLACE_SESSION, START_SANDBOX, digest
+from .hibernation import Hibernation
 from .relay_run import Caller
 from .session_names import DEFAULT_SESSION, check_session_name
 from .warm_pool import WarmPool
@@ -67,6 +68,7 @@ class Session:
     pending_notice: str = ""  # said once, on the next call (e.g. "expired while idle")
     approved: set[str] = dataclasses.field(default_factory=set)  # "asker|server/tool"s a user allowed (ask_tools)
     unconfigured: bool = False  # its worker has not been sent its context yet (a call ended before its code ran)
+    restore: bool = False  # a snapshot of it was on disk when it was made: its first sandbox restores it
 
     @property
     def busy(self) -> bool:
@@ -93,6 +95,9 @@ class SessionManager:
         self.services = services
         self._sessions: dict[str, Session] = {}
         self._forgotten: dict[str, str] = {}  # names closed by expiry/eviction -> why, for the next call
+        # Sessions written to disk instead of closed (hibernation.py; None: off), and those being written now.
+        self.hibernation = Hibernation.of(settings)
+        self._hibernating: dict[str, asyncio.Event] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._keeper: asyncio.Task[None] | None = None
         self._closed = False
@@ -169,6 +174,9 @@ class SessionManager:
             if entry.pending_notice:
                 notices.append(entry.pending_notice)
                 entry.pending_notice = ""
+            if reset and self.hibernation is not None:
+                self.hibernation.drop(session)
+                entry.restore = False
             if reset and entry.worker is not None:
                 await self._retire_worker(entry)
                 notices.append("The session was reset: it starts with a fresh namespace.")
@@ -182,6 +190,9 @@ class SessionManager:
                 with tracing.span(START_SANDBOX, attributes={"mcp_codemode.backend": self.backend.name}):
                     entry.worker = await self._start_worker(session, entry)
                 entry.unconfigured = True
+                if entry.restore:
+                    entry.restore = False
+                    notices.append(await self._restore(session, entry))
             self.telemetry.sandbox_waited(time.perf_counter() - arrived)
             if prepare is not None:
                 try:
@@ -215,6 +226,16 @@ class SessionManager:
             result = dataclasses.replace(result, notice=joined)
         return result
 
+    async def _restore(self, session: str, entry: Session) -> str:
+        """Bring the session's snapshot into its new sandbox; the notice that says what came back, or why nothing
+        did. A sandbox whose restore failed half way is replaced, so the call starts clean as the notice says."""
+        assert self.hibernation is not None and entry.worker is not None
+        outcome, notice = await self.hibernation.restore(session, entry.worker)
+        if outcome == "failed":
+            await self._retire_worker(entry)
+            entry.worker = await self._start_worker(session, entry)
+        return notice
+
     async def _retire_worker(self, entry: Session) -> Worker | None:
         """Detach the session's worker first (so nothing hands it out again), then close it through the pool."""
         worker, entry.worker = entry.worker, None
@@ -238,12 +259,18 @@ class SessionManager:
             entry = self._sessions.get(name)
             if entry is not None:
                 return entry
+            hibernating = self._hibernating.get(name)
+            if hibernating is not None:  # being written to disk: its snapshot is read once it is whole
+                await hibernating.wait()
+                continue
             if len(self._sessions) < self.settings.max_sessions:
                 break
             await self._evict_one()
         entry = Session(name)
         reason = self._forgotten.pop(name, "")
-        if reason:
+        if self.hibernation is not None and self.hibernation.has(name):
+            entry.restore = True  # the restore's notice says what happened, in place of why it was closed
+        elif reason:
             # No name in the text: callers may use internal keys, and the model knows which session it asked for.
             entry.pending_notice = f"This session {reason}; this call starts it fresh with an empty namespace."
         self._sessions[name] = entry
@@ -257,11 +284,22 @@ class SessionManager:
                 "MCP_BRIDGE_MAX_SESSIONS"
             )
         victim = min(idle, key=lambda s: s.last_used)
-        await self._drop(victim, "was closed to make room for another (the session limit was reached)", "evicted")
+        await self._drop(victim, "was closed to make room for another (the session limit was reached)", "evicted",
+                         keep="it was closed to make room for another session")  # fmt: skip
 
-    async def _drop(self, entry: Session, why: str, reason: SessionEnd) -> None:
+    async def _drop(self, entry: Session, why: str, reason: SessionEnd, keep: str = "") -> None:
+        """Close ``entry``; ``keep``: hibernate it first (saying why in the snapshot), when hibernation is on."""
         if self._sessions.pop(entry.name, None) is not None:
             self.telemetry.session_closed(reason)
+        if keep and self.hibernation is not None and entry.worker is not None:
+            written = self._hibernating[entry.name] = asyncio.Event()
+            try:
+                if await self.hibernation.hibernate(entry.name, entry.worker, keep):
+                    await self._retire_worker(entry)
+                    return
+            finally:
+                self._hibernating.pop(entry.name, None)
+                written.set()
         self._forgotten[entry.name] = why
         while len(self._forgotten) > 4 * self.settings.max_sessions:
             self._forgotten.pop(next(iter(self._forgotten)))
@@ -275,16 +313,19 @@ class SessionManager:
         async with entry.lock:
             await self._drop(entry, "", "ended")
         self._forgotten.pop(name, None)
+        if self.hibernation is not None:
+            self.hibernation.drop(name)
 
-    async def lose(self, name: str, why: str) -> None:
+    async def lose(self, name: str, why: str, keep: bool = False) -> None:
         """Close ``name`` if it lives here, or mark it when it does not, so its next call here starts it fresh and
-        says ``why`` (a session taken over from a replica that is gone, or taken by another replica)."""
+        says ``why`` (a session taken over from a replica that is gone, or taken by another replica). ``keep``: this
+        replica hands it over as it stops, so it is hibernated first (when hibernation is on) for the next owner."""
         entry = self._sessions.get(name)
         if entry is None:
             self._forgotten[name] = why
             return
         async with entry.lock:
-            await self._drop(entry, why, "moved")
+            await self._drop(entry, why, "moved", keep="its replica shut down" if keep else "")
 
     async def settle(self) -> None:
         """Return once every call running or queued now has ended (a replica that stops lets them finish): each
@@ -298,9 +339,15 @@ class SessionManager:
         limit = self.settings.session_idle_timeout
         now = time.monotonic()
         stale = [s for s in self._sessions.values() if not s.busy and now - s.last_used > limit]
+        closed = 0
         for entry in stale:
-            await self._drop(entry, f"expired after {limit:g} s without use", "expired")
-        return len(stale)
+            # Each drop awaits (a hibernation takes a while): a session called meanwhile is not closed under its call.
+            if entry.busy or self._sessions.get(entry.name) is not entry or time.monotonic() - entry.last_used <= limit:
+                continue
+            await self._drop(entry, f"expired after {limit:g} s without use", "expired",
+                             keep=f"it idled out after {limit:g} s")  # fmt: skip
+            closed += 1
+        return closed
 
     async def _expire_idle_forever(self) -> None:
         interval = min(max(self.settings.session_idle_timeout / 4, 0.5), 60)
@@ -308,6 +355,8 @@ class SessionManager:
             await asyncio.sleep(interval)
             try:
                 await self.expire_idle()
+                if self.hibernation is not None and self.hibernation.sweep_due():
+                    await self.hibernation.sweep()  # snapshots past their age or count bound
             except Exception:  # the reaper must outlive one bad close
                 log.exception("idle session expiry failed")
 
@@ -334,11 +383,24 @@ class SessionManager:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if self.hibernation is not None:
+            await self._hibernate_all(self.hibernation)
         workers = [s.worker for s in self._sessions.values() if s.worker is not None]
         self._sessions.clear()
         await asyncio.gather(self.pool.close(), *(self.pool.retire(w) for w in workers), return_exceptions=True)
         with contextlib.suppress(Exception):
             await self.backend.close()
+
+    async def _hibernate_all(self, hibernation: Hibernation) -> None:
+        """Write every idle session to disk as the bridge stops, a few at a time (a busy one is cut, as before)."""
+        turns = asyncio.Semaphore(4)
+
+        async def keep(entry: Session) -> None:
+            async with turns:
+                if entry.worker is not None and not entry.busy:
+                    await hibernation.hibernate(entry.name, entry.worker, "the bridge stopped")
+
+        await asyncio.gather(*(keep(s) for s in list(self._sessions.values())), return_exceptions=True)
 
 
 def _slug(name: str) -> str:

@@ -110,6 +110,7 @@ __all__ = [
     "discovered_servers",
     "get_prompt",
     "get_prompt_sync",
+    "hibernation",
     "list_loaded_server_metadata",
     "list_prompts",
     "list_prompts_sync",
@@ -139,6 +140,7 @@ class _State:
     display: Display | None = None
     summary: str = ""
     bound = False  # the bridge has sent the server list: the namespace gets the proxies before every cell
+    hibernate = True  # hibernation(False): the session is dropped, not written to disk, when it ends
 
 
 _state = _State()
@@ -149,6 +151,17 @@ def show(obj: object) -> None:
     if _state.display is None:
         raise RuntimeError("runtime.show() works only while a run_python call is running")
     _state.display.add(obj, strict=True)
+
+
+def hibernation(enabled: bool | None = None) -> bool:
+    """Whether this session is written to disk when it idles out, is closed for another or the bridge stops (when the
+    bridge hibernates sessions at all), so its next call brings it back. ``hibernation(False)`` opts out: the session
+    is then dropped as it ends, with any snapshot of it. Returns the setting in force after the call."""
+    if enabled is not None:
+        if not isinstance(enabled, bool):
+            raise TypeError("hibernation() takes True, False or nothing")
+        _state.hibernate = enabled
+    return _state.hibernate
 
 
 def capability_summary() -> str:
