@@ -139,7 +139,9 @@ def build(executor: Any, workspace: str, limit: int) -> tuple[bytes, dict[str, i
             if isinstance(value, types.ModuleType):
                 modules[name] = value.__name__
                 continue
-            if getattr(value, "__module__", None) == "__main__" and _from_cells(value):
+            qualname = getattr(value, "__qualname__", None)
+            by_reference = qualname in covered and namespace.get(qualname) is value  # ``Alias = Base``: pickled by name
+            if getattr(value, "__module__", None) == "__main__" and _from_cells(value) and not by_reference:
                 forgotten = name in executor.definitions.forgotten
                 why = "over the budget of kept sources" if forgotten else "not made by a top-level def or class"
                 lost.add(f"{name} (its source is not kept: {why})")
