@@ -9,6 +9,7 @@ import io
 import os
 import pickle
 import tarfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,10 @@ class _Runtime:
 
         def add_found_in(self, value: object) -> None:
             pass
+
+
+def _packed(state: dict[str, Any]) -> bytes:
+    return worker_snapshot.MAGIC + zlib.compress(pickle.dumps(state))
 
 
 def _executor() -> Executor:
@@ -125,10 +130,10 @@ def test_a_statement_that_fails_again_is_named_and_the_rest_come_back(tmp_path: 
     executor = _executor()
     _run(executor, "import json", "def f():\n    return 1", "x = 2")
     blob, _, _ = worker_snapshot.build(executor, str(tmp_path), 1 << 20)
-    state = pickle.loads(blob[len(worker_snapshot.MAGIC) :])
+    state = pickle.loads(zlib.decompress(blob[len(worker_snapshot.MAGIC) :]))
     state["statements"].insert(0, ("import", "import no_such_module_here\n"))
     restored = _executor()
-    _, lost = worker_snapshot.restore(restored, str(tmp_path), worker_snapshot.MAGIC + pickle.dumps(state))
+    _, lost = worker_snapshot.restore(restored, str(tmp_path), _packed(state))
     assert lost == ["import no_such_module_here (ModuleNotFoundError: No module named 'no_such_module_here')"]
     assert restored.namespace["f"]() == 1 and restored.namespace["x"] == 2
 
@@ -145,7 +150,7 @@ def test_an_archive_entry_that_leaves_the_workspace_or_is_a_link_is_refused(tmp_
     state = {"statements": [], "modules": {}, "variables": {}, "names": [], "workspace": buffer.getvalue()}
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    counts, lost = worker_snapshot.restore(_executor(), str(workspace), worker_snapshot.MAGIC + pickle.dumps(state))
+    counts, lost = worker_snapshot.restore(_executor(), str(workspace), _packed(state))
     assert sorted(os.listdir(workspace)) == ["ok.txt"] and not (tmp_path / "escape.txt").exists()
     assert counts["files"] == 1 and len(lost) == 2
 
@@ -180,7 +185,7 @@ def _ask(hibernator: worker_snapshot.Hibernator, **message: Any) -> dict[str, An
 
 def test_the_exchange_reads_and_writes_in_chunks_and_a_session_that_opted_out_declines(tmp_path: Path) -> None:
     executor = _executor()
-    _run(executor, "big = b'z' * (5 * 1024 * 1024)")
+    _run(executor, "import os\nbig = os.urandom(5 * 1024 * 1024)")
     hibernator = worker_snapshot.Hibernator(executor, str(tmp_path), _Runtime)
     built = _ask(hibernator, op="snapshot", limit=16 << 20)["value"]
     chunks: list[bytes] = []

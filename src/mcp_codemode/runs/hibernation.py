@@ -68,7 +68,8 @@ class Hibernation:
             log.warning("could not hibernate a session (%s); it is dropped", exc)
             self.store.drop(session)
             return False
-        log.info("hibernated a session: %d bytes in %.0f ms", len(blob), (time.perf_counter() - began) * 1000)
+        log.info("hibernated a session: %d bytes in %.0f ms (the sandbox's part %.0f ms, %.0f ms of CPU)", len(blob),
+                 (time.perf_counter() - began) * 1000, report.guest_ms, report.guest_cpu_ms)  # fmt: skip
         return True
 
     async def restore(self, session: str, worker: Worker) -> tuple[Outcome, str]:
@@ -88,6 +89,8 @@ class Hibernation:
         except SnapshotError as exc:
             return "failed", (f"This session was hibernated ({manifest.why}), but its snapshot could not be restored "
                            f"({exc}); this call starts it fresh with an empty namespace.")  # fmt: skip
+        log.info("restored a session: %d bytes; the sandbox's part %.0f ms (%.0f ms of CPU)", len(blob),
+                 report.guest_ms, report.guest_cpu_ms)  # fmt: skip
         return "restored", restored_notice(manifest, report)
 
     def sweep_due(self) -> bool:
