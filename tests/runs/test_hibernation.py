@@ -1,4 +1,4 @@
-"""Sessions that hibernate, end to end on real bubblewrap: idle-out, eviction and a stopping bridge write them to disk,
+"""Sessions that hibernate, end to end on a real sandbox (bubblewrap): idle-out, eviction and a stopping bridge write them to disk,
 the next call (on this bridge or another sharing the store, as a replica would) brings them back with what they held
 and says what could not come; a snapshot changed on disk is refused; no other principal and no sandboxed code reaches
 the store; reset and ``runtime.hibernation(False)`` drop it."""
@@ -20,11 +20,11 @@ from mcp_codemode.runs.hibernation import Hibernation
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.upstream.model import Discovery
-from tests.support.backends import sandbox_settings
+from tests.support.backends import ONE_BACKEND, sandbox_settings
 from tests.support.cells import RUN_TIMEOUT, guest, poll, private_state_dir, reported
-from tests.support.clients import require_bubblewrap
 
-pytestmark = [pytest.mark.backend, pytest.mark.usefixtures("no_orphans")]
+# The exchange is the same frames on every backend: one real sandbox proves it (ONE_BACKEND).
+pytestmark = [pytest.mark.backend, pytest.mark.usefixtures("no_orphans"), ONE_BACKEND]
 
 ALICE = SessionKey.principal("alice", "work")
 BUILD = """
@@ -48,18 +48,11 @@ report({"double": double(LIMIT), "point": type(origin).__name__, "x": origin.x, 
 """
 
 
-@pytest.fixture
-def backend_name() -> str:
-    """Pinned to bubblewrap: the exchange is the same frames on every backend; one real sandbox proves it."""
-    require_bubblewrap()
-    return "bubblewrap"
-
-
 @contextlib.asynccontextmanager
-async def _bridge(state: Path, **changes: Any) -> AsyncIterator[Bridge]:
-    settings = sandbox_settings(runtime="bubblewrap", state_dir=state, hibernate=True, **changes)
+async def _bridge(state: Path, runtime: str, **changes: Any) -> AsyncIterator[Bridge]:
+    settings = sandbox_settings(runtime=runtime, state_dir=state, hibernate=True, **changes)
     async with Bridge(settings, Discovery()) as bridge:
-        assert bridge.backend_name == "bubblewrap", bridge.backend_error
+        assert bridge.backend_name == runtime, bridge.backend_error
         yield bridge
 
 
@@ -74,7 +67,7 @@ def _hibernation(bridge: Bridge) -> Hibernation:
 
 def test_an_idle_session_hibernates_and_its_next_call_restores_it(backend_name: str) -> None:
     async def body(state: Path) -> None:
-        async with _bridge(state, session_idle_timeout=1.0) as bridge:
+        async with _bridge(state, backend_name, session_idle_timeout=1.0) as bridge:
             built = await _run(bridge, BUILD)
             assert built.status == "ok", built
             hibernation = _hibernation(bridge)
@@ -115,13 +108,13 @@ def test_eviction_and_a_stopping_bridge_hibernate_and_another_bridge_sharing_the
     other = SessionKey.principal("alice", "other")
 
     async def body(state: Path) -> None:
-        async with _bridge(state, max_sessions=1) as first:
+        async with _bridge(state, backend_name, max_sessions=1) as first:
             assert (await _run(first, BUILD)).status == "ok"
             evicting = await _run(first, "kept = 'other'", other)  # the cap closes ALICE's session: hibernated
             assert evicting.status == "ok" and _hibernation(first).has(str(ALICE))
             back = await _run(first, CHECK)  # and ALICE's call hibernates the other one in turn
             assert reported(back)["rows"] == 2000 and "closed to make room for another session" in back.notice
-        async with _bridge(state, max_sessions=4) as second:  # the first stopped: ALICE hibernated as it closed
+        async with _bridge(state, backend_name, max_sessions=4) as second:  # the first stopped: ALICE hibernated as it closed
             hibernation = _hibernation(second)
             assert hibernation.has(str(ALICE)) and hibernation.has(str(other))
             again = await _run(second, CHECK)
@@ -130,7 +123,7 @@ def test_eviction_and_a_stopping_bridge_hibernate_and_another_bridge_sharing_the
             assert reported(reset) is False and not hibernation.has(str(other))
             opted_out = await _run(second, "import mcp.runtime as runtime\nreport(runtime.hibernation(False))")
             assert reported(opted_out) is False
-        async with _bridge(state) as third:
+        async with _bridge(state, backend_name) as third:
             assert not _hibernation(third).has(str(ALICE))  # it opted out: dropped as the second bridge stopped
 
     with private_state_dir() as state:
@@ -149,7 +142,7 @@ def _tampered(data: bytes, how: str) -> bytes:
 
 def test_a_snapshot_changed_on_disk_is_refused_and_the_session_starts_fresh(backend_name: str) -> None:
     async def body(state: Path) -> None:
-        async with _bridge(state, hibernate_max_bytes=1 << 20) as bridge:
+        async with _bridge(state, backend_name, hibernate_max_bytes=1 << 20) as bridge:
             assert (await _run(bridge, "secret = 41")).status == "ok"
             assert bridge.sessions is not None
             await bridge.sessions.lose(str(ALICE), "", keep=True)  # hibernated as a stopping replica hands it over
