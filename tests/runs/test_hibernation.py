@@ -1,4 +1,4 @@
-"""Sessions that hibernate, end to end on a real sandbox (bubblewrap): idle-out, eviction and a stopping bridge write them to disk,
+"""Sessions that hibernate, end to end on a real sandbox: idle-out, eviction and a stopping bridge write them to disk,
 the next call (on this bridge or another sharing the store, as a replica would) brings them back with what they held
 and says what could not come; a snapshot changed on disk is refused; no other principal and no sandboxed code reaches
 the store; reset and ``runtime.hibernation(False)`` drop it."""
@@ -114,7 +114,8 @@ def test_eviction_and_a_stopping_bridge_hibernate_and_another_bridge_sharing_the
             assert evicting.status == "ok" and _hibernation(first).has(str(ALICE))
             back = await _run(first, CHECK)  # and ALICE's call hibernates the other one in turn
             assert reported(back)["rows"] == 2000 and "closed to make room for another session" in back.notice
-        async with _bridge(state, backend_name, max_sessions=4) as second:  # the first stopped: ALICE hibernated as it closed
+        # The first stopped: ALICE's session was hibernated as it closed.
+        async with _bridge(state, backend_name, max_sessions=4) as second:
             hibernation = _hibernation(second)
             assert hibernation.has(str(ALICE)) and hibernation.has(str(other))
             again = await _run(second, CHECK)
