@@ -14,10 +14,11 @@ longer ready and no new client or replica reaches it):
    any) has ended: the session is closed here (its sandbox, and so its claim, deleted), then its Lease is marked as
    given up (``SessionLeases.hand_over``), so the next call anywhere takes it over at once and tells the client that
    its state went with this replica (with ``MCP_BRIDGE_HIBERNATE`` on, the session is hibernated before its Lease is
-   given up, and the taker restores it from the store the replicas share). Idle sessions go at once; busy ones when their call ends. Calls this replica
-   forwards elsewhere, and calls in sessions only this replica can serve (a handshake-era connection's own), run to
-   their end too. All of it is bounded by the longest a call may run (``MCP_BRIDGE_MAX_TIMEOUT`` and the interrupt
-   grace) and a margin; past that the replica goes on stopping and what still runs is cut.
+   given up, and the taker restores it from the store the replicas share). Idle sessions go at once; busy ones when
+   their call ends. Calls this replica forwards elsewhere, and calls in sessions only this replica can serve (a
+   handshake-era connection's own), run to their end too. All of it is bounded by the longest a call may run
+   (``MCP_BRIDGE_MAX_TIMEOUT`` and the interrupt grace) and a margin; past that the replica goes on stopping and
+   what still runs is cut.
 3. **Then the rest** (``SessionRouter.open``): whatever it still holds is handed over, every sandbox it owns is
    closed (so its claims are deleted by the replica that made them: it knows which are its, and no other replica
    may delete a live replica's claims), and only then its liveness Lease is deleted. Killed before that (the grace
