@@ -3,6 +3,8 @@ it sweeps, that it keeps nothing per session in memory, and the host's check of 
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import dataclasses
 import hashlib
 import hmac
@@ -20,7 +22,7 @@ from mcp_codemode.hibernation_settings import store_dir_problem
 from mcp_codemode.mounts import parse_mounts
 from mcp_codemode.runs.hibernation import restored_notice
 from mcp_codemode.runs.snapshot_store import MAGIC, Manifest, Refused, SnapshotStore, StoreError
-from mcp_codemode.sandbox.snapshots import GuestReport, SnapshotError, checked_report
+from mcp_codemode.sandbox.snapshots import GuestReport, SnapshotError, checked_report, take
 from mcp_codemode.settings import Settings
 
 SESSION = "p:alice:work"
@@ -181,3 +183,40 @@ def test_the_store_may_not_lie_where_a_sandbox_looks(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="MCP_BRIDGE_HIBERNATE_MAX_BYTES='2g' is not valid: expected a size"):
         Settings.load(env={"MCP_BRIDGE_HIBERNATE_MAX_BYTES": "2g"})
     assert Settings.load(env={"MCP_BRIDGE_HIBERNATE_DIR": "/usr/x"}).hibernate is False  # off: no store is made
+
+
+class _Guest:
+    """A worker whose guest answers snapshot requests as scripted: what a hostile one may send."""
+
+    def __init__(self, announce: dict[str, object], chunks: list[object]) -> None:
+        self.announce, self.chunks, self.asked = announce, chunks, 0
+
+    async def files(self, request: dict[str, object], timeout: float) -> dict[str, object]:
+        if request["op"] == "snapshot":
+            return self.announce
+        self.asked += 1
+        return {"data": self.chunks.pop(0) if self.chunks else ""}
+
+
+def _take(guest: _Guest, limit: int = 1000) -> tuple[bytes, GuestReport] | None:
+    return asyncio.run(take(guest, limit, 1.0))  # type: ignore[arg-type]
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def test_a_guest_that_lies_about_its_snapshot_is_refused_before_its_bytes_are_kept() -> None:
+    report = {"counts": {"variables": 1}, "lost": []}
+    over = _Guest({"size": 10_000, **report}, [_b64(b"x" * 10_000)])
+    with pytest.raises(SnapshotError, match="over the bound"):
+        _take(over)
+    assert over.asked == 0  # refused on the announcement, before a byte was asked for
+    for chunks in ([_b64(b"x" * 600), _b64(b"x" * 600)], ["not base64!"], [""], [12]):
+        with pytest.raises(SnapshotError):
+            _take(_Guest({"size": 1000, **report}, list(chunks)))
+    with pytest.raises(SnapshotError, match="malformed"):
+        _take(_Guest({"size": 10, "counts": {"rm -rf": 1}, "lost": []}, [_b64(b"x" * 10)]))
+    assert _take(_Guest({"declined": True}, [])) is None
+    taken = _take(_Guest({"size": 10, **report}, [_b64(b"x" * 4), _b64(b"y" * 6)]))
+    assert taken is not None and taken[0] == b"xxxxyyyyyy" and taken[1].counts == (("variables", 1),)
