@@ -50,7 +50,6 @@ if __package__:  # imported on the host (tests) as mcp_codemode.guest.worker
     from .worker_cells import Executor, Interrupter
     from .worker_channel import READ_CHUNK, Channel, control_loop
     from .worker_files import answer as answer_files
-    from .worker_snapshot import Hibernator
     from .worker_tracebacks import GUEST_DIR, clip, describe_exception
 else:  # in the sandbox boot.py imports this file as the top-level module ``worker``, its folder on sys.path
     from protocol import (  # type: ignore[import-not-found,no-redef]
@@ -64,7 +63,6 @@ else:  # in the sandbox boot.py imports this file as the top-level module ``work
     from worker_cells import Executor, Interrupter  # type: ignore[import-not-found,no-redef]
     from worker_channel import READ_CHUNK, Channel, control_loop  # type: ignore[import-not-found,no-redef]
     from worker_files import answer as answer_files  # type: ignore[import-not-found,no-redef]
-    from worker_snapshot import Hibernator  # type: ignore[import-not-found,no-redef]
     from worker_tracebacks import GUEST_DIR, clip, describe_exception  # type: ignore[import-not-found,no-redef]
 
 WORKSPACE = "/workspace"  # the sandbox's working directory on every backend, when the host names none
@@ -123,14 +121,21 @@ def main(argv: list[str]) -> int:
     workspace = workdir if isinstance(workdir, str) and os.path.isdir(workdir) else WORKSPACE
     requests: queue.Queue[dict[str, Any]] = queue.Queue()
     runtime.rpc.bind(channel.send_strict)
-    hibernator = Hibernator(executor, workspace, runtime)
+    hibernators: list[Any] = []
 
     def files(message: dict[str, Any]) -> None:
-        """The client's file requests, and the host's snapshot requests (sent only while no cell runs)."""
-        if message.get("op") in SNAPSHOT_OPS:
-            channel.send(hibernator.answer(message))
-        else:
+        """The client's file requests, and the host's snapshot requests (sent only while no cell runs). The snapshot
+        module is imported on the first of those: pickle and tarfile cost every sandbox's start tens of ms."""
+        if message.get("op") not in SNAPSHOT_OPS:
             channel.send(answer_files(workspace, message))
+            return
+        if not hibernators:
+            if __package__:
+                from .worker_snapshot import Hibernator
+            else:
+                from worker_snapshot import Hibernator  # type: ignore[import-not-found,no-redef]
+            hibernators.append(Hibernator(executor, workspace, runtime))
+        channel.send(hibernators[0].answer(message))
 
     threading.Thread(
         target=control_loop,
