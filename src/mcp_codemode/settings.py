@@ -174,6 +174,9 @@ class Settings:
     # Why this process looks like it runs in a Kubernetes pod ("" when it does not): a fact read by ``load``, not a
     # setting. Stdio upstream servers would run in that pod, beside its service-account token (admission.py).
     pod: str = ""
+    # The web console (console/): off unless on; over HTTP at /console, over stdio on 127.0.0.1:console_port.
+    console: bool = False
+    console_port: int = 0
     # Where the values came from, for `doctor` and for error messages.
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from .console_settings import CONSOLE_FIELDS
+from .console_settings import switch as _bool
 from .errors import SettingsError
 from .hibernation_settings import fields as hibernation_fields
 from .mounts import EXAMPLE as MOUNTS_EXAMPLE
@@ -137,15 +139,6 @@ def _optional_path(text: str) -> Path | None:
 
 def _args(text: str) -> tuple[str, ...]:
     return tuple(shlex.split(text))
-
-
-def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(text)
 
 
 def _paths(text: str) -> tuple[Path, ...]:
@@ -407,6 +400,7 @@ FIELDS: tuple[Field, ...] = (
         "kubernetes",
     ),
     *(Field(*line) for line in hibernation_fields(_bool)),
+    *(Field(*row) for row in CONSOLE_FIELDS),
 )
 SECRET_FIELDS = frozenset({"http_tokens", "peer_token", "metrics_tokens"})
 FIELD_BY_NAME = {f.name: f for f in FIELDS}

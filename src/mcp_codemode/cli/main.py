@@ -130,6 +130,8 @@ def _parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser("doctor", help="check which sandboxes work here and what they enforce")
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
     _config_option(doctor)
+    console = commands.add_parser("console", help="open the running bridge's web console in a browser")
+    console.add_argument("--no-browser", action="store_true", help="print the one-time link; do not open a browser")
     _provision_commands(commands)
     return parser
 
@@ -293,6 +295,10 @@ def _command(settings: Settings, args: argparse.Namespace) -> int:
         listing = asyncio.run(servers_report(settings, found, connect=not args.no_connect, refresh=args.refresh))
         print(json.dumps(listing.as_json(), indent=2) if args.json else listing.as_text())
         return EXIT_OK
+    if args.command == "console":
+        from ..console.launch import open_console
+
+        return open_console(settings, sys.stdout, browser=not args.no_browser)
     if args.command == "search":
         from .commands import search
 

@@ -132,7 +132,7 @@ async def _with_bridge(
     discovery, sources = await anyio.to_thread.run_sync(find_servers)
     if ended.is_set():  # the client left while the bridge loaded: it needs none
         return
-    async with serving.started(settings, discovery, sources, metrics_sock) as bridge:
+    async with serving.started(settings, discovery, sources, metrics_sock, console_port=True) as bridge:
         serving.attach(server, bridge)
         hold.release()
         await ended.wait()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -51,15 +51,25 @@ def bind(
 
 @contextlib.asynccontextmanager
 async def started(
-    settings: Settings, discovery: Discovery, sources: ConfigSources | None, metrics_sock: socket.socket | None
+    settings: Settings,
+    discovery: Discovery,
+    sources: ConfigSources | None,
+    metrics_sock: socket.socket | None,
+    *,
+    console_port: bool = False,
 ) -> AsyncIterator[Bridge]:
-    """The bridge, started (and closed on the way out), with its metrics served on ``metrics_sock`` meanwhile.
+    """The bridge, started (and closed on the way out), with its metrics served on ``metrics_sock`` meanwhile, and
+    with ``console_port`` (a stdio bridge) its web console on a loopback port of its own when it is turned on.
 
     Entered shielded: over stdio a stop can come while the bridge starts, and it must still close what it started.
     """
     async with contextlib.AsyncExitStack() as stack:
         with anyio.CancelScope(shield=True):
             bridge = await stack.enter_async_context(Bridge(settings, discovery, sources=sources))
+        if console_port and settings.console:
+            from ..console.launch import served_on_loopback  # only a bridge with its console on loads it
+
+            await stack.enter_async_context(served_on_loopback(bridge, settings, discovery))
         if metrics_sock is None:
             yield bridge
             return
@@ -81,12 +91,29 @@ def attach(server: Server[Any], bridge: Bridge) -> None:
 async def serve_over_http(bridge: Bridge, settings: Settings, sock: socket.socket, stop: anyio.Event) -> None:
     """Serve MCP over HTTP until ``stop`` is set; replicas that share sessions go through ``_serve_shared``."""
     if settings.shares_sessions:
+        if settings.console:
+            log.warning("the web console is not served by replicas that share sessions (each would show only its own)")
         await _serve_shared(bridge, settings, sock, stop)
         return
-    await serve_http(
-        build_server(bridge, "http"), settings, sock, stop, lambda app: _probed(app, bridge, stop),
-        telemetry=bridge.telemetry,
-    )  # fmt: skip
+    with _console(bridge, settings, sock) as wrap:
+        await serve_http(
+            build_server(bridge, "http"), settings, sock, stop, lambda app: _probed(wrap(app), bridge, stop),
+            telemetry=bridge.telemetry,
+        )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _console(bridge: Bridge, settings: Settings, sock: socket.socket) -> Iterator[Callable[[ASGIApp], ASGIApp]]:
+    """What puts the web console in front of the HTTP face under /console (when it is on; else nothing), announced
+    in the log and in its state file while the face serves."""
+    if not settings.console:
+        yield lambda app: app
+        return
+    from ..console.launch import announced, front, on_http_face
+
+    console = on_http_face(bridge, settings, bridge.discovery)
+    with announced(console, settings, settings.http_host, sock.getsockname()[1]):
+        yield lambda app: front(app, console)
 
 
 async def _serve_shared(bridge: Bridge, settings: Settings, sock: socket.socket, stop: anyio.Event) -> None:

@@ -51,6 +51,7 @@ from ..upstream.model import Discovery, ServerConfig
 from ..upstream.servers.redaction import secret_values
 from ..upstream.tools.directory import ToolDirectory
 from .audit import AuditLog
+from .call_board import CANCELLED, CallBoard
 from .config_refresh import ConfigRefresh
 from .readiness import ChangeLog, Readiness, readiness_of
 from .relay import Relay
@@ -87,6 +88,8 @@ class Bridge:
     settings: Settings  # as the bridge was built with them
     summary: str  # the capability summary: what the sandbox offers and which servers code can reach
     telemetry: Telemetry  # the bridge's metrics (telemetry/): what /metrics serves, and what the faces count there
+    board: CallBoard | None  # the web console's view of sessions and calls (call_board.py); None with it off
+    backend_name: str  # the sandbox backend every session runs on ("unavailable" when none can)
 
     def __init__(
         self,
@@ -119,6 +122,7 @@ class Bridge:
         rewritable = config_in_mounts(settings.mounts, watched)  # the sandbox must not write what is read again
         self.mount_refusal = "; and ".join(problem for problem in (refusal(shared), rewritable) if problem)
         self.audit = AuditLog(settings.audit_path, settings.audit_max_bytes, settings.audit_backups)
+        self.board = CallBoard(self.audit, self.has_session) if settings.console else None
         # What /metrics serves and the spans sent over OTLP (telemetry/); nothing of either when they are off.
         traced = tracing(settings.tracing, otel_export(settings.otel) if settings.tracing else None,
                          settings.trace_digests, settings.replica)  # fmt: skip
@@ -261,7 +265,9 @@ class Bridge:
         outcome: CallOutcome = "bridge_error"  # what raises here is the bridge's, not the code's
         result = None
         try:
-            result = await self._run(request, key, on_output, owner, caller)
+            work = self._run(request, key, on_output, owner, caller)
+            board = self.board
+            result = await (work if board is None else board.track(work, CALL_ID.get(), key, owner, request.code))
             outcome = call_outcome(result)
             return result
         except asyncio.CancelledError:
@@ -419,6 +425,7 @@ _ERROR_OUTCOMES: dict[str, CallOutcome] = {
     ERROR_KIND_POLICY: "refused",
     ERROR_KIND_APPROVAL: "refused",
     ERROR_KIND_TOOL: "tool_error",
+    CANCELLED: "cancelled",  # from the web console (call_board.py)
 }
 
 

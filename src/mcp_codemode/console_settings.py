@@ -1,0 +1,51 @@
+"""The web console's settings: whether the bridge serves it, and on which loopback port a stdio bridge does.
+
+Apart from ``settings_fields.py`` because the console is a part of its own that most bridges never turn on, and
+that table is near its size bound; the fields are written here as plain rows (name, variable, parser, what is
+expected, an example), which the table turns into its ``Field`` entries, so this module imports nothing of it.
+Off unless turned on: a console is a new door into the bridge, and nobody should find one open they did not ask for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+CONSOLE_PATH = "/console"  # where the console lives on the HTTP face, and on a stdio bridge's own port
+
+
+def switch(text: str) -> bool:
+    """On or off, as every switch of the settings is spelled (the table of settings_fields.py takes it from here:
+    this module may import nothing of that one, which adds these rows to itself)."""
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(text)
+
+
+def _port(text: str) -> int:
+    value = int(text.strip() or "0")
+    if not 0 <= value <= 65535:
+        raise ValueError(text)
+    return value
+
+
+#: (name, variable, parser, what it expects, an example): the rows settings_fields.py adds to its table.
+CONSOLE_FIELDS: tuple[tuple[str, str, Callable[[str], Any], str, str], ...] = (
+    (
+        "console",
+        "MCP_BRIDGE_CONSOLE",
+        switch,
+        f"on or off (on: the web console at {CONSOLE_PATH}, on the HTTP face or a stdio bridge's loopback port)",
+        "on",
+    ),
+    (
+        "console_port",
+        "MCP_BRIDGE_CONSOLE_PORT",
+        _port,
+        "the 127.0.0.1 port a stdio bridge serves its console on (0: any free port, named in the log)",
+        "8770",
+    ),
+)

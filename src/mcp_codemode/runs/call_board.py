@@ -1,0 +1,186 @@
+"""What the web console shows of the calls that run here: the sessions they ran in, the calls running now (which
+the console may cancel), and the last calls that ended, with their code and result.
+
+Why a part of the run service: every call, whatever face it came through, passes ``Bridge.run``, which is the one
+place that knows a call's session, owner, code and result together; the console (console/) only reads this board
+through the bridge. The bridge builds a board only when the console is on: with it off, a call pays for nothing of
+this. With it on and nobody watching, a call costs two dictionary writes, one append and one audit line.
+
+Everything here is kept per owner (an HTTP principal, or "local"), and every question names the owner asking, so
+one token's holder never learns of another's sessions or calls. The finished calls' code and results are kept in
+memory only (the last ``KEPT``), never written: the audit log stays free of code and output, as it always was
+(runs/audit.py); what it gains is one ``run`` line per call (its outcome, duration, sizes and the code's sha256).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import datetime
+import hashlib
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from ..sandbox.results import ExecutionResult, GuestError
+from ..session_keys import SessionKey
+from ..telemetry.tracing import SPAN_IDS
+from .audit import AuditLog
+
+SEEN_BOUND = 1000  # sessions remembered before those that ended are forgotten
+KEPT = 200  # finished calls whose code and result stay in memory for the console
+CANCELLED_NOTE = "The call was cancelled from the web console; the session's state was kept."
+CANCELLED = "Cancelled"  # the error type a call cancelled from the console ends with, as its client reads it
+
+
+@dataclasses.dataclass
+class SessionSeen:
+    """A session a call ran in, as the console shows it."""
+
+    key: SessionKey
+    owner: str
+    created: float  # time.time() of its first call here
+    last_call: float
+    calls: int = 0
+    fresh_next: str = ""  # why its next call starts fresh (reset from the console), "" otherwise
+
+
+@dataclasses.dataclass
+class CallSeen:
+    """One call, running or ended; ``result`` is set once it ended."""
+
+    call: str  # the call id (telemetry/tracing.py), as its audit and log lines carry it
+    key: SessionKey
+    owner: str
+    code: str
+    started: float  # time.time()
+    trace_id: str = ""
+    scope: anyio.CancelScope | None = dataclasses.field(default=None, repr=False)
+    cancelled_by_console: bool = False
+    result: ExecutionResult | None = None
+    outcome: str = ""
+    duration: float = 0.0
+
+
+class CallBoard:
+    """The sessions, running calls and recent calls of one bridge, per owner; ``changed`` wakes whoever watches."""
+
+    def __init__(self, audit: AuditLog, alive: Callable[[SessionKey], bool], kept: int = KEPT) -> None:
+        """``alive``: whether a session still has a sandbox here, so the board forgets those that ended."""
+        self.audit = audit
+        self.alive = alive
+        self.sessions: dict[SessionKey, SessionSeen] = {}
+        self.running: dict[str, CallSeen] = {}
+        self.finished: collections.deque[CallSeen] = collections.deque(maxlen=kept)
+        self.version = 0
+        self._changed: asyncio.Event | None = None
+
+    async def track(self, work: Awaitable[ExecutionResult], call: str, key: SessionKey, owner: str,
+                    code: str) -> ExecutionResult:  # fmt: skip
+        """Run ``work`` (the call) on the board: seen running while it runs, cancellable from the console, and kept
+        once it ended. A cancel from the console ends it with a result that says so, which its client receives."""
+        now = time.time()
+        seen = self.sessions.get(key)
+        if seen is None or seen.owner != owner:
+            if len(self.sessions) >= SEEN_BOUND:
+                self.sessions = {k: s for k, s in self.sessions.items() if self.alive(k) or s.fresh_next}
+            seen = self.sessions[key] = SessionSeen(key, owner, now, now)
+        seen.last_call, seen.fresh_next = now, ""
+        seen.calls += 1
+        entry = CallSeen(call, key, owner, code, now, trace_id=SPAN_IDS.get()[0])
+        self.running[call] = entry
+        self._bump()
+        outcome, result = "bridge_error", None
+        began = time.perf_counter()
+        try:
+            with anyio.CancelScope() as entry.scope:
+                result = await work
+            if result is None:  # the scope was cancelled by the console, not by the caller
+                result = ExecutionResult("error", error=GuestError(CANCELLED, CANCELLED_NOTE, ""),
+                                         notice=CANCELLED_NOTE)  # fmt: skip
+                outcome = "cancelled"
+            else:
+                outcome = result.status
+            return result
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            entry.scope = None
+            entry.result, entry.outcome, entry.duration = result, outcome, time.perf_counter() - began
+            self.running.pop(call, None)
+            self.finished.append(entry)
+            self._audit(entry)
+            self._bump()
+
+    def _audit(self, entry: CallSeen) -> None:
+        """The call's ``run`` line: what the console lists of finished calls, beside its tool lines."""
+        code = entry.code.encode("utf-8", "surrogatepass")
+        result = entry.result
+        line = {"time": _stamp(entry.started), "call": entry.call, "session": str(entry.key), "owner": entry.owner,
+                "kind": "run", "outcome": entry.outcome, "duration_ms": round(entry.duration * 1000, 1),
+                "code_sha256": hashlib.sha256(code).hexdigest(), "code_bytes": len(code),
+                "output_bytes": len((result.stdout + result.stderr).encode()) if result is not None else None,
+                "images": len(result.images) if result is not None else 0}  # fmt: skip
+        if entry.trace_id:
+            line["trace_id"] = entry.trace_id
+        self.audit.write(line)
+
+    def cancel(self, call: str, owner: str) -> bool:
+        """Cancel ``owner``'s running call ``call``; False when there is none such (ended, or another's)."""
+        entry = self.running.get(call)
+        if entry is None or entry.owner != owner or entry.scope is None:
+            return False
+        entry.cancelled_by_console = True
+        entry.scope.cancel()
+        return True
+
+    def sessions_of(self, owner: str) -> list[SessionSeen]:
+        return sorted((s for s in self.sessions.values() if s.owner == owner), key=lambda s: -s.last_call)
+
+    def session(self, key: SessionKey, owner: str) -> SessionSeen | None:
+        seen = self.sessions.get(key)
+        return seen if seen is not None and seen.owner == owner else None
+
+    def forget(self, key: SessionKey) -> None:
+        if self.sessions.pop(key, None) is not None:
+            self._bump()
+
+    def mark_fresh(self, key: SessionKey, why: str) -> None:
+        seen = self.sessions.get(key)
+        if seen is not None:
+            seen.fresh_next = why
+            self._bump()
+
+    def running_of(self, owner: str) -> list[CallSeen]:
+        return sorted((c for c in self.running.values() if c.owner == owner), key=lambda c: c.started)
+
+    def finished_of(self, owner: str) -> list[CallSeen]:
+        return [entry for entry in reversed(self.finished) if entry.owner == owner]
+
+    def call(self, call: str, owner: str) -> CallSeen | None:
+        """``owner``'s call ``call``, running or among the last ended; None for any other (another owner's too)."""
+        entry = self.running.get(call) or next((e for e in self.finished if e.call == call), None)
+        return entry if entry is not None and entry.owner == owner else None
+
+    async def wait_change(self, since: int, timeout: float) -> int:
+        """The board's version once it differs from ``since`` (or after ``timeout`` seconds, unchanged)."""
+        if self.version == since:
+            if self._changed is None:
+                self._changed = asyncio.Event()
+            changed = self._changed
+            with anyio.move_on_after(timeout):
+                await changed.wait()
+        return self.version
+
+    def _bump(self) -> None:
+        self.version += 1
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+
+def _stamp(when: float) -> str:
+    return datetime.datetime.fromtimestamp(when, datetime.UTC).isoformat(timespec="milliseconds")
