@@ -11,7 +11,8 @@ timed() { local started=$SECONDS; "$@"; echo "setup: $* took $((SECONDS - starte
 
 packages=(bubblewrap podman runc runsc catatonit uidmap debootstrap mmdebstrap libseccomp2 python3 python3-venv
           util-linux procps ca-certificates python3-matplotlib python3-pil shellcheck
-          prometheus)  # a real Prometheus (and promtool) for tests/telemetry, which scrapes a bridge
+          prometheus  # a real Prometheus (and promtool) for tests/telemetry, which scrapes a bridge
+          chromium chromium-driver)  # a real browser for tests/console, driven by Selenium (no download at run time)
 # npm fetches the Node test clients (MCP Inspector, the conformance suite, a Node 22 binary); any Node will do.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 missing=()

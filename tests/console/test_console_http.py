@@ -1,0 +1,196 @@
+"""The console on the HTTP face, attacked: a real `serve --transport http` with two tokens and the console on, the
+SDK's real client making the calls, and plain HTTP requests playing the browser and the second token's holder.
+
+What must hold: a token sees only its own sessions and calls (the other holder cannot list, read, cancel or reset
+them, and is told nothing more than "not found"); every action needs the page's CSRF token and the console's own
+Origin; a rebound Host is refused; every answer carries a Content-Security-Policy without inline script; and no
+token or server secret is ever rendered.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+
+from mcp_codemode.face.principals import principal_of
+from tests.support.clients import HttpServer, assert_no_orphans, bearer, http_client_for, require_bubblewrap, text_of
+from tests.support.patience import patient
+
+pytestmark = [pytest.mark.anyio, pytest.mark.backend]
+TOKEN_A = "a" * 16 + uuid.uuid4().hex[:16]
+TOKEN_B = "b" * 16 + uuid.uuid4().hex[:16]
+SERVER_SECRET = "sk-console-" + uuid.uuid4().hex  # an upstream server's env value: never on a page
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+CALL_LINK = re.compile(r'/console/calls/([0-9a-f]{16})"')
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    require_bubblewrap()
+    folder = tmp_path_factory.mktemp("console-http")
+    config = folder / "servers.json"  # a server that never starts, whose env holds a secret
+    vault = {"command": "/bin/false", "env": {"API_KEY": SERVER_SECRET}}
+    config.write_text(json.dumps({"mcpServers": {"vault": vault}}))
+    with HttpServer(
+        folder / "server.log", "--token", TOKEN_A, "--token", TOKEN_B, MCP_BRIDGE_CONSOLE="on",
+        MCP_BRIDGE_AUDIT_LOG=str(folder / "audit.jsonl"), MCP_SERVERS_CONFIG=str(config), MCP_BRIDGE_DISCOVER="false",
+        MCP_BRIDGE_INTERRUPT_GRACE="30",
+    ) as server:  # fmt: skip
+        yield server
+    assert_no_orphans()
+
+
+def _origin(server: HttpServer) -> str:
+    return f"http://127.0.0.1:{server.port}"
+
+
+class Browser:
+    """A signed-in browser, as far as the console can tell: its cookie, the page's CSRF token, its Origin."""
+
+    def __init__(self, http: httpx2.AsyncClient, origin: str) -> None:
+        self.http = http
+        self.origin = origin
+        self.csrf = ""
+
+    async def page(self, path: str) -> httpx2.Response:
+        answer = await self.http.get(path)
+        found = CSRF.search(answer.text)
+        if found:
+            self.csrf = found.group(1)
+        return answer
+
+    async def act(self, path: str, **form: str) -> httpx2.Response:
+        return await self.http.post(path, data={"csrf": self.csrf, **form}, headers={"Origin": self.origin})
+
+
+@pytest.fixture
+async def browsers(server: HttpServer) -> AsyncIterator[tuple[Browser, Browser]]:
+    origin = _origin(server)
+    async with httpx2.AsyncClient(base_url=origin) as one, httpx2.AsyncClient(base_url=origin) as two:
+        pair = Browser(one, origin), Browser(two, origin)
+        for browser, token in zip(pair, (TOKEN_A, TOKEN_B), strict=True):
+            signed = await browser.http.post("/console/sign-in", data={"token": token}, headers={"Origin": origin})
+            assert signed.status_code == 303, signed.text
+            assert (await browser.page("/console/sessions")).status_code == 200
+        yield pair
+
+
+async def test_a_token_holder_sees_their_session_and_call_and_the_other_holder_sees_none(
+    server: HttpServer, browsers: tuple[Browser, Browser]
+) -> None:
+    alice, bob = browsers
+    async with http_client_for(server.url, headers=bearer(TOKEN_A)) as client:
+        answer = await client.call_tool("run_python", {"code": "x = 41\nprint('<script>alert(1)</script>')",
+                                                       "session": "ledger"})  # fmt: skip
+    assert "<script>alert(1)</script>" in text_of(answer)
+    sessions = (await alice.page("/console/sessions")).text
+    assert "ledger" in sessions and "bubblewrap" in sessions
+    calls = (await alice.page("/console/calls")).text
+    call = CALL_LINK.search(calls)
+    assert call is not None, calls
+    detail = await alice.page(f"/console/calls/{call.group(1)}")
+    assert detail.status_code == 200
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in detail.text and "<script>alert" not in detail.text
+    assert "x = 41" in detail.text
+    # Bob: nothing of Alice's on his pages, and her call's page is "not found" to him, as a made-up one is.
+    assert "ledger" not in (await bob.page("/console/sessions")).text
+    assert call.group(1) not in (await bob.page("/console/calls")).text
+    assert (await bob.page(f"/console/calls/{call.group(1)}")).status_code == 404
+    assert (await bob.page("/console/calls/0123456789abcdef")).status_code == 404
+    key = f"p:{principal_of(TOKEN_A)}:ledger"
+    assert (await bob.act("/console/sessions/reset", session=key)).status_code == 404
+    assert (await bob.act("/console/sessions/end", session=key)).status_code == 404
+    async with http_client_for(server.url, headers=bearer(TOKEN_A)) as client:
+        kept = await client.call_tool("run_python", {"code": "print(x + 1)", "session": "ledger"})
+    assert text_of(kept).strip().endswith("42"), text_of(kept)  # her namespace survived his attempts
+
+
+async def test_a_running_call_is_cancelled_by_its_owner_only_and_the_client_sees_it(
+    server: HttpServer, browsers: tuple[Browser, Browser]
+) -> None:
+    alice, bob = browsers
+    async with http_client_for(server.url, headers=bearer(TOKEN_A)) as client, anyio.create_task_group() as group:
+        answers = []
+
+        async def long_call() -> None:
+            code = "import time\nfor _ in range(600):\n    time.sleep(0.1)"
+            answers.append(await client.call_tool("run_python", {"code": code, "session": "slow", "timeout": 100}))
+
+        group.start_soon(long_call)
+        with anyio.fail_after(patient(120)):
+            while not (running := CALL_LINK.search((await alice.page("/console/calls")).text.split("Finished")[0])):
+                await anyio.sleep(0.1)
+        call = running.group(1)
+        await bob.page("/console/calls")
+        assert (await bob.act(f"/console/calls/{call}/cancel")).status_code == 404
+        assert (await alice.act(f"/console/calls/{call}/cancel")).status_code == 303
+    (answer,) = answers
+    assert answer.is_error and "cancelled from the web console" in text_of(answer), text_of(answer)
+    detail = (await alice.page(f"/console/calls/{call}")).text
+    assert "cancelled" in detail
+
+
+async def test_actions_need_the_pages_csrf_token_and_the_consoles_own_origin(
+    server: HttpServer, browsers: tuple[Browser, Browser]
+) -> None:
+    alice, _ = browsers
+    async with http_client_for(server.url, headers=bearer(TOKEN_A)) as client:
+        await client.call_tool("run_python", {"code": "y = 1", "session": "guarded"})
+    key = f"p:{principal_of(TOKEN_A)}:guarded"
+    await alice.page("/console/sessions")
+    http = alice.http
+    no_token = await http.post("/console/sessions/end", data={"session": key}, headers={"Origin": alice.origin})
+    wrong = await http.post("/console/sessions/end", data={"session": key, "csrf": "x" * 32},
+                            headers={"Origin": alice.origin})  # fmt: skip
+    foreign = await http.post("/console/sessions/end", data={"session": key, "csrf": alice.csrf},
+                              headers={"Origin": "http://evil.example"})  # fmt: skip
+    bare = await http.post("/console/sessions/end", data={"session": key, "csrf": alice.csrf})
+    as_get = await http.get("/console/sessions/end", params={"session": key, "csrf": alice.csrf})
+    assert [a.status_code for a in (no_token, wrong, foreign, bare)] == [403, 403, 403, 403]
+    assert as_get.status_code == 405
+    assert "guarded" in (await alice.page("/console/sessions")).text  # still there
+    assert (await alice.act("/console/sessions/end", session=key)).status_code == 303
+    assert "guarded" not in (await alice.page("/console/sessions")).text
+
+
+async def test_a_rebound_host_is_refused_and_every_answer_forbids_inline_script(server: HttpServer) -> None:
+    async with httpx2.AsyncClient(base_url=_origin(server)) as http:
+        rebound = await http.get("/console/sign-in", headers={"Host": f"evil.example:{server.port}"})
+        plain = await http.get("/console/sign-in")
+        private = await http.get("/console/sessions")
+    assert rebound.status_code == 421
+    assert plain.status_code == 200 and private.status_code == 303  # not signed in: sent to sign in
+    for answer in (rebound, plain, private):
+        policy = answer.headers["content-security-policy"]
+        script = next(part for part in policy.split(";") if part.strip().startswith("script-src"))
+        assert script.split() == ["script-src", "'self'"] and "default-src 'none'" in policy
+        assert answer.headers["x-frame-options"] == "DENY"
+
+
+async def test_no_token_or_server_secret_is_ever_rendered(
+    server: HttpServer, browsers: tuple[Browser, Browser]
+) -> None:
+    alice, _ = browsers
+    shown = []
+    for path in ("/console/sessions", "/console/calls", "/console/doctor", "/console/sign-in"):
+        answer = await alice.page(path)
+        assert answer.status_code == 200, (path, answer.text)
+        shown.append(answer.text + json.dumps(dict(answer.headers)))
+    call = CALL_LINK.search(shown[1])
+    if call:
+        shown.append((await alice.page(f"/console/calls/{call.group(1)}")).text)
+    for secret in (TOKEN_A, TOKEN_B, SERVER_SECRET):
+        assert not any(secret in text for text in shown)
+    assert "Doctor" in shown[2] and "bubblewrap" in shown[2]
+
+
+def test_the_server_log_names_no_sign_in_link_when_tokens_guard_the_face(server: HttpServer) -> None:
+    log = Path(server.log).read_text(encoding="utf-8")
+    assert "web console at http://127.0.0.1" in log and "sign-in?code=" not in log

@@ -1,0 +1,196 @@
+"""The console's pure parts: sign-in codes and cookie sessions, the Host and Origin rules, escaping, the audit log
+read back, the call board, and its settings. Nothing here starts a process or opens a socket."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import mcp_types as types
+import pytest
+
+from mcp_codemode.console.audit_reader import Search, audited_calls, search
+from mcp_codemode.console.guards import host_ok, origin_ok
+from mcp_codemode.console.pages import esc, output_blocks
+from mcp_codemode.console.signins import CODE_TTL, SESSION_IDLE, SignIns, cookie, csrf_ok
+from mcp_codemode.errors import SettingsError
+from mcp_codemode.runs.audit import AuditLog
+from mcp_codemode.runs.call_board import CANCELLED, CallBoard
+from mcp_codemode.sandbox.results import ExecutionResult
+from mcp_codemode.session_keys import SessionKey
+from mcp_codemode.settings import Settings
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_sign_in_code_works_once_and_expires() -> None:
+    clock = Clock()
+    signins = SignIns(clock)
+    code = signins.mint("local")
+    assert signins.redeem(code) == "local"
+    assert signins.redeem(code) is None  # once
+    late = signins.mint("local")
+    clock.now += CODE_TTL + 1
+    assert signins.redeem(late) is None  # expired
+    assert signins.redeem("made-up") is None
+
+
+def test_a_cookie_session_names_its_principal_until_it_idles_out_or_signs_out() -> None:
+    clock = Clock()
+    signins = SignIns(clock)
+    value = signins.open("t-abc")
+    visitor = signins.visitor(value)
+    assert visitor is not None and visitor.principal == "t-abc"
+    assert csrf_ok(visitor, visitor.csrf) and not csrf_ok(visitor, "") and not csrf_ok(visitor, None)
+    assert not csrf_ok(visitor, visitor.csrf + "x")
+    assert signins.visitor("forged") is None and signins.visitor(None) is None
+    signins.close(value)
+    assert signins.visitor(value) is None
+    idle = signins.open("local")
+    clock.now += SESSION_IDLE
+    assert signins.visitor(idle) is None
+
+
+def test_the_cookie_is_http_only_strict_and_scoped_to_the_console() -> None:
+    flags = [part.strip() for part in cookie("v", "/console", secure=False).split(";")]
+    assert {"HttpOnly", "SameSite=Strict", "Path=/console"} <= set(flags) and "Secure" not in flags
+    assert "Secure" in cookie("v", "/console", secure=True)
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback", "ok"),
+    [
+        ("127.0.0.1:8770", True, True),
+        ("localhost:8770", True, True),
+        ("[::1]:8770", True, True),
+        ("127.0.0.1", True, True),
+        ("evil.example:8770", True, False),  # DNS rebinding: a foreign name that resolves to 127.0.0.1
+        ("127.0.0.1.evil.example:8770", True, False),
+        ("", True, False),
+        ("bridge.example.com", False, True),
+    ],
+)
+def test_a_loopback_console_answers_loopback_names_only(host: str, loopback: bool, ok: bool) -> None:
+    assert host_ok(host, loopback) is ok
+
+
+def test_an_action_needs_the_consoles_own_origin() -> None:
+    host = "127.0.0.1:8770"
+    assert origin_ok("http://127.0.0.1:8770", host, (), required=True)
+    assert not origin_ok(None, host, (), required=True)  # a form post always carries one
+    assert origin_ok(None, host, (), required=False)  # a plain page load may not
+    assert not origin_ok("http://evil.example", host, (), required=True)
+    assert not origin_ok("http://127.0.0.1:9999", host, (), required=True)
+    assert origin_ok("https://ops.example", host, ("https://ops.example",), required=True)
+
+
+def test_output_is_escaped_and_only_picture_types_are_shown_as_images() -> None:
+    assert esc('<script>alert("x")</script>') == "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"
+    result = types.CallToolResult(content=[
+        types.TextContent(type="text", text="<script>alert(1)</script>"),
+        types.ImageContent(type="image", data="iVBORw0KGgo=", mime_type="image/png"),
+        types.ImageContent(type="image", data="PHN2Zz4=", mime_type="image/svg+xml"),
+        types.ImageContent(type="image", data='x" onerror="alert(1)', mime_type="image/png"),
+    ])  # fmt: skip
+    shown = output_blocks(result)
+    assert "<script>" not in shown and "&lt;script&gt;" in shown
+    assert shown.count("<img") == 1 and 'src="data:image/png;base64,iVBORw0KGgo="' in shown
+    assert "onerror" not in shown and "image/svg+xml, not shown" in shown
+
+
+def _audit_lines(path: Path, lines: list[dict[str, object]]) -> None:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"torn', encoding="utf-8")
+
+
+def test_finished_calls_are_read_back_per_owner_and_searched(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    _audit_lines(path, [
+        {"time": "2026-11-28T07:00:00.000+00:00", "call": "c1", "session": "stdio:a", "owner": "local",
+         "server": "time", "tool": "now", "outcome": "ok", "duration_ms": 3.0},
+        {"time": "2026-11-28T07:00:00.000+00:00", "call": "c1", "session": "stdio:a", "owner": "local",
+         "kind": "run", "outcome": "ok", "duration_ms": 9.0},
+        {"time": "2026-11-28T08:00:00.000+00:00", "call": "c2", "session": "stdio:b", "owner": "local",
+         "kind": "run", "outcome": "timeout", "duration_ms": 30000.0},
+        {"time": "2026-11-28T08:30:00.000+00:00", "call": "c3", "session": "p:t-x:a", "owner": "t-x",
+         "kind": "run", "outcome": "ok", "duration_ms": 1.0},
+    ])  # fmt: skip
+    calls = audited_calls(path, "local")
+    assert set(calls) == {"c1", "c2"} and calls["c1"].run is not None and len(calls["c1"].uses) == 1
+    assert [c.call for c in search(path, "local", Search())] == ["c2", "c1"]  # newest first
+    assert [c.call for c in search(path, "local", Search(server="time", tool="now"))] == ["c1"]
+    assert [c.call for c in search(path, "local", Search(outcome="timeout"))] == ["c2"]
+    assert [c.call for c in search(path, "local", Search(session="stdio:b"))] == ["c2"]
+    assert [c.call for c in search(path, "local", Search(since="2026-11-28T07:30"))] == ["c2"]
+    assert [c.call for c in search(path, "local", Search(until="2026-11-28T07"))] == ["c1"]
+    assert [c.call for c in search(path, "t-x", Search())] == ["c3"]
+    assert search(path, "t-y", Search()) == [] and audited_calls(tmp_path / "missing", "local") == {}
+
+
+def test_the_console_is_off_unless_turned_on_and_its_settings_are_checked() -> None:
+    assert Settings.load(env={}).console is False
+    on = Settings.load(env={"MCP_BRIDGE_CONSOLE": "on", "MCP_BRIDGE_CONSOLE_PORT": "8770"})
+    assert on.console and on.console_port == 8770
+    with pytest.raises(SettingsError, match="MCP_BRIDGE_CONSOLE='maybe' is not valid: expected on or off"):
+        Settings.load(env={"MCP_BRIDGE_CONSOLE": "maybe"})
+    with pytest.raises(SettingsError, match="MCP_BRIDGE_CONSOLE_PORT='70000' is not valid"):
+        Settings.load(env={"MCP_BRIDGE_CONSOLE_PORT": "70000"})
+
+
+def test_the_board_keeps_calls_per_owner_and_only_their_owner_cancels_them(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        audit = AuditLog(tmp_path / "audit.jsonl")
+        board = CallBoard(audit, lambda key: True)
+        key = SessionKey.principal("t-a", "work")
+        started = asyncio.Event()
+
+        async def slow() -> ExecutionResult:
+            started.set()
+            await asyncio.sleep(3600)
+            return ExecutionResult("ok")
+
+        task = asyncio.ensure_future(board.track(slow(), "c1", key, "t-a", "print('<b>')"))
+        await started.wait()
+        assert [c.call for c in board.running_of("t-a")] == ["c1"] and board.running_of("t-b") == []
+        assert board.call("c1", "t-b") is None and board.session(key, "t-b") is None
+        assert not board.cancel("c1", "t-b")  # another principal: as if there were no such call
+        assert board.cancel("c1", "t-a")
+        result = await task
+        assert result.status == "error" and result.error is not None and result.error.type == CANCELLED
+        ended = board.call("c1", "t-a")
+        assert ended is not None and ended.outcome == "cancelled" and ended.code == "print('<b>')"
+        assert await board.track(_done(), "c2", key, "t-a", "1") == ExecutionResult("ok")
+        assert [c.call for c in board.finished_of("t-a")] == ["c2", "c1"] and board.finished_of("t-b") == []
+        assert board.sessions_of("t-a")[0].calls == 2
+        audit.flush()
+
+    asyncio.run(scenario())
+    lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [(line["call"], line["kind"], line["outcome"]) for line in lines] == [
+        ("c1", "run", "cancelled"),
+        ("c2", "run", "ok"),
+    ]
+    assert "print" not in json.dumps(lines)  # the code's sha256 and size, never the code
+
+
+async def _done() -> ExecutionResult:
+    return ExecutionResult("ok")
+
+
+def test_a_watcher_wakes_when_the_board_changes(tmp_path: Path) -> None:
+    async def scenario() -> tuple[int, int]:
+        board = CallBoard(AuditLog(None), lambda key: True)
+        version = board.version
+        waiting = asyncio.ensure_future(board.wait_change(version, 60))
+        await asyncio.sleep(0)
+        await board.track(_done(), "c1", SessionKey.stdio("a"), "local", "1")
+        return version, await asyncio.wait_for(waiting, 60)
+
+    before, after = asyncio.run(scenario())
+    assert after > before
