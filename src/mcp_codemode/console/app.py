@@ -54,7 +54,7 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
 _HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),  # no-referrer would make the browser send "Origin: null"
     (b"cache-control", b"no-store"),
     (b"x-frame-options", b"DENY"),
 ]
@@ -157,7 +157,8 @@ class Console:
         return visitor, form, None
 
     def _page(self, title: str, body: str, visitor: Visitor, *, live: bool = False, status: int = 200) -> Response:
-        text = pages.layout(title, body, live=live, signed_in=_shown(visitor.principal), csrf=visitor.csrf,
+        version = self.board.version if live else None  # what the page shows: the stream tells of any later change
+        text = pages.layout(title, body, live=version, signed_in=_shown(visitor.principal), csrf=visitor.csrf,
                             base=CONSOLE_PATH)  # fmt: skip
         return HTMLResponse(text, status)
 
@@ -316,19 +317,24 @@ class Console:
 
     async def events(self, request: Request) -> Response:
         """Server-sent events: ``change`` whenever the board changed (a session or call of anyone: the page asks
-        again, and sees only its own), for ``STREAM_LIFE`` seconds; the browser then reconnects."""
+        again, and sees only its own), for ``STREAM_LIFE`` seconds; the browser then reconnects.
+
+        From the version the page was rendered at (``since``; on a reconnect, the last event's id), so a change
+        between the page's rendering and the stream's start is told at once, not lost."""
         if self._visitor(request) is None:
             return PlainTextResponse("sign in first", 403)
         board = self.board
+        given = request.headers.get("last-event-id") or request.query_params.get("since", "")
+        since = int(given) if given.isdigit() and len(given) < 19 else board.version
 
         async def stream() -> AsyncIterator[str]:
             yield "retry: 1000\n\n"
-            version, ends = board.version, time.monotonic() + STREAM_LIFE
+            version, ends = since, time.monotonic() + STREAM_LIFE
             while (left := ends - time.monotonic()) > 0:
                 now = await board.wait_change(version, min(left, 5.0))
                 if now != version:
                     version = now
-                    yield f"event: change\ndata: {json.dumps(now)}\n\n"
+                    yield f"id: {now}\nevent: change\ndata: {json.dumps(now)}\n\n"
                 else:
                     yield ": still here\n\n"
 

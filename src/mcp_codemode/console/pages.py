@@ -41,15 +41,16 @@ def ago(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def layout(title: str, body: str, *, live: bool = False, signed_in: str = "", csrf: str = "", base: str) -> str:
-    """A whole page: ``live`` pages are refreshed by the script when the server's event stream says they changed."""
+def layout(title: str, body: str, *, live: int | None = None, signed_in: str = "", csrf: str = "", base: str) -> str:
+    """A whole page; a ``live`` one (the board's version it shows) is refreshed by the script whenever the server's
+    event stream says the board changed since."""
     nav = ""
     if signed_in:
         places = (("sessions", "Sessions"), ("calls", "Calls"), ("doctor", "Doctor"))
         links = "".join(f'<a href="{base}/{page}">{label}</a>' for page, label in places)
         sign_out = f'<form method="post" action="{base}/sign-out">{csrf_field(csrf)}<button>Sign out</button></form>'
         nav = f'<nav>{links}<span class="who">{esc(signed_in)}</span>{sign_out}</nav>'
-    attributes = f' data-live="{base}/events"' if live else ""
+    attributes = f' data-live="{base}/events?since={live}"' if live is not None else ""
     return (
         "<!doctype html>\n"
         f'<html lang="en"><head><meta charset="utf-8"><title>{esc(title)} · mcp-codemode</title>'
