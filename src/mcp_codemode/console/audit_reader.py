@@ -4,12 +4,14 @@ lines that carry its call id, for one owner, newest first, filtered as the perso
 Why read the file rather than keep the calls in memory: the log outlives the bridge (a call of yesterday is still
 there), and it is the record the operator already keeps. Only the tail is read (``TAIL_BYTES``): a page shows the
 recent calls, and a log of many megabytes must not make every page slow. Lines that are not JSON (a torn last line
-being written) are skipped.
+being written) are skipped. A live page asks again after every call, so what was read is kept while the file is
+unchanged (its identity, size and time), and lines of other owners are passed over without being parsed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from pathlib import Path
@@ -82,12 +84,23 @@ def _tail_lines(path: Path, limit: int) -> list[bytes]:
 
 
 def audited_calls(path: Path | None, owner: str, limit: int = TAIL_BYTES) -> dict[str, AuditedCall]:
-    """``owner``'s calls in the tail of the audit log at ``path``, by call id, in the order they appear."""
-    found: dict[str, AuditedCall] = {}
+    """``owner``'s calls in the tail of the audit log at ``path``, by call id, in the order they appear (shared
+    with the next caller while the file is unchanged: read, never changed)."""
     if path is None:
-        return found
+        return {}
+    try:
+        status = path.stat()
+    except OSError:
+        return {}
+    return _read(path, owner, limit, (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=16)
+def _read(path: Path, owner: str, limit: int, version: tuple[int, int, int, int]) -> dict[str, AuditedCall]:
+    found: dict[str, AuditedCall] = {}
+    mark = json.dumps(owner).encode()  # a line without the owner's name as a JSON string is not theirs
     for raw in _tail_lines(path, limit):
-        if not raw.strip():
+        if mark not in raw:
             continue
         try:
             line = json.loads(raw)

@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -68,7 +69,7 @@ class AuditLog:
         self.backups = backups
         self._ready = False
         self._failing = False
-        self._pending: list[dict[str, Any] | _Call] = []
+        self._pending: list[_Entry] = []
         self._flush_soon: asyncio.Handle | None = None
         self._flush_loop: asyncio.AbstractEventLoop | None = None
 
@@ -104,13 +105,15 @@ class AuditLog:
         self._queue(_Call(time.time(), session, owner, server, tool, arguments, outcome, duration, result_bytes, rule,
                           error, kind, approval, call, trace))  # fmt: skip
 
-    def write(self, record: dict[str, Any]) -> None:
-        """Queue one line given as a whole; it reaches the file on the event loop's next turn, or at once."""
+    def write(self, record: dict[str, Any] | Callable[[], dict[str, Any]]) -> None:
+        """Queue one line given as a whole, or the function that makes it when the queue is written (as a call's
+        fields are: what a line costs to build is then paid after the reply); it reaches the file on the event
+        loop's next turn, or at once."""
         if self.path is None:
             return
         self._queue(record)
 
-    def _queue(self, entry: dict[str, Any] | _Call) -> None:
+    def _queue(self, entry: _Entry) -> None:
         self._pending.append(entry)
         try:
             loop = asyncio.get_running_loop()
@@ -185,10 +188,15 @@ class AuditLog:
         os.replace(path, path.with_name(f"{path.name}.1"))
 
 
-def _encoded(entry: dict[str, Any] | _Call) -> bytes:
+_Entry = dict[str, Any] | _Call | Callable[[], dict[str, Any]]
+
+
+def _encoded(entry: _Entry) -> bytes:
     """One queued entry as its line: a record's fields in their documented order, or a whole line as given."""
     if isinstance(entry, dict):
         line = entry
+    elif callable(entry):
+        line = entry()
     else:
         arguments = entry.arguments
         line = {"time": datetime.datetime.fromtimestamp(entry.stamp, datetime.UTC).isoformat(timespec="milliseconds")}

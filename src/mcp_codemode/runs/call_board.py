@@ -18,9 +18,11 @@ import asyncio
 import collections
 import dataclasses
 import datetime
+import functools
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 
@@ -112,21 +114,9 @@ class CallBoard:
             entry.result, entry.outcome, entry.duration = result, outcome, time.perf_counter() - began
             self.running.pop(call, None)
             self.finished.append(entry)
-            self._audit(entry)
+            if self.audit.enabled:
+                self.audit.write(functools.partial(_run_line, entry))  # built after the reply, with the queue
             self._bump()
-
-    def _audit(self, entry: CallSeen) -> None:
-        """The call's ``run`` line: what the console lists of finished calls, beside its tool lines."""
-        code = entry.code.encode("utf-8", "surrogatepass")
-        result = entry.result
-        line = {"time": _stamp(entry.started), "call": entry.call, "session": str(entry.key), "owner": entry.owner,
-                "kind": "run", "outcome": entry.outcome, "duration_ms": round(entry.duration * 1000, 1),
-                "code_sha256": hashlib.sha256(code).hexdigest(), "code_bytes": len(code),
-                "output_bytes": len((result.stdout + result.stderr).encode()) if result is not None else None,
-                "images": len(result.images) if result is not None else 0}  # fmt: skip
-        if entry.trace_id:
-            line["trace_id"] = entry.trace_id
-        self.audit.write(line)
 
     def cancel(self, call: str, owner: str) -> bool:
         """Cancel ``owner``'s running call ``call``; False when there is none such (ended, or another's)."""
@@ -180,6 +170,22 @@ class CallBoard:
         if self._changed is not None:
             self._changed.set()
             self._changed = None
+
+
+def _run_line(entry: CallSeen) -> dict[str, Any]:
+    """The call's ``run`` line: what the console lists of finished calls, beside its tool lines."""
+    code = entry.code.encode("utf-8", "surrogatepass")
+    result = entry.result
+    line: dict[str, Any] = {
+        "time": _stamp(entry.started), "call": entry.call, "session": str(entry.key), "owner": entry.owner,
+        "kind": "run", "outcome": entry.outcome, "duration_ms": round(entry.duration * 1000, 1),
+        "code_sha256": hashlib.sha256(code).hexdigest(), "code_bytes": len(code),
+        "output_bytes": len((result.stdout + result.stderr).encode()) if result is not None else None,
+        "images": len(result.images) if result is not None else 0,
+    }  # fmt: skip
+    if entry.trace_id:
+        line["trace_id"] = entry.trace_id
+    return line
 
 
 def _stamp(when: float) -> str:
