@@ -1,5 +1,5 @@
-"""The command line: ``serve`` (the MCP server), ``run``, ``servers``, ``search``, ``doctor``, and the set-up
-commands ``image build`` and ``packages add|remove|list``.
+"""The command line: ``serve`` (the MCP server), ``run``, ``servers``, ``search``, ``doctor``, ``console``, and the
+set-up commands ``image build`` and ``packages add|remove|list``.
 
 This is the composition root: the one place that reads the process's environment, home and working
 directory, and hands them down (settings, config discovery) so no other module has to. The commands' bodies
