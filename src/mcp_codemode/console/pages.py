@@ -17,6 +17,7 @@ from typing import Any
 import mcp_types as types
 
 from ..runs.call_board import CallSeen, SessionSeen
+from ..session_keys import BadSessionKey, SessionKey
 from .audit_reader import AuditedCall, Search
 
 _SHOWN_IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")
@@ -109,7 +110,8 @@ def calls_page(running: Sequence[CallSeen], finished: Sequence[AuditedCall], kep
     parts = ["<h2>Running</h2>", _table(("Call", "Session", "Started", "Elapsed", ""), rows, "No call is running.")]
     parts.append("<h2>Finished</h2>" + _search_form(wanted, base))
     if audit_on:
-        done = [[esc(f.time.replace("T", " ")), _call_link(base, f.call), esc(f.session), esc(f.outcome or "?"),
+        done = [[esc(f.time.replace("T", " ")), _call_link(base, f.call), esc(session_name(f.session)),
+                 esc(f.outcome or "?"),
                  esc(_duration(f.run)),
                  esc(", ".join(sorted({f"{u.get('server')}.{u.get('tool') or u.get('uri') or u.get('prompt')}"
                                        for u in f.uses}))),
@@ -126,6 +128,14 @@ def calls_page(running: Sequence[CallSeen], finished: Sequence[AuditedCall], kep
         parts.append(_table(("Time", "Call", "Session", "Outcome", "Duration", "Tools used", "Trace"), done,
                             "No call has ended yet."))  # fmt: skip
     return "".join(parts)
+
+
+def session_name(key: str) -> str:
+    """A session as its client names it (``p:t-abc:work`` is ``work``), from the audit log's key."""
+    try:
+        return SessionKey.parse(key).name
+    except BadSessionKey:
+        return key
 
 
 def _duration(run: dict[str, Any] | None) -> str:
@@ -176,7 +186,7 @@ def call_page(call: str, seen: CallSeen | None, rendered: types.CallToolResult |
             facts += [("Outcome", seen.outcome), ("Duration", f"{seen.duration * 1000:.1f} ms")]
         trace = seen.trace_id
     else:
-        facts += [("Session", str(run.get("session", ""))), ("Started", str(run.get("time", ""))),
+        facts += [("Session", session_name(str(run.get("session", "")))), ("Started", str(run.get("time", ""))),
                   ("Outcome", str(run.get("outcome", ""))), ("Duration", _duration(run))]  # fmt: skip
         trace = str(run.get("trace_id", ""))
     facts.append(("Trace id", trace or "not traced (MCP_BRIDGE_TRACING is off, or the call was not sampled)"))
