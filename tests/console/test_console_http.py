@@ -137,6 +137,45 @@ async def test_a_running_call_is_cancelled_by_its_owner_only_and_the_client_sees
     assert "cancelled" in detail
 
 
+async def test_a_reset_stops_the_call_running_in_the_session_first(
+    server: HttpServer, browsers: tuple[Browser, Browser]
+) -> None:
+    alice, _ = browsers
+    async with http_client_for(server.url, headers=bearer(TOKEN_A)) as client, anyio.create_task_group() as group:
+        answers = []
+
+        async def long_call() -> None:
+            code = "busy = True\nimport time\nfor _ in range(600):\n    time.sleep(0.1)"
+            answers.append(await client.call_tool("run_python", {"code": code, "session": "busy", "timeout": 100}))
+
+        group.start_soon(long_call)
+        with anyio.fail_after(patient(120)):
+            while not CALL_LINK.search((await alice.page("/console/calls")).text.split("Finished")[0]):
+                await anyio.sleep(0.1)
+        reset = await alice.act("/console/sessions/reset", session=f"p:{principal_of(TOKEN_A)}:busy")
+        assert reset.status_code == 303
+        after = await client.call_tool("run_python", {"code": "print('busy' in dir())", "session": "busy"})
+    assert "cancelled from the web console" in text_of(answers[0])
+    assert "reset from the web console" in text_of(after) and "False" in text_of(after), text_of(after)
+
+
+async def test_saved_tools_are_shown_and_deleted_by_their_owner_only(
+    server: HttpServer, browsers: tuple[Browser, Browser]
+) -> None:
+    alice, bob = browsers
+    code = "import mcp.runtime as runtime\ndef double_it(x):\n    return 2 * x\nruntime.save_tool(double_it)"
+    async with http_client_for(server.url, headers=bearer(TOKEN_A)) as client:
+        saved = await client.call_tool("run_python", {"code": code, "session": "tools"})
+    assert not saved.is_error, text_of(saved)
+    page = (await alice.page("/console/tools")).text
+    assert "double_it" in page and "return 2 * x" in page
+    assert "double_it" not in (await bob.page("/console/tools")).text
+    assert (await bob.act("/console/tools/delete", name="double_it")).status_code == 404
+    assert "double_it" in (await alice.page("/console/tools")).text  # still hers
+    assert (await alice.act("/console/tools/delete", name="double_it")).status_code == 303
+    assert "double_it" not in (await alice.page("/console/tools")).text
+
+
 async def test_actions_need_the_pages_csrf_token_and_the_consoles_own_origin(
     server: HttpServer, browsers: tuple[Browser, Browser]
 ) -> None:

@@ -34,6 +34,7 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from ..console_settings import CONSOLE_PATH
+from ..errors import CodemodeError
 from ..face.principals import principal_of
 from ..face.render import render_result
 from ..runs.bridge import Bridge
@@ -96,6 +97,8 @@ class Console:
             Route(base + "/calls", self.calls),
             Route(base + "/calls/{call}", self.call),
             Route(base + "/calls/{call}/cancel", self.cancel, methods=["POST"]),
+            Route(base + "/tools", self.tools),
+            Route(base + "/tools/delete", self.delete_tool, methods=["POST"]),
             Route(base + "/doctor", self.doctor_page),
             Route(base + "/events", self.events),
         ])  # fmt: skip
@@ -259,6 +262,7 @@ class Console:
         if action not in ("reset", "end") or self.board.session(key, visitor.principal) is None:
             return self._not_found(visitor)
         why = "was reset from the web console" if action == "reset" else "was ended from the web console"
+        self.board.cancel_in(key, visitor.principal)  # its running call ends first, or the reset would wait for it
         await self.bridge.lose(key, why)
         if action == "reset":
             self.board.mark_fresh(key, "reset: starts fresh on its next call")
@@ -307,6 +311,31 @@ class Console:
             return self._not_found(visitor)
         log.info("console: %s cancelled call %s", _shown(visitor.principal), call)
         return RedirectResponse(f"{CONSOLE_PATH}/calls/{call}", 303)
+
+    async def tools(self, request: Request) -> Response:
+        """The principal's saved tools (what ``runtime.save_tool`` kept), with their source."""
+        visitor = self._gate(request)
+        if isinstance(visitor, Response):
+            return visitor
+        try:
+            saved, problems = await self.bridge.saved_tools.load(visitor.principal)
+        except CodemodeError as exc:
+            saved, problems = [], [str(exc)]
+        body = pages.tools_page(saved, problems, CONSOLE_PATH, visitor.csrf)
+        return self._page("Saved tools", body, visitor)
+
+    async def delete_tool(self, request: Request) -> Response:
+        visitor, form, refused = await self._acting(request)
+        if refused is not None or visitor is None:
+            return refused or PlainTextResponse("sign in first", 403)
+        try:
+            deleted = await self.bridge.saved_tools.delete(visitor.principal, form.get("name", ""))
+        except CodemodeError:
+            deleted = False
+        if not deleted:
+            return self._not_found(visitor)
+        log.info("console: %s deleted a saved tool", _shown(visitor.principal))
+        return RedirectResponse(CONSOLE_PATH + "/tools", 303)
 
     async def doctor_page(self, request: Request) -> Response:
         visitor = self._gate(request)

@@ -17,6 +17,7 @@ from typing import Any
 import mcp_types as types
 
 from ..runs.call_board import CallSeen, SessionSeen
+from ..runs.saved_tools import SavedTool
 from ..session_keys import BadSessionKey, SessionKey
 from .audit_reader import AuditedCall, Search
 
@@ -47,7 +48,7 @@ def layout(title: str, body: str, *, live: int | None = None, signed_in: str = "
     event stream says the board changed since."""
     nav = ""
     if signed_in:
-        places = (("sessions", "Sessions"), ("calls", "Calls"), ("doctor", "Doctor"))
+        places = (("sessions", "Sessions"), ("calls", "Calls"), ("tools", "Saved tools"), ("doctor", "Doctor"))
         links = "".join(f'<a href="{base}/{page}">{label}</a>' for page, label in places)
         sign_out = f'<form method="post" action="{base}/sign-out">{csrf_field(csrf)}<button>Sign out</button></form>'
         nav = f'<nav>{links}<span class="who">{esc(signed_in)}</span>{sign_out}</nav>'
@@ -213,6 +214,16 @@ def call_page(call: str, seen: CallSeen | None, rendered: types.CallToolResult |
         ("Time", "Kind", "Server", "Tool", "Outcome", "Duration", "Policy rule", "Approval", "Error", "Result bytes"),
         rows, "No upstream call (or the audit log is off)."))  # fmt: skip
     return "".join(parts)
+
+
+def tools_page(saved: Sequence[SavedTool], problems: Sequence[str], base: str, csrf: str) -> str:
+    """Each saved tool: its name, description, when it was saved, its source (folded), and Delete."""
+    rows = [[f'<span class="tool">{esc(tool.name)}</span>', esc(tool.description), esc(when(tool.saved_at)),
+             f'<details><summary>source</summary><pre class="code">{esc(tool.source)}</pre></details>',
+             _action(base, "tools/delete", "Delete", csrf, {"name": tool.name})] for tool in saved]  # fmt: skip
+    notes = "".join(f'<p class="problem">{esc(problem)}</p>' for problem in problems)
+    return notes + _table(("Tool", "Description", "Saved", "Source", ""), rows,
+                          "No saved tools: code keeps one with runtime.save_tool(func).")  # fmt: skip
 
 
 def doctor_page(report: str) -> str:

@@ -56,6 +56,7 @@ from .config_refresh import ConfigRefresh
 from .readiness import ChangeLog, Readiness, readiness_of
 from .relay import Relay
 from .relay_run import Caller
+from .saved_tools import SavedTools
 from .session_files import Listing, SessionFiles
 from .sessions import SessionManager
 from .shared_state import shared_state
@@ -90,6 +91,7 @@ class Bridge:
     telemetry: Telemetry  # the bridge's metrics (telemetry/): what /metrics serves, and what the faces count there
     board: CallBoard | None  # the web console's view of sessions and calls (call_board.py); None with it off
     backend_name: str  # the sandbox backend every session runs on ("unavailable" when none can)
+    saved_tools: SavedTools  # each owner's saved tools (files, or the cluster's), as sandboxed code keeps them
 
     def __init__(
         self,
@@ -112,6 +114,7 @@ class Bridge:
         self.summary = ""
         # Sign-ins and saved tools: in files here, or in the cluster for replicas that share them (shared_state.py).
         self.shared = shared_state(settings)
+        self.saved_tools = self.shared.saved_tools
         # The directory owns the hub (one connection per server) and the catalog cache of their listings; it
         # leaves out the servers the policy refuses, which nothing here may name to the agent either.
         self.directory = ToolDirectory(self.discovery.servers, settings, sign_ins=self.shared.sign_ins)

@@ -127,6 +127,10 @@ class CallBoard:
         entry.scope.cancel()
         return True
 
+    def cancel_in(self, key: SessionKey, owner: str) -> int:
+        """Cancel ``owner``'s calls running in ``key`` (a reset or end would wait for them); how many there were."""
+        return sum(self.cancel(c.call, owner) for c in list(self.running.values()) if c.key == key)
+
     def sessions_of(self, owner: str) -> list[SessionSeen]:
         return sorted((s for s in self.sessions.values() if s.owner == owner), key=lambda s: -s.last_call)
 
