@@ -9,6 +9,8 @@ token or server secret is ever rendered.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import re
 import uuid
@@ -17,7 +19,9 @@ from pathlib import Path
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
+from mcp import Client
 
 from mcp_codemode.face.principals import principal_of
 from tests.support.clients import HttpServer, assert_no_orphans, bearer, http_client_for, require_bubblewrap, text_of
@@ -112,50 +116,55 @@ async def test_a_token_holder_sees_their_session_and_call_and_the_other_holder_s
     assert text_of(kept).strip().endswith("42"), text_of(kept)  # her namespace survived his attempts
 
 
+LONG = "import time\nfor _ in range(600):\n    time.sleep(0.1)"  # a minute, interruptible
+
+
+@contextlib.asynccontextmanager
+async def running(server: HttpServer, alice: Browser, session: str, code: str) -> AsyncIterator[Running]:
+    """Alice's call of ``code`` in ``session``, running (her Calls page lists it) while the block runs; its answer
+    is in ``answers`` once the block is left."""
+    async with http_client_for(server.url, headers=bearer(TOKEN_A)) as client, anyio.create_task_group() as group:
+        answers: list[types.CallToolResult] = []
+
+        async def call() -> None:
+            answers.append(await client.call_tool("run_python", {"code": code, "session": session, "timeout": 100}))
+
+        group.start_soon(call)
+        with anyio.fail_after(patient(120)):
+            while not (found := CALL_LINK.search((await alice.page("/console/calls")).text.split("Finished")[0])):
+                await anyio.sleep(0.1)
+        yield Running(client, found.group(1), answers)
+
+
+@dataclasses.dataclass
+class Running:
+    client: Client
+    call: str
+    answers: list[types.CallToolResult]
+
+
 async def test_a_running_call_is_cancelled_by_its_owner_only_and_the_client_sees_it(
     server: HttpServer, browsers: tuple[Browser, Browser]
 ) -> None:
     alice, bob = browsers
-    async with http_client_for(server.url, headers=bearer(TOKEN_A)) as client, anyio.create_task_group() as group:
-        answers = []
-
-        async def long_call() -> None:
-            code = "import time\nfor _ in range(600):\n    time.sleep(0.1)"
-            answers.append(await client.call_tool("run_python", {"code": code, "session": "slow", "timeout": 100}))
-
-        group.start_soon(long_call)
-        with anyio.fail_after(patient(120)):
-            while not (running := CALL_LINK.search((await alice.page("/console/calls")).text.split("Finished")[0])):
-                await anyio.sleep(0.1)
-        call = running.group(1)
+    async with running(server, alice, "slow", LONG) as it:
         await bob.page("/console/calls")
-        assert (await bob.act(f"/console/calls/{call}/cancel")).status_code == 404
-        assert (await alice.act(f"/console/calls/{call}/cancel")).status_code == 303
-    (answer,) = answers
+        assert (await bob.act(f"/console/calls/{it.call}/cancel")).status_code == 404
+        assert (await alice.act(f"/console/calls/{it.call}/cancel")).status_code == 303
+    (answer,) = it.answers
     assert answer.is_error and "cancelled from the web console" in text_of(answer), text_of(answer)
-    detail = (await alice.page(f"/console/calls/{call}")).text
-    assert "cancelled" in detail
+    assert "cancelled" in (await alice.page(f"/console/calls/{it.call}")).text
 
 
 async def test_a_reset_stops_the_call_running_in_the_session_first(
     server: HttpServer, browsers: tuple[Browser, Browser]
 ) -> None:
     alice, _ = browsers
-    async with http_client_for(server.url, headers=bearer(TOKEN_A)) as client, anyio.create_task_group() as group:
-        answers = []
-
-        async def long_call() -> None:
-            code = "busy = True\nimport time\nfor _ in range(600):\n    time.sleep(0.1)"
-            answers.append(await client.call_tool("run_python", {"code": code, "session": "busy", "timeout": 100}))
-
-        group.start_soon(long_call)
-        with anyio.fail_after(patient(120)):
-            while not CALL_LINK.search((await alice.page("/console/calls")).text.split("Finished")[0]):
-                await anyio.sleep(0.1)
+    async with running(server, alice, "busy", "busy = True\n" + LONG) as it:
         reset = await alice.act("/console/sessions/reset", session=f"p:{principal_of(TOKEN_A)}:busy")
         assert reset.status_code == 303
-        after = await client.call_tool("run_python", {"code": "print('busy' in dir())", "session": "busy"})
-    assert "cancelled from the web console" in text_of(answers[0])
+        after = await it.client.call_tool("run_python", {"code": "print('busy' in dir())", "session": "busy"})
+    assert "cancelled from the web console" in text_of(it.answers[0])
     assert "reset from the web console" in text_of(after) and "False" in text_of(after), text_of(after)
 
 
