@@ -12,12 +12,14 @@ import re
 import stat
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
 
 from tests.support.cells import private_state_dir
 from tests.support.cli_here import cli_here
 from tests.support.clients import clean_environ, require_bubblewrap, stdio_client_for, text_of
+from tests.support.patience import patient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backend]
 LINK = re.compile(r"sign in \(once, within 10 minutes\) at (http://127\.0\.0\.1:\d+/console/sign-in\?code=\S+),")
@@ -38,7 +40,8 @@ async def test_the_log_link_signs_in_once_and_the_console_command_gets_fresh_one
                     "MCP_BRIDGE_AUDIT_LOG": str(tmp_path / "audit.jsonl")}  # fmt: skip
         async with stdio_client_for(
             log, "legacy", MCP_BRIDGE_CONSOLE="on", MCP_BRIDGE_STATE_DIR=str(state), MCP_BRIDGE_DISCOVER="false",
-            MCP_BRIDGE_AUDIT_LOG=str(tmp_path / "audit.jsonl"),
+            MCP_BRIDGE_AUDIT_LOG=str(tmp_path / "audit.jsonl"), MCP_BRIDGE_HIBERNATE="on",
+            MCP_BRIDGE_SESSION_IDLE_TIMEOUT="1",  # the session idles out within seconds, and sleeps on disk
         ) as client:  # fmt: skip
             answer = await client.call_tool("run_python", {"code": "print('from stdio')"})
             assert "from stdio" in text_of(answer)
@@ -52,7 +55,10 @@ async def test_the_log_link_signs_in_once_and_the_console_command_gets_fresh_one
                 first = http.get(link)
                 again = http.get(link)
                 assert _signed_in(first) and again.status_code == 403  # the link works once
-                sessions = http.get(link.split("/sign-in")[0] + "/sessions")
+                sessions_page = link.split("/sign-in")[0] + "/sessions"
+                with anyio.fail_after(patient(120)):  # listed still, as hibernated, once it idled out
+                    while "hibernated" not in (sessions := http.get(sessions_page)).text:
+                        await anyio.sleep(0.2)
                 assert sessions.status_code == 200 and ">default<" in sessions.text
                 env = clean_environ(**settings)
                 printed = [cli_here(env, "console", "--no-browser") for _ in range(2)]

@@ -242,11 +242,14 @@ class Console:
         board, bridge = self.board, self.bridge
         shown = []
         for seen in board.sessions_of(visitor.principal):
-            running = bridge.session_running(seen.key)
-            if not running and not seen.fresh_next and not bridge.has_session(seen.key):
+            if bridge.session_running(seen.key):
+                shown.append((seen, "running"))
+            elif bridge.session_hibernated(seen.key):
+                shown.append((seen, "hibernated: its next call restores it"))
+            elif seen.fresh_next or bridge.has_session(seen.key):
+                shown.append((seen, seen.fresh_next or "no sandbox"))
+            else:
                 board.forget(seen.key)  # it ended (expired, evicted, closed with its connection)
-                continue
-            shown.append((seen, running))
         body = pages.sessions_page(shown, bridge.backend_name, time.time(), CONSOLE_PATH, visitor.csrf)
         return self._page("Sessions", body, visitor, live=True)
 

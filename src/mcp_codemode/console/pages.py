@@ -81,12 +81,11 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], empty: str) ->
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def sessions_page(seen: Sequence[tuple[SessionSeen, bool]], backend: str, now: float, base: str, csrf: str) -> str:
-    """The principal's sessions: each with whether its sandbox runs now."""
+def sessions_page(seen: Sequence[tuple[SessionSeen, str]], backend: str, now: float, base: str, csrf: str) -> str:
+    """The principal's sessions, each with its state (running, hibernated, reset...)."""
     rows = []
-    for session, running in seen:
+    for session, state in seen:
         key = str(session.key)
-        state = "running" if running else (session.fresh_next or "no sandbox")
         actions = _action(base, "sessions/reset", "Reset", csrf, {"session": key})
         actions += _action(base, "sessions/end", "End", csrf, {"session": key})
         name = f'<span class="session">{esc(session.key.name)}</span>'

@@ -361,6 +361,11 @@ class Bridge:
         """Whether ``key`` has a sandbox here, running or not."""
         return self.sessions is not None and self.sessions.worker(str(key)) is not None
 
+    def session_hibernated(self, key: SessionKey) -> bool:
+        """Whether ``key`` sleeps on disk here (``hibernation.py``), to be restored by its next call."""
+        hibernation = self.sessions.hibernation if self.sessions is not None else None
+        return hibernation is not None and hibernation.has(str(key))
+
     def session_running(self, key: SessionKey) -> bool:
         """Whether ``key``'s sandbox runs here now (without counting this as use of the session)."""
         return self.sessions is not None and self.sessions.live_worker(str(key), use=False) is not None
