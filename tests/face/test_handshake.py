@@ -49,6 +49,17 @@ async def test_the_handshake_and_the_listing_need_no_bridge(mode: str) -> None:
     assert not wanted.is_set()
 
 
+async def test_the_tool_schema_is_looked_up_without_a_listing_per_call() -> None:
+    """A stateless-era tools/call asks the server for the tool's schema (its Mcp-Param-* check); without the lookup
+    the SDK runs a whole tools/list through its pipeline for every call, a cost the load benchmark found."""
+    server = face_server(Settings())
+    async with Client(server, mode="auto") as client:
+        listed = (await client.list_tools()).tools[0]
+    assert server.get_tool_input_schema is not None
+    assert server.get_tool_input_schema("run_python") == listed.input_schema
+    assert server.get_tool_input_schema("another_tool") is None
+
+
 async def test_a_request_that_needs_the_bridge_waits_for_it_then_gets_the_handler_and_middleware_given_after(
     mode: str,
 ) -> None:
