@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 from pathlib import Path
 
 import pytest
 
+from mcp_codemode.sandbox import bubblewrap
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
 from mcp_codemode.sandbox.channel import PipeChannel
 from mcp_codemode.sandbox.worker import Worker
@@ -58,3 +61,22 @@ def _names_controller(line: str, controller: str) -> bool:
     if controller == "unified":
         return number == "0" and controllers == ""
     return controller in controllers.split(",")
+
+
+def test_a_launch_refused_a_file_descriptor_leaves_no_cgroup_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Out of file descriptors, the seccomp filter's pipe failed after the worker's groups were made, and they were
+    never removed (found by benchmarks/faults.py's fd_limit fault, issue 35)."""
+    settings = sandbox_settings(runtime="bubblewrap")
+    backend = BubblewrapBackend(settings)
+    require_usable(backend)
+    support = backend.cgroup_support
+    fail_unless(bool(support.parents), f"this host gives the bubblewrap backend no cgroups: {support.reason}")
+
+    def no_pipe() -> int:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(bubblewrap, "bpf_pipe", no_pipe)
+    with pytest.raises(OSError, match="Too many open files"):
+        asyncio.run(backend.launch("fd-refused", {}))
+    left = [path for parent in support.parents.values() for path in parent.glob(f"w-{os.getpid()}-*-fd-refused")]
+    assert left == []

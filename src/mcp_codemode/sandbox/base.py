@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import errno
 import json
+import resource
 import types
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
@@ -122,3 +124,27 @@ class Backend(abc.ABC):
 def guest_argv(python: str, guest_config: dict[str, Any]) -> list[str]:
     """The command that starts the worker inside any sandbox: isolated mode, no bytecode written, unbuffered."""
     return [python, "-I", "-B", "-u", f"{GUEST_MOUNT}/boot.py", json.dumps(guest_config, separators=(",", ":"))]
+
+
+HOST_LIMITS = frozenset({errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM})  # what launch_failure explains
+
+
+def launch_failure(backend: str, exc: OSError) -> str:
+    """Why a sandbox could not be launched, when the host refused a resource (a pipe, a process), with the fix.
+
+    Raised bare, an ``OSError`` reached the client as the SDK's "Internal server error"; the commonest cause under
+    load is the bridge's own file-descriptor limit, which every session's pipes count against (issue 35).
+    """
+    what = f"the {backend} worker could not be started: {exc.strerror or exc}"
+    if exc.errno == errno.EMFILE:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        return (
+            f"{what} (the bridge holds as many files as its limit allows, {soft}): raise the bridge's limit "
+            "(ulimit -n, or LimitNOFILE= in its systemd unit) or lower MCP_BRIDGE_MAX_SESSIONS; sessions already "
+            "running are not affected"
+        )
+    if exc.errno == errno.ENFILE:
+        return f"{what} (the whole machine is out of file handles): raise fs.file-max or run fewer processes"
+    if exc.errno in (errno.EAGAIN, errno.ENOMEM):
+        return f"{what} (the machine is out of processes or memory): lower MCP_BRIDGE_MAX_SESSIONS or add memory"
+    return f"{what} (errno {exc.errno})"  # not one of HOST_LIMITS: the caller re-raises those as they are

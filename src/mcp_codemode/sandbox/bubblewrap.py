@@ -135,7 +135,8 @@ class BubblewrapBackend(Backend):
         except (OSError, subprocess.TimeoutExpired) as exc:
             return Availability(False, f"bubblewrap could not start: {exc}", "run `mcp-codemode doctor`")
         finally:
-            os.close(seccomp_fd)
+            if seccomp_fd >= 0:
+                os.close(seccomp_fd)
         if done.returncode != 0:
             detail = done.stderr.decode(errors="replace").strip().splitlines()
             reason = detail[-1] if detail else f"exit status {done.returncode}"
@@ -251,11 +252,12 @@ class BubblewrapBackend(Backend):
             self.settings.pids,
             self.settings.cpus,
         )
-        seccomp_fd = bpf_pipe()
-        argv = self._argv(seccomp_fd, guest_argv(str(self.python), config))
-        if group is not None:
-            argv = ["/bin/sh", "-c", _ENTER_CGROUPS, "sh", *map(str, group.entry_files), "--", *argv]
-        try:
+        seccomp_fd = -1
+        try:  # the filter's pipe too: out of file descriptors, it failed here and left the groups behind (issue 35)
+            seccomp_fd = bpf_pipe()
+            argv = self._argv(seccomp_fd, guest_argv(str(self.python), config))
+            if group is not None:
+                argv = ["/bin/sh", "-c", _ENTER_CGROUPS, "sh", *map(str, group.entry_files), "--", *argv]
             process = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.PIPE,
@@ -270,7 +272,8 @@ class BubblewrapBackend(Backend):
                 await asyncio.to_thread(group.remove)
             raise
         finally:
-            os.close(seccomp_fd)
+            if seccomp_fd >= 0:
+                os.close(seccomp_fd)
 
         async def kill() -> None:
             with contextlib.suppress(ProcessLookupError):

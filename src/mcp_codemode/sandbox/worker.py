@@ -46,7 +46,7 @@ from ..guest.protocol import (
     SHUTDOWN,
 )
 from ..settings import Settings
-from .base import Backend, Launch
+from .base import HOST_LIMITS, Backend, Launch, launch_failure
 from .calls import MAX_REPLY_BYTES, REPLY_BACKLOG_BYTES, CallRelay, CellCalls
 from .file_requests import FileRequestError, FileRequests, answer_value
 from .frames import FrameError, decode_frame, encode_frame, read_payload
@@ -173,6 +173,10 @@ class Worker:
         launching = asyncio.ensure_future(self.backend.launch(self.worker_id, config))
         try:
             return await asyncio.shield(launching)
+        except OSError as exc:  # the host refused a pipe or a process: say which and what to change
+            if exc.errno not in HOST_LIMITS:
+                raise
+            raise SandboxStartError(launch_failure(self.backend.name, exc)) from exc
         except asyncio.CancelledError:
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 launched = await launching
