@@ -288,7 +288,7 @@ async def drive(state: work.ClientState, served: Served, launch: Launch, window:
 
 
 async def run_side(side: work.Side, eras: Sequence[work.Era], seconds: float, launch: Launch, served: Served,
-                   soak_every: float | None = None) -> dict[str, Any]:  # fmt: skip
+                   soak_every: float | None = None, opened: asyncio.Event | None = None) -> dict[str, Any]:  # fmt: skip
     window = Window(len(eras), seconds)
     gate = asyncio.Semaphore(OPENING_AT_ONCE)
     states = [work.ClientState(index, era, side) for index, era in enumerate(eras)]
@@ -307,6 +307,8 @@ async def run_side(side: work.Side, eras: Sequence[work.Era], seconds: float, la
     sampler.start()
     window.opened = time.perf_counter()
     window.go.set()
+    if opened is not None:
+        opened.set()  # the fault harness injects its faults from here on
     print(f"[load] {side}: {len(states)} clients, window open for {seconds:g} s", file=sys.stderr, flush=True)
     while window.open:
         await asyncio.sleep(0.05)
@@ -352,6 +354,7 @@ def summarize_side(side: work.Side, states: Sequence[work.ClientState], outcomes
                    window: Window, before: dict[str, Any], after: dict[str, Any], sampler: Sampler,
                    finished: float) -> dict[str, Any]:  # fmt: skip
     timed = [outcome for outcome in outcomes if outcome.kind != "timeout" and outcome.error is None]
+    warm_upstream = sum(1 for kind in WARMUP if kind in work.UPSTREAM_KINDS) if side == "bridge" else 0
     timeouts = [outcome for outcome in outcomes if outcome.kind == "timeout"]
     cpu = {part: round(after["cpu"][part] - before["cpu"][part], 3) for part in before["cpu"]}
     return {
@@ -373,6 +376,11 @@ def summarize_side(side: work.Side, states: Sequence[work.ClientState], outcomes
             "past_timeout_ms": percentiles([o.latency_ms - work.TIMEOUT_S * 1000 for o in timeouts]),
         },
         "errors": errors_by_kind(outcomes),
+        "upstream_calls": {  # the warm-up's (one of each upstream kind per client, all answered) included
+            "issued": sum(1 for o in outcomes if o.kind in work.UPSTREAM_KINDS) + warm_upstream * len(states),
+            "ok": sum(1 for o in outcomes if o.kind in work.UPSTREAM_KINDS and o.error is None)
+            + warm_upstream * len(states),
+        },
         "late": sum(1 for outcome in outcomes if outcome.late),
         "cross_session": sum(1 for outcome in outcomes if outcome.error == "wrong_session"),
         "cpu": {"seconds": cpu, "cores": {part: round(value / window.seconds, 3) for part, value in cpu.items()}},

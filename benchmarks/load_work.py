@@ -24,6 +24,7 @@ Side = Literal["bridge", "floor"]
 Era = Literal["http-legacy", "http-modern", "stdio"]
 ERAS: tuple[Era, ...] = ("http-legacy", "http-modern", "stdio")
 KINDS = ("cell", "print", "image", "everything", "time", "timeout")
+UPSTREAM_KINDS = ("everything", "time")  # the kinds whose cell calls an upstream server: one audit record each
 # One cycle of a client's calls: warm cells, calls to the two real upstream servers, prints and an image.
 CYCLE = (
     "cell", "everything", "cell", "print", "cell", "time", "cell", "image", "cell", "everything",
@@ -162,17 +163,22 @@ async def one_call(client: Any, state: ClientState, kind: str, opened: float) ->
             reply = await client.call_tool(tool, arguments)
         error = state.check(kind, reply)
         if error is not None:
-            detail = " ".join(getattr(block, "text", "") for block in reply.content)[-300:]
+            detail = shortened(" ".join(getattr(block, "text", "") for block in reply.content))
     except TimeoutError:
         error, detail = "late", f"no answer within {timeout + GRACE_S:g} s"
     except Exception as exc:  # noqa: BLE001 - every way a call can fail is an outcome to count, not a crash
-        error, detail = f"exception:{type(exc).__name__}", str(exc)[-300:]
+        error, detail = f"exception:{type(exc).__name__}", shortened(str(exc))
     if error == "state_lost":
         state.lost, state.losses = True, state.losses + 1
     elif error is not None:
         state.synced = False  # the session may or may not have stepped (a cell that failed after its step did)
     elapsed = (time.perf_counter() - began) * 1000
     return Outcome(state.index, state.era, kind, began - opened, elapsed, error, detail)
+
+
+def shortened(text: str, keep: int = 300) -> str:
+    """The head (what failed) and the tail (the traceback's last line) of a long answer."""
+    return text if len(text) <= 2 * keep else f"{text[:keep]} … {text[-keep:]}"
 
 
 def eras_for(clients: int, stdio: int) -> list[Era]:
