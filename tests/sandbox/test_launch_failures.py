@@ -12,18 +12,24 @@ from typing import Any
 import pytest
 
 from mcp_codemode.errors import SandboxStartError
-from mcp_codemode.sandbox.base import Launch
+from mcp_codemode.sandbox.base import Availability, Backend, EnforcedLimit, Launch
 from mcp_codemode.sandbox.worker import Worker
-from tests.sandbox.test_protocol_version import ScriptedBackend
 from tests.support.backends import sandbox_settings
 
 pytestmark = pytest.mark.anyio
 
 
-class RefusedBackend(ScriptedBackend):
+class RefusedBackend(Backend):
+    name = "scripted"
+
     def __init__(self, error: OSError) -> None:
-        super().__init__([])
         self.error = error
+
+    def availability(self) -> Availability:
+        return Availability(True, "scripted")
+
+    def enforced_limits(self) -> list[EnforcedLimit]:
+        return []
 
     async def launch(self, worker_id: str, guest_config: dict[str, Any]) -> Launch:
         raise self.error
