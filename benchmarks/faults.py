@@ -78,6 +78,7 @@ class Harness:
         self.calls: list[dict[str, Any]] = []
         self.upstream = {"issued": 0, "ok": 0}
         self.seen: dict[int, str] = {}  # every process the bridge started: pid -> /proc start time
+        self.opened = 0.0
         self._next = 900
 
     def victim(self) -> work.ClientState:
@@ -324,7 +325,7 @@ async def inject(h: Harness, names: Sequence[str]) -> dict[str, Any]:
             found[name] = await FAULTS[name](h)
         except BenchmarkError as exc:
             found[name] = {"ok": False, "harness_error": str(exc)}
-        found[name]["elapsed_s"] = round(time.perf_counter() - began, 2)
+        found[name]["window_s"] = [round(began - h.opened, 1), round(time.perf_counter() - h.opened, 1)]
         h.track()
         print(f"[faults] {name}: {'ok' if found[name]['ok'] else 'NOT OK'}", file=sys.stderr, flush=True)
     return found
@@ -361,6 +362,7 @@ async def measure(args: argparse.Namespace, launch: Launch) -> dict[str, Any]:
         watcher = asyncio.create_task(tracking(h))
         background = asyncio.create_task(load.run_side("bridge", eras, args.seconds, launch, served, opened=opened))
         await asyncio.wait([background, asyncio.create_task(opened.wait())], return_when=asyncio.FIRST_COMPLETED)
+        h.opened = time.perf_counter()  # the background's window: its calls' times and the faults' share it
         if background.done():
             background.result()  # the clients could not start: say why
         faults = await inject(h, args.only)
