@@ -110,7 +110,9 @@ class ClientState:
         if self.side == "floor":
             return None if not reply.is_error and texts == ["ok"] else "tool_error"
         if kind == "timeout":
-            return None if reply.is_error and "Timed out after" in text else "timeout_not_reported"
+            if reply.is_error and "Timed out after" in text:  # killed when the interrupt was not heeded in time
+                return "timeout_killed" if "was lost" in text else None
+            return "timeout_not_reported"
         if reply.is_error:
             return "state_lost" if "state was lost" in text or "name '_load' is not defined" in text else "tool_error"
         found = MARKER.findall(text)
@@ -168,7 +170,7 @@ async def one_call(client: Any, state: ClientState, kind: str, opened: float) ->
         error, detail = "late", f"no answer within {timeout + GRACE_S:g} s"
     except Exception as exc:  # noqa: BLE001 - every way a call can fail is an outcome to count, not a crash
         error, detail = f"exception:{type(exc).__name__}", shortened(str(exc))
-    if error == "state_lost":
+    if error in ("state_lost", "timeout_killed"):  # said by this answer: the next call starts the count again
         state.lost, state.losses = True, state.losses + 1
     elif error is not None:
         state.synced = False  # the session may or may not have stepped (a cell that failed after its step did)

@@ -42,6 +42,8 @@ def test_an_answer_counts_only_when_its_id_and_count_are_the_clients_own() -> No
     assert state.check("cell", reply("NameError: name '_load' is not defined", is_error=True)) == "state_lost"
     assert state.check("timeout", reply("[Timed out after 1 s; ...]", is_error=True)) is None
     assert state.check("timeout", reply("'@@c7 2@@'")) == "timeout_not_reported"
+    killed = "[Timed out after 1 s and did not stop within 2 s of an interrupt, so the sandbox was killed: ... was lost"
+    assert state.check("timeout", reply(killed, is_error=True)) == "timeout_killed"
     assert state.arguments("cell")[1]["session"] == "c7"  # a stateless client names its session
     assert "session" not in work.ClientState(1, "http-legacy", "bridge").arguments("cell")[1]
 
