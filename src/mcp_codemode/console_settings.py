@@ -32,6 +32,13 @@ def _port(text: str) -> int:
     return value
 
 
+def _approvers(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("", "client", "console", "either"):
+        raise ValueError(text)
+    return value
+
+
 #: (name, variable, parser, what it expects, an example): the rows settings_fields.py adds to its table.
 CONSOLE_FIELDS: tuple[tuple[str, str, Callable[[str], Any], str, str], ...] = (
     (
@@ -47,5 +54,13 @@ CONSOLE_FIELDS: tuple[tuple[str, str, Callable[[str], Any], str, str], ...] = (
         _port,
         "the 127.0.0.1 port a stdio bridge serves its console on (0: any free port, named in the log)",
         "8770",
+    ),
+    (
+        "approvals",
+        "MCP_BRIDGE_APPROVALS",
+        _approvers,
+        "who may answer an ask_tools call: client (its MCP client, by elicitation), console (the web console) or "
+        "either (the client when it can elicit, else the console); unset: client, or either with the console on",
+        "console",
     ),
 )

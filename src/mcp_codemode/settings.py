@@ -177,6 +177,7 @@ class Settings:
     # The web console (console/): off unless on; over HTTP at /console, over stdio on 127.0.0.1:console_port.
     console: bool = False
     console_port: int = 0
+    approvals: str = ""  # who answers ask_tools: client, console or either; "": client, or either with the console
     # Where the values came from, for `doctor` and for error messages.
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
@@ -209,6 +210,12 @@ class Settings:
             raise SettingsError(
                 f"MCP_BRIDGE_PEER_PORT and the MCP port are both {self.http_port}: forwarded calls need a port of "
                 "their own (so that only the face pods may reach it); choose another MCP_BRIDGE_PEER_PORT, such as 8766"
+            )
+        if self.approvals in ("console", "either") and (not self.console or self.shares_sessions):
+            why = "MCP_BRIDGE_CONSOLE is off" if not self.console else "replicas that share sessions serve no console"
+            raise SettingsError(
+                f"MCP_BRIDGE_APPROVALS is {self.approvals}, but {why}, so no one could answer there and every "
+                "ask_tools call would wait until it timed out; set MCP_BRIDGE_APPROVALS=client, or serve the console"
             )
         self._check_mounts()
         if self.hibernate:
@@ -245,6 +252,11 @@ class Settings:
     def shares_sessions(self) -> bool:
         """Whether this replica shares its sessions with others (through Leases; face/replicas.py)."""
         return bool(self.peer_token)
+
+    @property
+    def approvers(self) -> str:
+        """Who answers ask_tools questions (runs/approvals.py): as set, else either when a console is served."""
+        return self.approvals or ("either" if self.console and not self.shares_sessions else "client")
 
     @property
     def snapshot_dir(self) -> Path:

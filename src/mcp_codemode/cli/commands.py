@@ -119,7 +119,8 @@ async def run_cells(
     choice = choose_backend(settings)  # before anything starts: no backend means exit 125 with every reason
     # One session for the life of this process: pooled workers would only be started to be closed unused (the
     # pool keeps two and refills the one taken), three sandboxes for the one the cells run in.
-    settings = settings.replace(warm_pool=0)
+    # No console either: nothing serves one here, so an ask_tools call must not wait on it (the client only).
+    settings = settings.replace(warm_pool=0, console=False, approvals="")
     streams: dict[str, TextIO] = {"stdout": sys.stdout, "stderr": sys.stderr}
     shown = {"stdout": 0, "stderr": 0}
 

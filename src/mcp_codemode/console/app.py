@@ -97,6 +97,8 @@ class Console:
             Route(base + "/calls", self.calls),
             Route(base + "/calls/{call}", self.call),
             Route(base + "/calls/{call}/cancel", self.cancel, methods=["POST"]),
+            Route(base + "/approvals", self.approvals),
+            Route(base + "/approvals/answer", self.answer_approval, methods=["POST"]),
             Route(base + "/tools", self.tools),
             Route(base + "/tools/delete", self.delete_tool, methods=["POST"]),
             Route(base + "/doctor", self.doctor_page),
@@ -314,6 +316,31 @@ class Console:
             return self._not_found(visitor)
         log.info("console: %s cancelled call %s", _shown(visitor.principal), call)
         return RedirectResponse(f"{CONSOLE_PATH}/calls/{call}", 303)
+
+    async def approvals(self, request: Request) -> Response:
+        visitor = self._gate(request)
+        if isinstance(visitor, Response):
+            return visitor
+        approvals = self.board.approvals
+        body = pages.approvals_page(approvals.waiting_of(visitor.principal), approvals.mode, time.time(),
+                                    CONSOLE_PATH, visitor.csrf)  # fmt: skip
+        return self._page("Approvals", body, visitor, live=True)
+
+    async def answer_approval(self, request: Request) -> Response:
+        """Grant or deny one waiting approval: only its owner's, only what the page showed, only once."""
+        visitor, form, refused = await self._acting(request)
+        if refused is not None or visitor is None:
+            return refused or PlainTextResponse("sign in first", 403)
+        decision = form.get("decision")
+        approval, digest = form.get("approval", ""), form.get("digest", "")
+        if decision not in ("grant", "deny") or not self.board.approvals.answer(
+            approval, visitor.principal, digest, decision == "grant"
+        ):
+            return self._page("Not found", '<p class="empty">No such call waits for your approval (it was answered, '
+                              "it ended, or it is not yours).</p>", visitor, status=404)  # fmt: skip
+        log.info("console: %s %s an ask_tools call", _shown(visitor.principal),
+                 "approved" if decision == "grant" else "denied")  # fmt: skip
+        return RedirectResponse(CONSOLE_PATH + "/approvals", 303)
 
     async def tools(self, request: Request) -> Response:
         """The principal's saved tools (what ``runtime.save_tool`` kept), with their source."""

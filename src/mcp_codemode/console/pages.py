@@ -16,6 +16,8 @@ from typing import Any
 
 import mcp_types as types
 
+from ..runs.approval_question import visible
+from ..runs.approvals import Waiting
 from ..runs.call_board import CallSeen, SessionSeen
 from ..runs.saved_tools import SavedTool
 from ..session_keys import BadSessionKey, SessionKey
@@ -48,7 +50,8 @@ def layout(title: str, body: str, *, live: int | None = None, signed_in: str = "
     event stream says the board changed since."""
     nav = ""
     if signed_in:
-        places = (("sessions", "Sessions"), ("calls", "Calls"), ("tools", "Saved tools"), ("doctor", "Doctor"))
+        places = (("sessions", "Sessions"), ("calls", "Calls"), ("approvals", "Approvals"), ("tools", "Saved tools"),
+                  ("doctor", "Doctor"))  # fmt: skip
         links = "".join(f'<a href="{base}/{page}">{label}</a>' for page, label in places)
         sign_out = f'<form method="post" action="{base}/sign-out">{csrf_field(csrf)}<button>Sign out</button></form>'
         nav = f'<nav>{links}<span class="who">{esc(signed_in)}</span>{sign_out}</nav>'
@@ -213,6 +216,28 @@ def call_page(call: str, seen: CallSeen | None, rendered: types.CallToolResult |
         ("Time", "Kind", "Server", "Tool", "Outcome", "Duration", "Policy rule", "Approval", "Error", "Result bytes"),
         rows, "No upstream call (or the audit log is off)."))  # fmt: skip
     return "".join(parts)
+
+
+def approvals_page(waiting: Sequence[Waiting], mode: str, now: float, base: str, csrf: str) -> str:
+    """The calls waiting for the signed-in principal's approval: each exactly as it will be sent (the server, the
+    tool, the arguments as the client's question would show them), with Approve and Deny; the forms carry the
+    approval's id and the digest of what is shown here, so an answer never approves anything else."""
+    if mode == "client":
+        return ('<p class="empty">Approvals are answered by the MCP client alone here (MCP_BRIDGE_APPROVALS=client): '
+                "nothing waits on this page.</p>")  # fmt: skip
+    parts = []
+    for w in waiting:
+        fields = {"approval": w.id, "digest": w.digest}
+        buttons = "".join(_action(base, "approvals/answer", label, csrf, {**fields, "decision": decision})
+                          for decision, label in (("grant", "Approve"), ("deny", "Deny")))  # fmt: skip
+        parts.append(
+            f'<section class="approval"><h2><span class="tool">{esc(visible(w.server))}/{esc(visible(w.tool))}</span>'
+            f"</h2><dl><dt>Server</dt><dd>{esc(visible(w.server))}</dd><dt>Tool</dt><dd>{esc(visible(w.tool))}</dd>"
+            f"<dt>Why</dt><dd>{esc(visible(w.why))}</dd><dt>Session</dt><dd>{esc(session_name(w.session))}</dd>"
+            f"<dt>Call</dt><dd>{_call_link(base, w.call)}</dd><dt>Waiting</dt><dd>{esc(ago(now - w.asked))}</dd></dl>"
+            f'<h3>Arguments</h3><pre class="arguments">{esc(w.shown)}</pre>{buttons}</section>'
+        )
+    return "".join(parts) or '<p class="empty">No call is waiting for your approval.</p>'
 
 
 def tools_page(saved: Sequence[SavedTool], problems: Sequence[str], base: str, csrf: str) -> str:

@@ -26,7 +26,8 @@ import mcp_types as types
 from ..errors import CannotAsk
 from ..guest.protocol import ERROR_KIND_APPROVAL, ERROR_KIND_POLICY, ERROR_KIND_TOOL_TIMEOUT
 from ..reply_encoding import EncodedReply, encode_value
-from ..runs.approval_question import TooLongToShow, approval_question
+from ..runs.approval_question import TooLongToShow, approval_question, shown_arguments
+from ..runs.approvals import Approvals
 from ..runs.audit import AuditLog
 from ..runs.relay_params import Refusal
 from ..runs.relay_run import MAX_CLIENT_REQUESTS, Run, upstream_log
@@ -84,6 +85,8 @@ _DECISIONS: dict[str, ApprovalDecision] = {
     "declined": "denied",
     "cancelled": "denied",
     "remembered": "remembered",
+    "approved in the console": "granted",
+    "denied in the console": "denied",
 }
 
 
@@ -125,6 +128,8 @@ class CallGuard:
         self.audit = audit
         self.telemetry = telemetry or Telemetry()
         self.rate = RateLimiter(policy.max_calls_per_second)
+        # The web console's waiting approvals (runs/approvals.py), when a console is served; None: the client only.
+        self.approvals: Approvals | None = None
 
     async def audited(self, run: Run, answer: Callable[[CallNote], Awaitable[ReplyBody]], kind: str = "tool") -> Reply:
         """``answer``'s reply to one use of a server, with its audit line written whatever becomes of it; a value
@@ -222,12 +227,17 @@ class CallGuard:
             return
         why = f'ask_tools pattern "{pattern}" ({self.policy.where})'
         elicit = run.caller.elicit
+        approvals = self.approvals
+        if approvals is not None and approvals.answers_for(elicit is not None):
+            await self._ask_console(approvals, run, server, tool, why, arguments, note)
+            return
         if elicit is None:
             note.approval = "unavailable"
             raise self._not_approved(subject, f"it needs your approval ({why}), and the client of this call cannot "
                                      "ask you: it did not declare the MCP elicitation capability, or the call came "
-                                     "through another replica; use a client that supports elicitation, or take "
-                                     "the tool out of ask_tools", note, server, tool)  # fmt: skip
+                                     "through another replica; use a client that supports elicitation, let the web "
+                                     "console answer (MCP_BRIDGE_CONSOLE, MCP_BRIDGE_APPROVALS), or take the tool "
+                                     "out of ask_tools", note, server, tool)  # fmt: skip
         try:
             message = approval_question(server, tool, why, arguments)
         except TooLongToShow as exc:
@@ -257,6 +267,30 @@ class CallGuard:
         if answer.content is not None and answer.content.get("remember") is True and run.caller.asker:
             run.caller.approved.add(remembered)
             note.approval = "approved for the session"
+
+    async def _ask_console(self, approvals: Approvals, run: Run, server: str, tool: str, why: str,
+                           arguments: dict[str, Any], note: CallNote) -> None:  # fmt: skip
+        """Wait for the call's owner to approve it in the web console, for as long as the call runs (its timeout or
+        a cancel ends the wait, and the approval with it); a denial raises the ``ApprovalDenied`` refusal."""
+        subject = f"{server}/{tool}"
+        try:
+            shown = shown_arguments(arguments)
+        except TooLongToShow as exc:
+            note.approval = "too long to show"
+            raise self._not_approved(subject, f"it needs your approval ({why}), and {exc}", note, server,
+                                     tool) from None  # fmt: skip
+        note.approval = "unanswered in the console"  # what the audit line says if the call ends while it waits
+        with approvals.waiting(run.owner, run.session, run.call, server, tool, why, shown) as waiting:
+            log.info("call %s waits for approval of %s in the web console", run.call, subject)
+            if run.caller.news is not None:
+                await run.caller.news(f"{subject}: waiting for approval in the web console (Approvals page)")
+            with self.telemetry.tracing.span(APPROVAL, attributes={"mcp_codemode.server": server}) as asking:
+                granted = await waiting.answer
+                asking.set("mcp_codemode.approval", "accept" if granted else "decline")
+        if not granted:
+            note.approval = "denied in the console"
+            raise self._not_approved(subject, f"denied in the console ({why})", note, server, tool)
+        note.approval = "approved in the console"
 
     def link(self, run: Run, server: str, alias: str, tool: str) -> CallLink:
         """How the server of one tool call reaches the run's client while it runs: its log messages as news, its

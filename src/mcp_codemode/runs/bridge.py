@@ -125,12 +125,13 @@ class Bridge:
         rewritable = config_in_mounts(settings.mounts, watched)  # the sandbox must not write what is read again
         self.mount_refusal = "; and ".join(problem for problem in (refusal(shared), rewritable) if problem)
         self.audit = AuditLog(settings.audit_path, settings.audit_max_bytes, settings.audit_backups)
-        self.board = CallBoard(self.audit, self.has_session) if settings.console else None
+        self.board = CallBoard(self.audit, self.has_session, approvers=settings.approvers) if settings.console else None
         # What /metrics serves and the spans sent over OTLP (telemetry/); nothing of either when they are off.
         traced = tracing(settings.tracing, otel_export(settings.otel) if settings.tracing else None,
                          settings.trace_digests, settings.replica)  # fmt: skip
         self.telemetry = telemetry(settings.metrics, traced)
         self.relay = Relay(self.directory, self.shared.saved_tools, settings, self.audit, self.telemetry)
+        self.relay.guard.approvals = self.board.approvals if self.board is not None else None  # ask_tools answers
         self._note = ""  # what the summary says after the backend's name (auto passed over a better one)
         self.refresh: ConfigRefresh | None = None
         if refreshed and sources is not None:

@@ -29,6 +29,7 @@ import anyio
 from ..sandbox.results import ExecutionResult, GuestError
 from ..session_keys import SessionKey
 from ..telemetry.tracing import SPAN_IDS
+from .approvals import Approvals
 from .audit import AuditLog
 
 SEEN_BOUND = 1000  # sessions remembered before those that ended are forgotten
@@ -69,8 +70,10 @@ class CallSeen:
 class CallBoard:
     """The sessions, running calls and recent calls of one bridge, per owner; ``changed`` wakes whoever watches."""
 
-    def __init__(self, audit: AuditLog, alive: Callable[[SessionKey], bool], kept: int = KEPT) -> None:
-        """``alive``: whether a session still has a sandbox here, so the board forgets those that ended."""
+    def __init__(self, audit: AuditLog, alive: Callable[[SessionKey], bool], kept: int = KEPT,
+                 approvers: str = "client") -> None:  # fmt: skip
+        """``alive``: whether a session still has a sandbox here, so the board forgets those that ended;
+        ``approvers``: who answers ``ask_tools`` questions (``runs/approvals.py``), whose waiting ones it shows."""
         self.audit = audit
         self.alive = alive
         self.sessions: dict[SessionKey, SessionSeen] = {}
@@ -78,6 +81,7 @@ class CallBoard:
         self.finished: collections.deque[CallSeen] = collections.deque(maxlen=kept)
         self.version = 0
         self._changed: asyncio.Event | None = None
+        self.approvals = Approvals(approvers, self._bump)
 
     async def track(self, work: Awaitable[ExecutionResult], call: str, key: SessionKey, owner: str,
                     code: str) -> ExecutionResult:  # fmt: skip
