@@ -68,7 +68,7 @@ def test_no_answer_after_the_call_ended() -> None:
 def test_who_answers_follows_the_mode() -> None:
     assert [Approvals(mode).answers_for(False) for mode in ("client", "console", "either")] == [False, True, True]
     assert [Approvals(mode).answers_for(True) for mode in ("client", "console", "either")] == [False, True, False]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="anyone"):
         Approvals("anyone")
 
 
