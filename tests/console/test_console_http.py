@@ -10,6 +10,7 @@ token or server secret is ever rendered.
 from __future__ import annotations
 
 import contextlib
+import html
 import dataclasses
 import json
 import re
@@ -24,6 +25,7 @@ import pytest
 from mcp import Client
 
 from mcp_codemode.face.principals import principal_of
+from tests.support import upstreams
 from tests.support.clients import HttpServer, assert_no_orphans, bearer, http_client_for, require_bubblewrap, text_of
 from tests.support.patience import patient
 
@@ -39,11 +41,14 @@ CALL_LINK = re.compile(r'/console/calls/([0-9a-f]{16})"')
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     require_bubblewrap()
     folder = tmp_path_factory.mktemp("console-http")
-    config = folder / "servers.json"  # a server that never starts, whose env holds a secret
-    vault = {"command": "/bin/false", "env": {"API_KEY": SERVER_SECRET}}
-    config.write_text(json.dumps({"mcpServers": {"vault": vault}}))
+    config = upstreams.write_config(folder / "servers.json", upstreams.everything())
+    vault = {"command": "/bin/false", "env": {"API_KEY": SERVER_SECRET}}  # a server that never starts, with a secret
+    config.write_text(json.dumps({"mcpServers": {**json.loads(config.read_text())["mcpServers"], "vault": vault}}))
+    policy = folder / "codemode.toml"  # everything/echo waits for approval: in the console (the default with it on)
+    policy.write_text('[policy]\nask_tools = ["everything/echo"]\n', encoding="utf-8")
     with HttpServer(
         folder / "server.log", "--token", TOKEN_A, "--token", TOKEN_B, MCP_BRIDGE_CONSOLE="on",
+        MCP_CODEMODE_SETTINGS=str(policy),
         MCP_BRIDGE_AUDIT_LOG=str(folder / "audit.jsonl"), MCP_SERVERS_CONFIG=str(config), MCP_BRIDGE_DISCOVER="false",
         MCP_BRIDGE_INTERRUPT_GRACE="30",
     ) as server:  # fmt: skip
@@ -114,6 +119,57 @@ async def test_a_token_holder_sees_their_session_and_call_and_the_other_holder_s
     async with http_client_for(server.url, headers=bearer(TOKEN_A)) as client:
         kept = await client.call_tool("run_python", {"code": "print(x + 1)", "session": "ledger"})
     assert text_of(kept).strip().endswith("42"), text_of(kept)  # her namespace survived his attempts
+
+
+ECHO = """
+import mcp.runtime as runtime
+try:
+    print(await mcp_everything.echo(message=%r))
+except runtime.ApprovalDenied as exc:
+    print("ApprovalDenied:", exc.message)
+"""
+APPROVAL = re.compile(r'name="approval" value="([^"]+)"><input type="hidden" name="digest" value="([^"]+)"')
+
+
+async def _call_into(client: Client, code: str, answers: list[types.CallToolResult]) -> None:
+    answers.append(await client.call_tool("run_python", {"code": code, "session": "asks", "timeout": 100}))
+
+
+async def test_an_approval_waits_in_its_owners_console_only_and_her_answer_decides_the_call(
+    server: HttpServer, browsers: tuple[Browser, Browser]
+) -> None:
+    """A client without elicitation gets its ask_tools call approved in the console instead of refused: the call
+    waits, shown with its exact server, tool and arguments to its owner alone; the other token's holder can
+    neither see nor answer it; an answer must carry the digest of what was shown, counts once, and is audited."""
+    alice, bob = browsers
+    outcomes = {}
+    for label, decision in (("ship-it-<b>", "grant"), ("drop-it", "deny")):
+        async with http_client_for(server.url, headers=bearer(TOKEN_A)) as client, anyio.create_task_group() as tg:
+            answers: list[types.CallToolResult] = []
+            tg.start_soon(_call_into, client, ECHO % label, answers)
+            with anyio.fail_after(patient(120)):
+                while not (found := APPROVAL.search(page := (await alice.page("/console/approvals")).text)):
+                    await anyio.sleep(0.1)
+            approval, digest = found.groups()
+            assert "everything/echo" in page and html.escape(f'"message": "{label}"') in page
+            shown_to_bob = (await bob.page("/console/approvals")).text
+            assert approval not in shown_to_bob and "echo" not in shown_to_bob
+            assert (await bob.act("/console/approvals/answer", approval=approval, digest=digest,
+                                  decision="grant")).status_code == 404  # fmt: skip
+            assert (await alice.act("/console/approvals/answer", approval=approval, digest="0" * 64,
+                                    decision="grant")).status_code == 404  # fmt: skip
+            assert not answers  # nothing of the above let it go
+            answered = await alice.act("/console/approvals/answer", approval=approval, digest=digest,
+                                       decision=decision)  # fmt: skip
+            assert answered.status_code == 303
+        assert (await alice.act("/console/approvals/answer", approval=approval, digest=digest,
+                                decision="grant")).status_code == 404  # fmt: skip  # one answer only
+        outcomes[decision] = text_of(answers[0])
+    assert "ship-it-<b>" in outcomes["grant"] and "ApprovalDenied" not in outcomes["grant"], outcomes
+    assert "ApprovalDenied: not approved: everything/echo: denied in the console" in outcomes["deny"], outcomes
+    audit = [json.loads(line) for line in Path(server.settings["MCP_BRIDGE_AUDIT_LOG"]).read_text().splitlines()]
+    assert [line.get("approval") for line in audit if line.get("tool") == "echo"][-2:] == [
+        "approved in the console", "denied in the console"]  # fmt: skip
 
 
 LONG = "import time\nfor _ in range(600):\n    time.sleep(0.1)"  # a minute, interruptible
