@@ -3,8 +3,9 @@ downloaded), against a real loopback `serve --transport http` with the console o
 client. One browser and one bridge for the module: starting chromium costs seconds.
 
 What a person must see: a session appear on the open Sessions page after a call (live, by the event stream, without
-reloading), a running call cancelled with the page's button ending in the client with the cancellation, and a cell
-that prints ``<script>`` shown as text, with the script never run.
+reloading), a running call cancelled with the page's button ending in the client with the cancellation, a cell
+that prints ``<script>`` shown as text, with the script never run, and an ``ask_tools`` call of a client without
+elicitation approved from the Approvals page (the call completes) or denied there (it fails with the reason).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from mcp_codemode.console.launch import console_link
+from tests.support import upstreams
 from tests.support.backends import fail_unless, sandbox_settings
 from tests.support.clients import HttpServer, assert_no_orphans, http_client_for, require_bubblewrap, text_of
 from tests.support.patience import patient
@@ -36,9 +38,13 @@ WAIT = patient(60.0)
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     require_bubblewrap()
     folder = tmp_path_factory.mktemp("console-browser")
+    config = upstreams.write_config(folder / "servers.json", upstreams.everything())
+    policy = folder / "codemode.toml"  # everything/echo waits for approval, in the console
+    policy.write_text('[policy]\nask_tools = ["everything/echo"]\n', encoding="utf-8")
     with HttpServer(
         folder / "server.log", MCP_BRIDGE_CONSOLE="on", MCP_BRIDGE_AUDIT_LOG=str(folder / "audit.jsonl"),
-        MCP_BRIDGE_DISCOVER="false", MCP_BRIDGE_INTERRUPT_GRACE="30",
+        MCP_BRIDGE_DISCOVER="false", MCP_BRIDGE_INTERRUPT_GRACE="30", MCP_SERVERS_CONFIG=str(config),
+        MCP_CODEMODE_SETTINGS=str(policy),
     ) as server:  # fmt: skip
         yield server
     assert_no_orphans()
@@ -133,3 +139,44 @@ async def test_a_cell_that_prints_a_script_shows_it_as_text_and_never_runs_it(
     assert payload in output.text  # the markup, as characters
     assert output.find_elements(By.XPATH, ".//*") == []  # and no element made of it
     assert "pwned" not in browser.title
+
+
+ECHO = """
+import mcp.runtime as runtime
+try:
+    print(await mcp_everything.echo(message=%r))
+except runtime.ApprovalDenied as exc:
+    print("ApprovalDenied:", exc.message)
+"""
+
+
+async def _echo_into(server: HttpServer, label: str, answers: list[str]) -> None:
+    async with http_client_for(server.url) as client:
+        answer = await client.call_tool("run_python", {"code": ECHO % label, "session": "asks", "timeout": 100})
+    answers.append(text_of(answer))
+
+
+async def test_an_approval_granted_on_the_page_lets_the_call_finish_and_a_denied_one_fails_with_the_reason(
+    server: HttpServer, browser: webdriver.Chrome
+) -> None:
+    browser.get(_origin(server) + "/console/approvals")
+    outcomes = {}
+    for label, button in (("from-the-page", "Approve"), ("not-this-one", "Deny")):
+        answers: list[str] = []
+        async with anyio.create_task_group() as group:
+            group.start_soon(_echo_into, server, label, answers)
+
+            def answer(label: str = label, button: str = button) -> None:
+                _wait_for_text(browser, label)  # the open page shows it by itself: the event stream
+
+                def click(driver: webdriver.Chrome) -> bool:
+                    found = f"//section[contains(., '{label}')]//button[text()='{button}']"
+                    driver.find_element(By.XPATH, found).click()
+                    return True
+
+                _waiting(browser).until(click)
+
+            await anyio.to_thread.run_sync(answer)
+        outcomes[button] = answers[0]
+    assert "from-the-page" in outcomes["Approve"] and "ApprovalDenied" not in outcomes["Approve"], outcomes
+    assert "ApprovalDenied: not approved: everything/echo: denied in the console" in outcomes["Deny"], outcomes

@@ -10,8 +10,8 @@ token or server secret is ever rendered.
 from __future__ import annotations
 
 import contextlib
-import html
 import dataclasses
+import html
 import json
 import re
 import uuid
