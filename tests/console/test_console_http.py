@@ -131,8 +131,12 @@ except runtime.ApprovalDenied as exc:
 APPROVAL = re.compile(r'name="approval" value="([^"]+)"><input type="hidden" name="digest" value="([^"]+)"')
 
 
-async def _call_into(client: Client, code: str, answers: list[types.CallToolResult]) -> None:
-    answers.append(await client.call_tool("run_python", {"code": code, "session": "asks", "timeout": 100}))
+async def _call_into(client: Client, code: str, answers: list[types.CallToolResult], news: list[str]) -> None:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        news.append(message or "")
+
+    answers.append(await client.call_tool("run_python", {"code": code, "session": "asks", "timeout": 100},
+                                          progress_callback=on_progress))  # fmt: skip
 
 
 async def test_an_approval_waits_in_its_owners_console_only_and_her_answer_decides_the_call(
@@ -142,11 +146,12 @@ async def test_an_approval_waits_in_its_owners_console_only_and_her_answer_decid
     waits, shown with its exact server, tool and arguments to its owner alone; the other token's holder can
     neither see nor answer it; an answer must carry the digest of what was shown, counts once, and is audited."""
     alice, bob = browsers
-    outcomes = {}
+    outcomes: dict[str, str] = {}
+    news: list[str] = []
     for label, decision in (("ship-it-<b>", "grant"), ("drop-it", "deny")):
         async with http_client_for(server.url, headers=bearer(TOKEN_A)) as client, anyio.create_task_group() as tg:
             answers: list[types.CallToolResult] = []
-            tg.start_soon(_call_into, client, ECHO % label, answers)
+            tg.start_soon(_call_into, client, ECHO % label, answers, news)
             with anyio.fail_after(patient(120)):
                 while not (found := APPROVAL.search(page := (await alice.page("/console/approvals")).text)):
                     await anyio.sleep(0.1)
@@ -165,6 +170,7 @@ async def test_an_approval_waits_in_its_owners_console_only_and_her_answer_decid
         assert (await alice.act("/console/approvals/answer", approval=approval, digest=digest,
                                 decision="grant")).status_code == 404  # fmt: skip  # one answer only
         outcomes[decision] = text_of(answers[0])
+    assert "everything/echo: waiting for approval in the web console (Approvals page)" in news, news
     assert "ship-it-<b>" in outcomes["grant"] and "ApprovalDenied" not in outcomes["grant"], outcomes
     assert "ApprovalDenied: not approved: everything/echo: denied in the console" in outcomes["deny"], outcomes
     audit = [json.loads(line) for line in Path(server.settings["MCP_BRIDGE_AUDIT_LOG"]).read_text().splitlines()]
