@@ -2,7 +2,7 @@
 
 Python compiles a script given on its command line every time, but loads a module from the bytecode that
 staging compiled beside it (``-B`` only stops writing bytecode, not reading it). Started as
-``python3 -I -B -u boot.py CONFIG_JSON``; ``-I`` keeps this directory off ``sys.path``, so it is added here.
+``python3 -I -S -B -u boot.py CONFIG_JSON``; ``-I`` keeps this directory off ``sys.path``, so it is added here.
 """
 
 import os

@@ -1,6 +1,6 @@
 """The worker that runs inside the sandbox.
 
-It is shipped as a file and started through ``python3 -I -B -u boot.py CONFIG_JSON``; it must run on any
+It is shipped as a file and started through ``python3 -I -S -B -u boot.py CONFIG_JSON``; it must run on any
 Python >= 3.10 with the standard library only, and it imports nothing of the host package.
 
 Why it is shaped this way:
@@ -29,15 +29,14 @@ code imports: the guest folder comes first on ``sys.path``.
 
 from __future__ import annotations
 
+import _queue
+import _thread
+import _warnings
 import faulthandler
-import json
 import os
-import queue
 import resource
 import sys
-import threading
 import time
-import warnings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~3 ms of start-up and is only needed by type checkers
@@ -45,14 +44,17 @@ if TYPE_CHECKING:  # typing costs ~3 ms of start-up and is only needed by type c
 
 
 if __package__:  # imported on the host (tests) as mcp_codemode.guest.worker
-    from .protocol import PROTOCOL_VERSION, READY, RESULT, SHUTDOWN, SNAPSHOT_OPS
+    from .protocol import FILES, PROTOCOL_VERSION, READY, RESULT, SHUTDOWN, SNAPSHOT_OPS
     from .worker_capture import Capture
     from .worker_cells import Executor, Interrupter
     from .worker_channel import READ_CHUNK, Channel, control_loop
     from .worker_files import answer as answer_files
+    from .worker_json import loads
+    from .worker_site import set_up as set_up_site
     from .worker_tracebacks import GUEST_DIR, clip, describe_exception
 else:  # in the sandbox boot.py imports this file as the top-level module ``worker``, its folder on sys.path
     from protocol import (  # type: ignore[import-not-found,no-redef]
+        FILES,
         PROTOCOL_VERSION,
         READY,
         RESULT,
@@ -63,8 +65,11 @@ else:  # in the sandbox boot.py imports this file as the top-level module ``work
     from worker_cells import Executor, Interrupter  # type: ignore[import-not-found,no-redef]
     from worker_channel import READ_CHUNK, Channel, control_loop  # type: ignore[import-not-found,no-redef]
     from worker_files import answer as answer_files  # type: ignore[import-not-found,no-redef]
+    from worker_json import loads  # type: ignore[import-not-found,no-redef]
+    from worker_site import set_up as set_up_site  # type: ignore[import-not-found,no-redef]
     from worker_tracebacks import GUEST_DIR, clip, describe_exception  # type: ignore[import-not-found,no-redef]
 
+NOT_SHOWN = "non-interactive, and thus cannot be shown"
 WORKSPACE = "/workspace"  # the sandbox's working directory on every backend, when the host names none
 _RLIMIT_NAMES = {
     "AS": resource.RLIMIT_AS,
@@ -88,6 +93,30 @@ def apply_rlimits(limits: dict[str, Any]) -> None:
         resource.setrlimit(which, (value, value))
 
 
+class _Contains:
+    """A warning filter's message pattern that is a plain substring: ``warnings`` only calls ``match`` on it."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def match(self, message: str) -> bool:
+        return self.text in message
+
+
+def ignore_warning(text: str) -> None:
+    """``warnings.filterwarnings("ignore", message=".*" + re.escape(text))`` without importing ``warnings`` and
+    ``re`` for it (about 1 MiB that every idle sandbox would keep): the filter list is ``_warnings``'s own."""
+    mutated = getattr(_warnings, "_filters_mutated", None)
+    filters = getattr(_warnings, "filters", None)
+    if mutated is None or not isinstance(filters, list):  # a Python that keeps its filters otherwise
+        import warnings
+
+        warnings.filterwarnings("ignore", message=".*" + text)  # the text has no pattern characters
+        return
+    filters.insert(0, ("ignore", _Contains(text), Warning, None, 0))
+    mutated()
+
+
 def load_runtime() -> Any:
     """Make the guest's ``mcp`` package importable by user code and return its runtime module."""
     if GUEST_DIR.rstrip(os.sep) not in sys.path:  # boot.py put it there already
@@ -96,12 +125,13 @@ def load_runtime() -> Any:
     os.environ.setdefault("MPLBACKEND", "Agg")
     os.environ.setdefault("MPLCONFIGDIR", "/tmp/.matplotlib")  # the sandbox's private tmpfs
     # plt.show() under Agg keeps the figure open for us to send; its "cannot be shown" warning is noise here.
-    warnings.filterwarnings("ignore", message=".*non-interactive, and thus cannot be shown")
+    ignore_warning(NOT_SHOWN)
     return __import__("mcp.runtime", fromlist=["runtime"])  # the guest's mcp, not the host's SDK
 
 
 def main(argv: list[str]) -> int:
-    config: dict[str, Any] = json.loads(argv[1]) if len(argv) > 1 else {}
+    set_up_site()  # started with -S: the site-packages folders and exit()/help(), before any user code
+    config: dict[str, Any] = loads(argv[1]) if len(argv) > 1 else {}
     apply_rlimits(config.get("rlimits", {}))
     runtime = load_runtime()
     control_in = os.dup(0)
@@ -119,16 +149,23 @@ def main(argv: list[str]) -> int:
     if isinstance(workdir, str) and os.path.isdir(workdir):
         os.chdir(workdir)
     workspace = workdir if isinstance(workdir, str) and os.path.isdir(workdir) else WORKSPACE
-    requests: queue.Queue[dict[str, Any]] = queue.Queue()
+    requests: _queue.SimpleQueue[dict[str, Any]] = _queue.SimpleQueue()
     runtime.rpc.bind(channel.send_strict)
     hibernators: list[Any] = []
 
     def files(message: dict[str, Any]) -> None:
-        """The client's file requests, and the host's snapshot requests (sent only while no cell runs). The snapshot
-        module is imported on the first of those: pickle and tarfile cost every sandbox's start tens of ms."""
+        """The client's file requests, answered here on the control thread (a client may take a file out while a cell
+        runs). The host's snapshot requests go to the main thread, idle then (they come only while no cell runs): a
+        restore runs the session's imports and definitions, and a module like ``threading``, which the worker no
+        longer imports at start, takes the thread that first imports it for the process's main thread."""
         if message.get("op") not in SNAPSHOT_OPS:
             channel.send(answer_files(workspace, message))
             return
+        requests.put(message)
+
+    def snapshot(message: dict[str, Any]) -> None:
+        """The snapshot module is imported on the first request: pickle and tarfile cost every sandbox's start tens
+        of ms, and every idle sandbox memory."""
         if not hibernators:
             if __package__:
                 from .worker_snapshot import Hibernator
@@ -137,23 +174,24 @@ def main(argv: list[str]) -> int:
             hibernators.append(Hibernator(executor, workspace, runtime))
         channel.send(hibernators[0].answer(message))
 
-    threading.Thread(
-        target=control_loop,
-        args=(
+    _thread.start_new_thread(  # not threading: it imports functools and collections, ~1 MiB an idle sandbox keeps
+        control_loop,
+        (
             os.fdopen(control_in, "rb", buffering=READ_CHUNK),
             requests,
             interrupter,
             runtime.rpc.deliver,
             files,
         ),
-        daemon=True,
-        name="control",
-    ).start()
+    )
     channel.send({"type": READY, "protocol": PROTOCOL_VERSION, "python": sys.version.split()[0], "pid": os.getpid()})
     while True:
         message = requests.get()
         if message.get("type") == SHUTDOWN:
             return 0
+        if message.get("type") == FILES:  # a snapshot request, passed on by the control thread
+            snapshot(message)
+            continue
         request_id = message.get("id")
         code = message.get("code")
         if not isinstance(request_id, int) or not isinstance(code, str):

@@ -1,4 +1,4 @@
-"""The capture of the user's output: the pipes behind fds 1 and 2, the threads that drain them, the bounds.
+"""The capture of the user's output: the pipes behind fds 1 and 2, the thread that drains them, the bounds.
 
 Apart from the worker because it is one mechanism with its own rule, bounded at the source: each stream sends
 its head to the host as it comes and keeps only a tail ring afterwards, counting what it dropped, so a flood
@@ -7,20 +7,21 @@ costs the host at most the configured cap; ``fence`` closes one cell's capture o
 
 from __future__ import annotations
 
+import _thread
 import codecs
-import collections
-import contextlib
 import fcntl
 import os
 import select
 import sys
 import termios
-import threading
 import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~3 ms of start-up and is only needed by type checkers
+    from collections import deque
     from typing import Any
+else:  # collections' C half: the module costs an idle sandbox about 0.5 MiB (docs/density.md)
+    from _collections import deque
 
 if __package__:  # imported on the host (tests) as mcp_codemode.guest.worker_capture
     from .protocol import OUTPUT
@@ -50,7 +51,7 @@ class StreamSink:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.head_left = head_limit
         self.tail_limit = tail_limit
-        self.tail: collections.deque[str] = collections.deque()
+        self.tail: deque[str] = deque()
         self.tail_chars = 0
         self.dropped = 0
 
@@ -91,23 +92,27 @@ class StreamSink:
 
 
 class Capture:
-    """Owns the pipes behind fds 1 and 2 and the threads that drain them."""
+    """Owns the pipes behind fds 1 and 2 and the thread that drains them."""
 
     def __init__(self, channel: Channel, limit: int) -> None:
         self._channel = channel
         self._limit = limit
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
         self._fds: dict[str, int] = {}
         self._drained = {"stdout": 0, "stderr": 0}  # bytes read from each pipe so far: what fence waits for
         self._sinks: dict[str, StreamSink] = {}
         self.reset()
+        names: dict[int, str] = {}
         for name, target in (("stdout", 1), ("stderr", 2)):
             read_fd, write_fd = os.pipe()
             os.dup2(write_fd, target)
             os.close(write_fd)
             os.set_blocking(read_fd, False)
             self._fds[name] = read_fd
-            threading.Thread(target=self._drain, args=(name, read_fd), daemon=True, name=f"capture-{name}").start()
+            names[read_fd] = name
+        # One thread drains both pipes (each read takes the lock anyway), and a bare one: a thread is memory every
+        # idle sandbox keeps, and ``threading`` imports about 1 MiB more (docs/density.md).
+        _thread.start_new_thread(self._drain, (names,))
 
     def reset(self) -> None:
         half = max(self._limit // 2, 1)
@@ -117,26 +122,31 @@ class Capture:
                 for name in ("stdout", "stderr")
             }
 
-    def _drain(self, name: str, fd: int) -> None:
+    def _drain(self, names: dict[int, str]) -> None:
         poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        while True:
-            poller.poll()
-            with self._lock:
-                try:
-                    data = os.read(fd, READ_CHUNK)
-                except BlockingIOError:
-                    continue
-                if not data:
-                    return
-                self._drained[name] += len(data)
-                self._sinks[name].feed(data)
+        for fd in names:
+            poller.register(fd, select.POLLIN)
+        while names:
+            for fd, _ in poller.poll():
+                with self._lock:
+                    try:
+                        data = os.read(fd, READ_CHUNK)
+                    except BlockingIOError:
+                        continue
+                    if data:
+                        self._drained[names[fd]] += len(data)
+                        self._sinks[names[fd]].feed(data)
+                        continue
+                    poller.unregister(fd)  # its write end is closed (the user's code closed fd 1 or 2)
+                    del names[fd]
 
     def fence(self) -> dict[str, Any]:
         """Wait until everything written so far is drained, then close this execution's capture."""
         for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):
+            try:  # noqa: SIM105 - no contextlib in the guest: it costs every idle sandbox ~0.9 MiB
                 stream.flush()
+            except (OSError, ValueError):
+                pass
         buf = bytearray(4)
         wanted: dict[str, int] = {}
         with self._lock:  # what is in each pipe now was written before the fence: it belongs to this cell

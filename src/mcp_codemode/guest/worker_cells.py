@@ -8,17 +8,18 @@ the images a cell showed, and the SIGINT that an interrupt frame becomes, raised
 from __future__ import annotations
 
 import _ast
-import collections
-import contextlib
-import linecache
-import signal
-import threading
-import traceback
-import types
+import _thread
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~3 ms of start-up and is only needed by type checkers
+    import signal as _signal
+    import types
+    from collections import deque
     from typing import Any
+else:  # the C modules behind them: the Python ones cost an idle sandbox about 1 MiB (docs/density.md)
+    import _signal
+    from _collections import deque
 
 if __package__:  # imported on the host (tests) as mcp_codemode.guest.worker_cells
     from .worker_definitions import Definitions
@@ -28,13 +29,21 @@ else:  # in the sandbox the guest folder is on sys.path
     from worker_tracebacks import clip, describe_exception  # type: ignore[import-not-found,no-redef]
 
 
+_CODE = type(compile("", "<cell>", "exec"))  # types.CodeType, without importing types for it (idle memory)
+
+
 class Interrupter:
-    """Delivers SIGINT to the main thread only while user code runs."""
+    """Delivers SIGINT to the main thread only while user code runs. Made on the main thread.
+
+    ``_signal`` and ``_thread`` rather than ``signal`` and ``threading``: those import ``enum``, ``functools`` and
+    ``collections``, about 1 MiB that every idle sandbox would keep (docs/density.md).
+    """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
         self.running_id: int | None = None
-        signal.signal(signal.SIGINT, self._on_sigint)
+        self._main_thread = _thread.get_ident()
+        _signal.signal(_signal.SIGINT, self._on_sigint)
 
     def _on_sigint(self, signum: int, frame: types.FrameType | None) -> None:
         if self.running_id is not None:
@@ -51,7 +60,59 @@ class Interrupter:
     def interrupt(self, request_id: Any) -> None:
         with self._lock:
             if self.running_id is not None and request_id == self.running_id:
-                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+                _signal.pthread_kill(self._main_thread, _signal.SIGINT)
+
+
+def _linecache() -> dict[str, Any] | None:
+    """``linecache.cache`` once something imported ``linecache`` (a traceback being written), else None."""
+    module = sys.modules.get("linecache")
+    cache = getattr(module, "cache", None)
+    return cache if isinstance(cache, dict) else None
+
+
+class _Filling:
+    """The loader of ``linecache`` wrapped: after the module runs, its cache gets the cells' sources."""
+
+    def __init__(self, loader: Any, lines: dict[str, Any]) -> None:
+        self._loader = loader
+        self._lines = lines
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._loader.exec_module(module)
+        module.__loader__ = module.__spec__.loader = self._loader
+        module.cache.update(self._lines)
+
+
+class LinecacheWatch:
+    """A finder that does nothing until ``linecache`` is imported, then sees that its cache starts with every kept
+    cell's source, and leaves ``sys.meta_path``.
+
+    Why: importing ``linecache`` imports ``tokenize`` and ``re`` (about 1.4 MiB that every idle sandbox would keep),
+    and only a traceback needs it; but a cell's source must be there when one is written, by the worker or by the
+    user's own ``traceback.print_exc()`` in a later cell, as if the worker had put it there from the start.
+    """
+
+    def __init__(self, lines: dict[str, Any]) -> None:
+        self._lines = lines
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "linecache":
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _Filling(spec.loader, self._lines)
+                return spec
+        return None
 
 
 class CellSources:
@@ -67,13 +128,21 @@ class CellSources:
     def __init__(self, keep_recent: int = 100, budget: int = 4_000_000) -> None:
         self.keep_recent = keep_recent
         self.budget = budget
-        self._recent: collections.deque[list[Any]] = collections.deque()  # [filename, characters, defines code]
-        self._kept: collections.deque[tuple[str, int]] = collections.deque()
+        self._recent: deque[list[Any]] = deque()  # [filename, characters, defines code]
+        self._kept: deque[tuple[str, int]] = deque()
         self._kept_chars = 0
+        # What linecache.cache holds of the cells, kept here too while nothing has imported linecache.
+        self.lines: dict[str, Any] = {}
+        if _linecache() is None:
+            sys.meta_path.insert(0, LinecacheWatch(self.lines))
 
     def add(self, filename: str, source: str) -> None:
         """Before the cell is compiled, so a SyntaxError can show its line too."""
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        entry = (len(source), None, source.splitlines(True), filename)
+        self.lines[filename] = entry
+        cache = _linecache()
+        if cache is not None:
+            cache[filename] = entry
         self._recent.append([filename, len(source), False])
         while len(self._recent) > self.keep_recent:
             old, chars, kept = self._recent.popleft()
@@ -81,11 +150,16 @@ class CellSources:
                 self._kept.append((old, chars))
                 self._kept_chars += chars
             else:
-                linecache.cache.pop(old, None)
+                self._drop(old, cache)
         while self._kept_chars > self.budget and self._kept:
             old, chars = self._kept.popleft()
             self._kept_chars -= chars
-            linecache.cache.pop(old, None)
+            self._drop(old, cache)
+
+    def _drop(self, filename: str, cache: dict[str, Any] | None) -> None:
+        self.lines.pop(filename, None)
+        if cache is not None:
+            cache.pop(filename, None)
 
     def defines_code(self) -> None:
         """The cell added last compiled to code with functions, classes, lambdas or comprehensions in it."""
@@ -123,7 +197,7 @@ class Executor:
             expr = _ast.Expression(tail.value)
             last = compile(expr, filename, "eval", flags, dont_inherit=True)
         body = compile(tree, filename, "exec", flags, dont_inherit=True)
-        if any(isinstance(const, types.CodeType) for code in (body, last) if code for const in code.co_consts):
+        if any(isinstance(const, _CODE) for code in (body, last) if code for const in code.co_consts):
             self.sources.defines_code()
         return body, last, filename
 
@@ -186,6 +260,8 @@ class Executor:
             body, last, _ = self._compile(source)
         except (SyntaxError, ValueError) as exc:
             # Raised by compile() inside the worker: the worker's frames are all there is, and none is the user's.
+            import traceback  # here: an idle sandbox keeps what it imports (docs/density.md)
+
             text = "".join(traceback.format_exception_only(type(exc), exc))
             return {
                 "status": "error",
@@ -209,8 +285,10 @@ class Executor:
             return {"status": "ok", "value": None}
         self.namespace["_"] = value
         # The value's images, or those it holds (an upstream result of text and images); its text shows the rest.
-        with contextlib.suppress(BaseException):  # a value that only looked like an image is shown as text
+        try:  # noqa: SIM105 - no contextlib in the guest: it costs every idle sandbox ~0.9 MiB
             display.add_found_in(value)
+        except BaseException:  # noqa: BLE001, S110 - a value that only looked like an image is shown as text
+            pass
         try:
             shown = repr(value)
         except BaseException as exc:  # noqa: BLE001 - a broken __repr__ is the user's error, not ours

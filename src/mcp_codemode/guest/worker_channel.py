@@ -8,11 +8,9 @@ threads write (the capture threads, the runtime's calls, the main loop), so writ
 
 from __future__ import annotations
 
-import json
+import _thread
 import os
-import queue
 import struct
-import threading
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~3 ms of start-up and is only needed by type checkers
@@ -23,6 +21,7 @@ if __package__:  # imported on the host (tests) as mcp_codemode.guest.worker_cha
     from .protocol import ERROR_KIND_MCP, EXECUTE, FILES, INTERRUPT, KEEPALIVE, MAX_INBOUND_FRAME, REPLY, SHUTDOWN
     from .protocol import MAX_DEPTH as MAX_DEPTH
     from .protocol import MAX_VALUES as MAX_VALUES
+    from .worker_json import dumps, loads
 else:  # in the sandbox the guest folder is on sys.path
     from protocol import (  # type: ignore[import-not-found,no-redef]
         ERROR_KIND_MCP,
@@ -36,7 +35,10 @@ else:  # in the sandbox the guest folder is on sys.path
         REPLY,
         SHUTDOWN,
     )
+    from worker_json import dumps, loads  # type: ignore[import-not-found,no-redef]
 if TYPE_CHECKING:
+    import _queue
+
     from .worker_cells import Interrupter
 
 HEADER = struct.Struct(">I")
@@ -46,19 +48,15 @@ HEADER = struct.Struct(">I")
 READ_CHUNK = 65536
 
 
-# One encoder for every request: json.dumps with options builds a new one per call.
-_STRICT_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
-
-
 class Channel:
     """Writes frames to the host; several threads share it, so writes are serialised."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
 
     def send(self, message: dict[str, Any]) -> None:
-        self._write(json.dumps(message, ensure_ascii=False, default=repr))
+        self._write(dumps(message, default=repr))
 
     def send_strict(self, message: dict[str, Any]) -> None:
         """For requests built from user values: a value JSON cannot carry raises TypeError or ValueError (NaN, a
@@ -68,7 +66,7 @@ class Channel:
         n values, and a value nested d deep needs d opening brackets. A typical call's text settles it at once.
         """
         try:
-            text = _STRICT_JSON.encode(message)
+            text = dumps(message, allow_nan=False)
         except RecursionError:
             check_shape(message)  # names the limit the host enforces when it lies below Python's own
             raise
@@ -112,7 +110,7 @@ def read_exactly(stream: Any, size: int) -> bytes | None:
 
 
 def control_loop(
-    stream: Any, requests: queue.Queue[dict[str, Any]], interrupter: Interrupter, deliver: Any, files: Any = None
+    stream: Any, requests: _queue.SimpleQueue[dict[str, Any]], interrupter: Interrupter, deliver: Any, files: Any = None
 ) -> None:
     """Reads the host's frames; end of input means the host is gone, so the worker ends at once. ``files``
     answers a FILES frame here, on this thread, so the client reaches /workspace while a cell runs."""
@@ -128,7 +126,7 @@ def control_loop(
             if payload is None:
                 break
             try:
-                message = json.loads(payload)
+                message = loads(payload)
             except (ValueError, RecursionError) as exc:
                 # The host checks what it sends, but an answer relayed from a server may still be too deep for
                 # this interpreter: fail that one call, not the worker.

@@ -20,8 +20,9 @@ Names bound by the bridge (``runtime``, ``mcp_servers``, the ``mcp_<alias>`` pro
 the bridge gives a new sandbox those with its first call. ``runtime.hibernation(False)`` makes the guest decline:
 the host then drops the session (and any snapshot) instead.
 
-The exchange rides on FILES frames (``SNAPSHOT_OPS`` of ``protocol.py``), answered on the control thread while no
-cell runs: the snapshot is built once and read back in chunks; a restore is written in chunks, then applied.
+The exchange rides on FILES frames (``SNAPSHOT_OPS`` of ``protocol.py``), which the control thread passes to the main
+thread, idle while no cell runs (a restore's imports and definitions run where a cell's would): the snapshot is
+built once and read back in chunks; a restore is written in chunks, then applied.
 """
 
 from __future__ import annotations

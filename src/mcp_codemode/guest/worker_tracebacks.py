@@ -9,10 +9,10 @@ chained exception, and a hostile exception (a ``__str__`` that raises) cannot ki
 from __future__ import annotations
 
 import os
-import traceback
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~3 ms of start-up and is only needed by type checkers
+    import traceback
     from typing import Any
 
 TEXT_LIMIT = 200_000
@@ -39,7 +39,7 @@ def _trim_to_user_frames(te: traceback.TracebackException, interrupted: bool = F
             kept = [f for f in frames[first_cell:] if not f.filename.startswith(GUEST_DIR)]
             while interrupted and len(kept) > 1 and kept[-1].filename.startswith(STDLIB_DIR):
                 kept.pop()
-            current.stack = traceback.StackSummary.from_list(kept)
+            current.stack = type(current.stack).from_list(kept)
         pending.extend([current.__cause__, current.__context__])
 
 
@@ -52,7 +52,11 @@ def clip(text: str, limit: int = TEXT_LIMIT) -> str:
 
 
 def describe_exception(exc: BaseException) -> dict[str, Any]:
+    """The exception as the host shows it. ``traceback`` is imported here, by the first error: with ``linecache``,
+    ``tokenize`` and ``re`` behind it, it is about 1.6 MiB that an idle sandbox would otherwise keep."""
     try:
+        import traceback
+
         te = traceback.TracebackException.from_exception(exc, limit=None, compact=True)
         _trim_to_user_frames(te, isinstance(exc, KeyboardInterrupt))
         formatted = "".join(te.format())

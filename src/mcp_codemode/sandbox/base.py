@@ -122,8 +122,11 @@ class Backend(abc.ABC):
 
 
 def guest_argv(python: str, guest_config: dict[str, Any]) -> list[str]:
-    """The command that starts the worker inside any sandbox: isolated mode, no bytecode written, unbuffered."""
-    return [python, "-I", "-B", "-u", f"{GUEST_MOUNT}/boot.py", json.dumps(guest_config, separators=(",", ":"))]
+    """The command that starts the worker inside any sandbox: isolated mode, no bytecode written, unbuffered, and
+    ``-S``: the guest sets up ``site``'s import path itself, without the code .pth files run (``worker_site.py``),
+    which every idle sandbox would keep in memory (docs/density.md)."""
+    config = json.dumps(guest_config, separators=(",", ":"))
+    return [python, "-I", "-S", "-B", "-u", f"{GUEST_MOUNT}/boot.py", config]
 
 
 HOST_LIMITS = frozenset({errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM})  # what launch_failure explains

@@ -16,7 +16,6 @@ it as refused, the ``PolicyError`` that names the rule is more useful than "no s
 from __future__ import annotations
 
 import sys
-import types
 
 from . import _rpc
 from ._results import Audio, Media, natural, parse_text, resource_value
@@ -39,6 +38,7 @@ __all__ = [
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import types
     from typing import Any
 # ------------------------------------------------------------------------------------------ servers
 
@@ -218,7 +218,7 @@ class ServerModuleFinder:
     def create_module(self, spec: Any) -> types.ModuleType:
         alias = spec.name[len(self.PREFIX) :]
         proxy = catalog.proxy(alias)
-        module = types.ModuleType(spec.name, f"The tools of the {proxy._name!r} MCP server.")
+        module = type(sys)(spec.name, f"The tools of the {proxy._name!r} MCP server.")
 
         def module_getattr(name: str) -> Any:
             if name == "__all__":

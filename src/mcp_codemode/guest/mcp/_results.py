@@ -8,11 +8,16 @@ written once.
 
 from __future__ import annotations
 
-import base64
-import json
+import binascii
 
 from ._images import Image, sniff
 from ._rpc import ToolError, rpc
+
+# The guest's own JSON decoder, not ``json``: that imports ``re``, about 1.2 MiB every idle sandbox would keep.
+if __package__ != "mcp":  # imported on the host (tests) as mcp_codemode.guest.mcp._results
+    from ..worker_json import loads
+else:  # in the sandbox the guest's folder is on sys.path and this package is the top-level ``mcp``
+    from worker_json import loads  # type: ignore[import-not-found,no-redef]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -154,12 +159,18 @@ def _error_text(raw: dict[str, Any]) -> str:
     return "\n".join(part for part in parts if isinstance(part, str) and part).strip()
 
 
+def _b64decode(text: str) -> bytes:
+    """``base64.b64decode(text)`` (not validated: other characters are skipped) without importing ``base64``,
+    which imports ``re``. A ``ValueError`` for text that is not ASCII or not base64, as there."""
+    return binascii.a2b_base64(text.encode("ascii"))
+
+
 def parse_text(text: str) -> Any:
     """JSON text becomes the value it encodes; anything else stays text."""
     stripped = text.strip()
     if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
         try:
-            return json.loads(stripped)
+            return loads(stripped)
         except ValueError:
             return text
     return text
@@ -171,7 +182,7 @@ def _content(item: dict[str, Any], server: str) -> Any:
         return parse_text(str(item.get("text", "")))
     if kind in ("image", "audio"):
         try:
-            data = base64.b64decode(str(item.get("data", "")), validate=False)
+            data = _b64decode(str(item.get("data", "")))
         except ValueError:
             return item
         mime = str(item.get("mimeType", "application/octet-stream"))
@@ -194,7 +205,7 @@ def resource_value(contents: dict[str, Any]) -> Any:
         return parse_text(str(contents.get("text", "")))
     if "blob" in contents:
         try:
-            return base64.b64decode(str(contents["blob"]), validate=False)
+            return _b64decode(str(contents["blob"]))
         except ValueError:
             return contents
     return contents

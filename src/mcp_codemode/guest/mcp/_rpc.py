@@ -18,9 +18,6 @@ thousands deep would otherwise end in a ``RecursionError`` from deep inside ``js
 from __future__ import annotations
 
 import _thread
-import contextlib
-import itertools
-import threading
 
 if __package__ != "mcp":  # imported on the host (tests) as mcp_codemode.guest.mcp._rpc
     from ..protocol import (
@@ -144,8 +141,8 @@ class Rpc:
 
     def __init__(self) -> None:
         self._send: Any = None  # the worker's Channel.send, bound when the worker starts
-        self._ids = itertools.count(1)
-        self._lock = threading.RLock()  # re-entrant: a reply may be delivered while its request is being sent
+        self._last_id = 0  # a plain counter under the lock: itertools is memory every idle sandbox keeps
+        self._lock = _thread.RLock()  # re-entrant: a reply may be delivered while its request is being sent
         self._pending: dict[int, _Pending] = {}
         self._open = False  # between a cell's start and the return of its code: calls are allowed only then
         self.max_depth = 0  # the policy's max_argument_depth (0: not known yet, the host alone checks)
@@ -203,9 +200,10 @@ class Rpc:
         if self._send is None:
             raise MCPError("calls to the bridge work only inside a run_python call of mcp-codemode")
         self._check_depth(op, params)
-        request_id = next(self._ids)
         # Checked and sent under the lock, so no call slips out after ``close`` has returned.
         with self._lock:
+            self._last_id += 1
+            request_id = self._last_id
             if not self._open:
                 raise MCPError(_CLOSED, server=_text(params.get("server")), tool=_text(params.get("tool")))
             self._pending[request_id] = pending
@@ -279,12 +277,18 @@ _ENDED = (
 
 def _wake(pending: _Pending, message: dict[str, Any]) -> None:
     pending.reply = message
+    # ``_thread`` and no ``contextlib`` here: ``threading`` and ``contextlib`` import ``functools`` and ``collections``,
+    # about 1 MiB every idle sandbox would keep (docs/density.md).
     if pending.lock is not None:
-        with contextlib.suppress(RuntimeError):  # woken once already: each pending is popped by one waker only
+        try:  # noqa: SIM105
             pending.lock.release()
+        except RuntimeError:  # woken once already: each pending is popped by one waker only
+            pass
         return
-    with contextlib.suppress(RuntimeError):  # the loop was closed: nobody is waiting any more
+    try:  # noqa: SIM105
         pending.loop.call_soon_threadsafe(_resolve, pending.future, message)
+    except RuntimeError:  # the loop was closed: nobody is waiting any more
+        pass
 
 
 def _text(value: Any) -> str | None:

@@ -31,18 +31,6 @@ from ._display import SCAN_DEPTH as SCAN_DEPTH
 from ._display import SCAN_ITEMS as SCAN_ITEMS
 from ._display import Display as Display
 from ._display import _images_in as _images_in
-from ._docs import DETAILS as DETAILS
-from ._docs import MAX_LIMIT as MAX_LIMIT
-from ._docs import (
-    SearchResults,
-    Stub,
-    list_tools,
-    list_tools_sync,
-    query_tool_docs,
-    query_tool_docs_sync,
-    search_tool_docs,
-    search_tool_docs_sync,
-)
 from ._files import SharedFile, share_file
 from ._files import take_links as _take_links  # noqa: F401 - the worker sends them with each result
 from ._images import Image
@@ -74,11 +62,56 @@ from ._rpc import (
     ToolTimeout,
     rpc,
 )
-from ._saved import _load_saved, delete_saved_tool, list_saved_tools, save_tool
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from ._docs import DETAILS as DETAILS
+    from ._docs import MAX_LIMIT as MAX_LIMIT
+    from ._docs import (
+        SearchResults,
+        Stub,
+        list_tools,
+        list_tools_sync,
+        query_tool_docs,
+        query_tool_docs_sync,
+        search_tool_docs,
+        search_tool_docs_sync,
+    )
+    from ._saved import delete_saved_tool, list_saved_tools, save_tool
+
+# Tool docs and search (``_docs``) and saved tools (``_saved``) load at their first use: most cells never call them,
+# and an idle sandbox keeps in memory whatever its guest imported (docs/density.md). Type checkers see them above.
+_LATER = dict.fromkeys(
+    (
+        "DETAILS",
+        "MAX_LIMIT",
+        "SearchResults",
+        "Stub",
+        "list_tools",
+        "list_tools_sync",
+        "query_tool_docs",
+        "query_tool_docs_sync",
+        "search_tool_docs",
+        "search_tool_docs_sync",
+    ),
+    "_docs",
+)
+_LATER.update(dict.fromkeys(("_load_saved", "delete_saved_tool", "list_saved_tools", "save_tool"), "_saved"))
+
+
+def __getattr__(name: str) -> Any:
+    module = _LATER.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(__import__(module, globals(), None, [name], 1), name)  # from .<module> import <name>
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LATER))
 
 
 __all__ = [
@@ -354,4 +387,4 @@ def _configure(context: dict[str, Any], namespace: dict[str, Any]) -> list[str]:
     _bind_names(namespace)
     saved = context.get("saved")
     notes = [str(problem)[:500] for problem in context.get("saved_problems") or [] if isinstance(problem, str)]
-    return notes + (_load_saved(namespace, saved) if isinstance(saved, list) else [])
+    return notes + (__getattr__("_load_saved")(namespace, saved) if isinstance(saved, list) and saved else [])
