@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from mcp_codemode.errors import SettingsError
 from mcp_codemode.guest import worker_capture, worker_cells, worker_tracebacks
 from mcp_codemode.sandbox.frames import FrameError, encode_frame, read_frame
+from mcp_codemode.session_capacity import COMPUTED
 from mcp_codemode.settings import Settings
 from mcp_codemode.sizes import parse_size
 
@@ -117,7 +118,8 @@ def test_precedence_is_file_then_environment_then_command_line(tmp_path):
     file.write_text('[mcp-codemode]\ntimeout = 5\nmemory = "256m"\nruntime = "podman"\n')
     s = Settings.load(env={"MCP_BRIDGE_TIMEOUT": "7"}, settings_file=file, overrides={"runtime": "bubblewrap"})
     assert (s.timeout, s.memory, s.runtime) == (7, 256 << 20, "bubblewrap")
-    assert s.sources == {"timeout": "MCP_BRIDGE_TIMEOUT", "memory": str(file), "runtime": "command line"}
+    assert s.sources == {"timeout": "MCP_BRIDGE_TIMEOUT", "memory": str(file), "runtime": "command line",
+                         "max_sessions": COMPUTED}  # fmt: skip
 
 
 def test_settings_file_errors_name_the_file_and_the_key(tmp_path):

@@ -28,6 +28,7 @@ from .mounts import Mount
 from .mounts import state_dir_problem as mounts_state_dir_problem
 from .observability_settings import LogFormat, OtelProblem, otel_export, otel_variables
 from .policy.rules import Policy
+from .session_capacity import COMPUTED, backend_kind, session_cap
 from .settings_fields import (
     DEFAULT_IMAGE,
     FIELD_BY_NAME,
@@ -264,7 +265,23 @@ class Settings:
         return store_dir(self.hibernate_dir, self.state_dir)
 
     def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes``. A computed cap (``session_capacity.py``) follows a change of backend, and a cap
+        given here is explicit from then on."""
+        if self.sources.get("max_sessions") == COMPUTED:
+            if "max_sessions" in changes:
+                changes.setdefault("sources", {k: v for k, v in self.sources.items() if k != "max_sessions"})
+            elif "runtime" in changes or "oci_runtime" in changes:
+                runtime, oci = changes.get("runtime", self.runtime), changes.get("oci_runtime", self.oci_runtime)
+                changes["max_sessions"] = session_cap(0, "", backend_kind(runtime, oci)).cap
         return dataclasses.replace(self, **changes)
+
+    def sized_for(self, backend: str) -> Settings:
+        """These settings for the backend a bridge chose: a cap computed for another one (``auto`` is costed as
+        bubblewrap, and may fall back to a container, whose sessions cost ten times more) is computed again."""
+        kind = backend_kind(backend, self.oci_runtime)
+        if self.sources.get("max_sessions") != COMPUTED or kind == backend_kind(self.runtime, self.oci_runtime):
+            return self
+        return dataclasses.replace(self, max_sessions=session_cap(0, "", kind).cap)
 
     @property
     def audit_path(self) -> Path | None:
@@ -316,6 +333,9 @@ class Settings:
             if value is not None:
                 values[name] = value
                 sources[name] = "command line"
+        if "max_sessions" not in sources:  # follows the memory (session_capacity.py), unless set
+            kind = backend_kind(values.get("runtime", "auto"), values.get("oci_runtime", ""))
+            values["max_sessions"], sources["max_sessions"] = session_cap(0, "", kind).cap, COMPUTED
         return cls(**values, sources=sources)
 
 

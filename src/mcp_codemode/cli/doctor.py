@@ -29,6 +29,8 @@ from ..sandbox.container import ContainerBackend
 from ..sandbox.kube.backend import KubernetesBackend
 from ..sandbox.kube.checks import cluster_checks
 from ..sandbox.select import AUTO_ORDER, choose_backend, make_backend
+from ..session_capacity import COMPUTED as COMPUTED_CAP
+from ..session_capacity import backend_kind, capacity_problems, open_files_note, session_cap
 from ..settings import Settings
 from ..upstream.model import Discovery, ServerConfig
 from .weak_setups import SetupFacts, findings, for_user, render
@@ -85,10 +87,21 @@ def diagnose(
         "mounts": [{"host": str(m.host), "target": m.target, "mode": m.mode} for m in settings.mounts],
         "warnings": [dataclasses.asdict(finding) for finding in weak_spots],
         "probes": probes(settings, chosen),
+        "sessions": sessions(settings, chosen.get("backend")),
     }
     if settings.runtime == "kubernetes":  # only then: asking a cluster nobody configured would only be noise
         report["kubernetes"] = [dataclasses.asdict(check) for check in asyncio.run(cluster_checks(settings))]
     return report
+
+
+def sessions(settings: Settings, backend: str | None) -> dict[str, Any]:
+    """The session cap the bridge would run with, why, and what would stop that many sessions before memory does."""
+    source = settings.sources.get("max_sessions", "settings")
+    kind = backend_kind(backend or settings.runtime, settings.oci_runtime)
+    found = session_cap(settings.max_sessions, "" if source == COMPUTED_CAP else source, kind)
+    return {"cap": found.cap, "why": found.explain(), "memory_bytes": found.memory or None,
+            "per_session_bytes": found.per_session or None, "open_files": open_files_note(),
+            "problems": capacity_problems(found.cap, kind)}  # fmt: skip
 
 
 def probes(settings: Settings, chosen: dict[str, Any]) -> dict[str, Any]:
@@ -297,6 +310,9 @@ def render_text(report: dict[str, Any]) -> str:
         "mounts:          "
         + (", ".join(f"{m['host']} at {m['target']} ({m['mode']})" for m in report["mounts"]) or "none"),
         _probes_line(report["probes"]),
+        f"sessions:        at most {report['sessions']['why']}",
+        f"                 {report['sessions']['open_files']}",
+        *(f"  [!] {problem}" for problem in report["sessions"]["problems"]),
         "",
     ]
     lines += ["weak spots:", *(f"  {line}" for line in render(report["warnings"])), ""]

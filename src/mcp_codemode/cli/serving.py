@@ -25,6 +25,8 @@ from ..face.server import build_server
 from ..face.tool_calls import local_runner
 from ..face.web import bind_socket, check_exposure, serve_http
 from ..runs.bridge import Bridge
+from ..sandbox.processes import watch_children_with_pidfds
+from ..session_capacity import raise_open_files
 from ..settings import Settings
 from ..upstream.config.discovery import ConfigSources
 from ..upstream.model import Discovery
@@ -63,6 +65,9 @@ async def started(
 
     Entered shielded: over stdio a stop can come while the bridge starts, and it must still close what it started.
     """
+    soft, hard = raise_open_files()  # each session holds its sandbox's pipes: 1,024 would stop near 330 sessions
+    log.debug("open files: soft limit %s, hard limit %s", soft, hard)
+    watch_children_with_pidfds()  # Python 3.11: no thread per sandbox in the bridge
     async with contextlib.AsyncExitStack() as stack:
         with anyio.CancelScope(shield=True):
             bridge = await stack.enter_async_context(Bridge(settings, discovery, sources=sources))

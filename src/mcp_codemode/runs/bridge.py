@@ -172,6 +172,7 @@ class Bridge:
         else:
             announce(choice)
             self._choice = choice
+            self.settings = self.settings.sized_for(choice.backend.name)  # a cap follows the backend's cost
             self.backend_name = choice.backend.name
             self._note = passed_over_note(choice)
         self.summary = self._summary()

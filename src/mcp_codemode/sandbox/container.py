@@ -31,6 +31,7 @@ import functools
 import itertools
 import json
 import os
+import resource
 import shutil
 import subprocess
 from pathlib import Path
@@ -228,11 +229,14 @@ class ContainerBackend(Backend):
         """RLIMIT_NPROC counts every process of the host uid, so all rootful containers share it: there
         ``--pids-limit`` (a per-container cgroup) does the real work and nproc only caps the sum. Rootless on
         cgroup v1 ignores ``--pids-limit``, so there nproc is the limit. Under gVisor the guest's processes
-        are counted by gVisor's own kernel, per sandbox, so nproc is the per-sandbox limit there."""
+        are counted by gVisor's own kernel, per sandbox, so nproc is the per-sandbox limit there. The sum is held
+        to this process's own hard limit, which runc may not raise (a cap of a thousand sessions would pass it)."""
         s = self.settings
-        if self.gvisor:
+        if self.gvisor or os.geteuid() != 0:
             return s.pids
-        return s.pids * s.max_sessions if os.geteuid() == 0 else s.pids
+        _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+        total = s.pids * s.max_sessions
+        return total if hard == resource.RLIM_INFINITY else max(s.pids, min(total, hard))
 
     def run_argv(self, container_name: str, guest_config: dict[str, Any]) -> list[str]:
         assert self.binary is not None
