@@ -230,13 +230,19 @@ class ContainerBackend(Backend):
         ``--pids-limit`` (a per-container cgroup) does the real work and nproc only caps the sum. Rootless on
         cgroup v1 ignores ``--pids-limit``, so there nproc is the limit. Under gVisor the guest's processes
         are counted by gVisor's own kernel, per sandbox, so nproc is the per-sandbox limit there. The sum is held
-        to this process's own hard limit, which runc may not raise (a cap of a thousand sessions would pass it)."""
+        to this process's hard limit and to ``kernel.pid_max`` (no uid has more tasks): runc cannot set more than
+        the ``conmon`` it runs under has, which was pid_max here, and with a cap of a thousand sessions every
+        container start failed."""
         s = self.settings
         if self.gvisor or os.geteuid() != 0:
             return s.pids
-        _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
         total = s.pids * s.max_sessions
-        return total if hard == resource.RLIM_INFINITY else max(s.pids, min(total, hard))
+        _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+        if hard != resource.RLIM_INFINITY:
+            total = min(total, hard)
+        with contextlib.suppress(OSError, ValueError):
+            total = min(total, int(Path("/proc/sys/kernel/pid_max").read_text(encoding="utf-8")))
+        return max(s.pids, total)
 
     def run_argv(self, container_name: str, guest_config: dict[str, Any]) -> list[str]:
         assert self.binary is not None
