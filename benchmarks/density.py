@@ -114,20 +114,49 @@ def status_fields(pid: int) -> dict[str, int]:
     return found
 
 
-def container_roots(bridge: int) -> list[int]:
-    """The ``conmon`` pid of every container the bridge labelled as its own (none on bubblewrap)."""
+def container_roots(bridge: int) -> dict[str, int]:
+    """The ``conmon`` pid of every container the bridge labelled as its own, by container name (none on bubblewrap)."""
     done = subprocess.run(
         ["podman", "ps", "--filter", f"label={OWNER_LABEL}={bridge}", "--format", "{{.ID}}"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     ids = done.stdout.split()
     if not ids:
-        return []
+        return {}
     inspected = subprocess.run(
-        ["podman", "inspect", "--format", "{{.State.ConmonPid}}", *ids],
+        ["podman", "inspect", "--format", "{{.Name}} {{.State.ConmonPid}}", *ids],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
-    return [int(pid) for pid in inspected.stdout.split() if pid.isdigit() and int(pid) > 0]
+    found = {}
+    for line in inspected.stdout.splitlines():
+        name, _, pid = line.strip().rpartition(" ")
+        if pid.isdigit() and int(pid) > 0:
+            found[name.lstrip("/")] = int(pid)
+    return found
+
+
+def container_name(pid: int) -> str:
+    """The ``--name`` a ``podman run`` process was given ("" for any other process)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            argv = handle.read().decode(errors="replace").split("\0")
+    except OSError:
+        return ""
+    return argv[argv.index("--name") + 1] if "--name" in argv[:-1] else ""
+
+
+def session_groups(bridge: int, table: dict[int, Proc], containers: bool) -> list[list[int]]:
+    """Each session's processes: a bubblewrap sandbox's tree below the bridge; for a container, the bridge's
+    ``podman run`` client with the container's ``conmon`` tree, matched by the container's name."""
+    groups = sandbox_trees(bridge, table)
+    if not containers:
+        return groups
+    roots = container_roots(bridge)
+    merged = []
+    for group in groups:
+        conmon = roots.pop(container_name(group[0]), None)
+        merged.append(group + (descendants(conmon, table) if conmon is not None else []))
+    return merged + [descendants(conmon, table) for conmon in roots.values()]
 
 
 def descendants(root: int, table: dict[int, Proc]) -> list[int]:
@@ -146,9 +175,7 @@ def descendants(root: int, table: dict[int, Proc]) -> list[int]:
 def measure(bridge: int, containers: bool) -> dict[str, Any]:
     """Summed PSS of the bridge, of its sandboxes (one group of processes per session), and of both."""
     table = process_table()
-    groups = sandbox_trees(bridge, table)
-    if containers:
-        groups += [descendants(root, table) for root in container_roots(bridge)]
+    groups = session_groups(bridge, table, containers)
     bridge_pss = rollup(bridge).get("Pss", 0)
     bridge_status = status_fields(bridge)
     group_pss: list[int] = []
@@ -276,7 +303,7 @@ def summarize_fill(
     rest: dict[str, Any], last: dict[str, Any], points: list[dict[str, Any]], opened: int, budget: int, stopped: str
 ) -> dict[str, Any]:
     def per(key: str) -> float:
-        return round((last[key] - rest[key]) / opened / 1024, 3)
+        return round(float(last[key] - rest[key]) / opened / 1024, 3)
 
     per_session = {
         "total_pss_mib": per("total_pss_kib"),
@@ -328,6 +355,9 @@ def launch_for(backend: str, scratch: Path, cap: int, seconds: float, mode: str)
 def table(document: dict[str, Any]) -> str:
     lines = ["backend      opened  fit (how)          per session MiB (bridge + sandbox)  open call median/p95 ms"]
     for name, section in document["backends"].items():
+        if "failed" in section:
+            lines.append(f"{name:<12} failed: {section['failed'][:200]}")
+            continue
         per, fit, call = section["per_session"], section["fit"], section["open_call"]
         lines.append(
             f"{name:<12} {section['sessions_opened']:>6}  {fit['sessions']:>6} ({fit['how']:<9})"
@@ -371,10 +401,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.chmod(scratch, 0o711)  # the sandbox's uid passes through it to the staged guest files
             settings = Settings.load()
             cap = min(10_000, args.max_sessions + settings.warm_pool + 8)
-            for backend in args.backend:
+            for backend in args.backend:  # one that fails keeps its error and the others still run
                 launch = launch_for(backend, Path(scratch), cap, args.seconds, args.mode)
-                sections[backend] = asyncio.run(fill(launch, args, args.budget_bytes))
-    except (BenchmarkError, CodemodeError, MCPError) as exc:
+                try:
+                    sections[backend] = asyncio.run(fill(launch, args, args.budget_bytes))
+                except (BenchmarkError, CodemodeError, MCPError) as exc:
+                    print(f"benchmarks/density.py: {backend}: {exc}", file=sys.stderr)
+                    sections[backend] = {"backend": backend, "failed": str(exc)}
+    except (BenchmarkError, CodemodeError) as exc:
         print(f"benchmarks/density.py: {exc}", file=sys.stderr)
         return 2
     document: dict[str, Any] = {
@@ -386,7 +420,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seconds": args.seconds,
         "clients": args.clients,
         "backends": sections,
-        "machine": {**machine_info(), "memory_total_mib": os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // MIB},
+        "machine": {
+            **machine_info(),
+            "memory_total_mib": os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // MIB,
+        },
         "load_average_1_5_15": {
             "before": [round(value, 2) for value in load_before],
             "after": [round(value, 2) for value in os.getloadavg()],
@@ -394,9 +431,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "settings": settings_info(settings),
         "elapsed_s": round(time.perf_counter() - began, 2),
     }
-    print(table(document), file=sys.stderr)
     emit(document, args.out)
-    return 0
+    print(table(document), file=sys.stderr)
+    return 1 if any("failed" in section for section in sections.values()) else 0
 
 
 if __name__ == "__main__":

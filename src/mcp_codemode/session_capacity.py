@@ -21,8 +21,10 @@ from pathlib import Path
 
 MIB = 1 << 20
 # The PSS of one idle session (its sandbox's processes and its share of the bridge), measured by
-# benchmarks/density.py and rounded up (docs/density.md has the figures and the method).
-IDLE_SESSION_COST = {"bubblewrap": 4 * MIB, "podman": 48 * MIB, "docker": 48 * MIB, "gvisor": 64 * MIB}
+# benchmarks/density.py and rounded up (docs/density.md has the figures and the method): 4.0 MiB on bubblewrap,
+# 13.1 on podman (its `podman run` client is most of it), 25.6 under gVisor. Docker is costed as podman (the same
+# path here; no Docker engine was there to measure).
+IDLE_SESSION_COST = {"bubblewrap": 41 * MIB // 10, "podman": 14 * MIB, "docker": 14 * MIB, "gvisor": 26 * MIB}
 # What one session adds to the bridge's open files (its sandbox's stdin, stdout and stderr, and the pidfd asyncio
 # watches it by) and to the tasks of the bridge's cgroup (bwrap, its namespace's init, the guest Python and its two
 # threads), on bubblewrap; a container backend holds the same pipes, and its tasks live under the engine.
@@ -62,7 +64,7 @@ class SessionCap:
 
 
 def _mib(size: int) -> str:
-    return f"{size / (1 << 30):.1f} GiB" if size >= 1 << 30 else f"{size / MIB:.0f} MiB"
+    return f"{size / (1 << 30):.1f} GiB" if size >= 1 << 30 else f"{size / MIB:.1f} MiB"
 
 
 def backend_kind(runtime: str, oci_runtime: str) -> str:
