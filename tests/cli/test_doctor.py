@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
-from mcp_codemode.cli.doctor import probes, render_text
+from mcp_codemode.cli.doctor import probes, render_text, sessions
 from mcp_codemode.cli.weak_setups import SetupFacts, findings, for_user, render
 from mcp_codemode.mounts import Mount, SharedPlace
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
+from mcp_codemode.settings import Settings
 from tests.support.backends import fail_unless, require_usable, sandbox_settings
 from tests.support.cli_here import cli_here
 
@@ -355,3 +356,18 @@ def test_doctor_names_the_probe_endpoints_and_why_a_face_without_a_backend_would
     assert (
         probes(sandbox_settings(http_host="::1"), {"backend": "bubblewrap"})["liveness"] == "http://[::1]:8765/healthz"
     )
+
+
+def test_doctor_says_the_session_cap_and_how_it_was_reached() -> None:
+    """Computed from the memory unless set; and what would stop that many sessions first is said beside it."""
+    computed = sessions(Settings.load(env={}), "bubblewrap")
+    assert "a 1/4 share of" in computed["why"] and "per idle session on bubblewrap" in computed["why"]
+    assert computed["cap"] == Settings.load(env={}).max_sessions and computed["per_session_bytes"] > 0
+    explicit = sessions(Settings.load(env={"MCP_BRIDGE_MAX_SESSIONS": "40"}), "bubblewrap")
+    assert explicit["why"] == "40 (set by MCP_BRIDGE_MAX_SESSIONS)" and explicit["per_session_bytes"] is None
+    text = render_text({"platform": "Linux", "bridge_python": "3.11", "running_as_root": False,
+                        "cgroups": {"detail": "v2"}, "selected": {"backend": None, "reason": "none"},
+                        "sandbox_python": None, "image": "i", "state_dir": "s", "mounts": [], "warnings": [],
+                        "backends": {}, "probes": probes(sandbox_settings(), {"backend": "bubblewrap"}),
+                        "sessions": {**explicit, "problems": ["too few open files"]}})  # fmt: skip
+    assert "sessions:        at most 40 (set by MCP_BRIDGE_MAX_SESSIONS)" in text and "[!] too few open files" in text

@@ -298,6 +298,13 @@ def _probes_line(found: dict[str, Any]) -> str:
     return f"probes (http):   alive {found['liveness']}, ready {found['readiness']} (ready now: {now})"
 
 
+def _sessions_lines(found: dict[str, Any] | None) -> list[str]:
+    if not found:
+        return []
+    lines = [f"sessions:        at most {found['why']}", f"                 {found['open_files']}"]
+    return lines + [f"  [!] {problem}" for problem in found["problems"]]
+
+
 def render_text(report: dict[str, Any]) -> str:
     lines = [
         f"platform:        {report['platform']}, bridge Python {report['bridge_python']}"
@@ -310,9 +317,7 @@ def render_text(report: dict[str, Any]) -> str:
         "mounts:          "
         + (", ".join(f"{m['host']} at {m['target']} ({m['mode']})" for m in report["mounts"]) or "none"),
         _probes_line(report["probes"]),
-        f"sessions:        at most {report['sessions']['why']}",
-        f"                 {report['sessions']['open_files']}",
-        *(f"  [!] {problem}" for problem in report["sessions"]["problems"]),
+        *_sessions_lines(report.get("sessions")),
         "",
     ]
     lines += ["weak spots:", *(f"  {line}" for line in render(report["warnings"])), ""]
