@@ -17,7 +17,7 @@ from mcp_codemode.guest.protocol import ERROR_KIND_APPROVAL, ERROR_KIND_TOOL_NOT
 from mcp_codemode.policy.guard import CallGuard, CallNote
 from mcp_codemode.policy.rules import Policy
 from mcp_codemode.runs.audit import AuditLog
-from mcp_codemode.runs.bridge import call_outcome, output_bytes
+from mcp_codemode.runs.call_outcomes import call_outcome, output_bytes
 from mcp_codemode.runs.relay import Relay
 from mcp_codemode.runs.relay_run import Run
 from mcp_codemode.runs.saved_tools import FileSavedTools, SavedToolStore

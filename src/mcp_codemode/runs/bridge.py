@@ -32,7 +32,6 @@ import mcp_types as types
 from .. import __version__
 from ..admission import admit
 from ..errors import CodemodeError, SandboxStartError, SandboxUnavailable
-from ..guest.protocol import ERROR_KIND_APPROVAL, ERROR_KIND_POLICY, ERROR_KIND_TOOL
 from ..mounts import config_in_mounts, refusal, shared_with_servers
 from ..observability_settings import otel_export
 from ..sandbox.results import ExecutionResult, FileLink
@@ -51,7 +50,8 @@ from ..upstream.model import Discovery, ServerConfig
 from ..upstream.servers.redaction import secret_values
 from ..upstream.tools.directory import ToolDirectory
 from .audit import AuditLog
-from .call_board import CANCELLED, CallBoard
+from .call_board import CallBoard
+from .call_outcomes import call_outcome, output_bytes
 from .config_refresh import ConfigRefresh
 from .readiness import ChangeLog, Readiness, readiness_of
 from .relay import Relay
@@ -419,30 +419,6 @@ def _keys(names: list[str]) -> list[SessionKey]:
         except BadSessionKey:  # a session the manager was given directly (tests), which no face placed
             continue
     return found
-
-
-def call_outcome(result: ExecutionResult) -> CallOutcome:
-    """How a call ended, as the metrics count it: the code's own failures told apart from the policy's refusals
-    and upstream tools' errors it did not catch (by the exception the guest named: a closed set of names here)."""
-    if result.status == "error":
-        kind = result.error.type if result.error is not None else ""
-        return _ERROR_OUTCOMES.get(kind, "code_error")
-    return _STATUS_OUTCOMES[result.status]
-
-
-_STATUS_OUTCOMES: dict[str, CallOutcome] = {"ok": "ok", "timeout": "timeout", "crashed": "crashed"}
-_ERROR_OUTCOMES: dict[str, CallOutcome] = {
-    ERROR_KIND_POLICY: "refused",
-    ERROR_KIND_APPROVAL: "refused",
-    ERROR_KIND_TOOL: "tool_error",
-    CANCELLED: "cancelled",  # from the web console (call_board.py)
-}
-
-
-def output_bytes(result: ExecutionResult) -> int:
-    """What the code produced for its caller: printed output, the value, its error and images, in bytes."""
-    texts = (result.stdout, result.stderr, result.value or "", result.error.message if result.error else "")
-    return sum(len(text.encode("utf-8", "replace")) for text in texts) + sum(len(i.data) for i in result.images)
 
 
 def _with_note(result: ExecutionResult, note: str) -> ExecutionResult:
