@@ -8,6 +8,7 @@ Off unless turned on: a console is a new door into the bridge, and nobody should
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,15 @@ def _port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise ValueError(text)
     return value
+
+
+def _operators(text: str) -> tuple[str, ...]:
+    """Token names (``t-`` and 12 hex digits, as the console shows whoever signed in), never tokens: the setting
+    then holds no secret, and may sit in a file or a process listing."""
+    names = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    if any(not re.fullmatch(r"t-[0-9a-f]{12}", name) for name in names):
+        raise ValueError(text)
+    return names
 
 
 def _approvers(text: str) -> str:
@@ -62,5 +72,13 @@ CONSOLE_FIELDS: tuple[tuple[str, str, Callable[[str], Any], str, str], ...] = (
         "who may answer an ask_tools call: client (its MCP client, by elicitation), console (the web console) or "
         "either (the client when it can elicit, else the console); unset: client, or either with the console on",
         "console",
+    ),
+    (
+        "console_operators",
+        "MCP_BRIDGE_CONSOLE_OPERATORS",
+        _operators,
+        "the names (t- and 12 hex digits, as the console shows who signed in) of the tokens that may restart upstream "
+        "servers from the web console, comma-separated; other token holders see the servers read-only",
+        "t-3f2a9c0d81be",
     ),
 )

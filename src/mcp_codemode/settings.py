@@ -178,6 +178,7 @@ class Settings:
     # The web console (console/): off unless on; over HTTP at /console, over stdio on 127.0.0.1:console_port.
     console: bool = False
     console_port: int = 0
+    console_operators: tuple[str, ...] = ()  # the token names that may restart upstream servers from the console
     approvals: str = ""  # who answers ask_tools: client, console or either; "": client, or either with the console
     # Where the values came from, for `doctor` and for error messages.
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)

@@ -417,7 +417,8 @@ def parse_value(field: Field, raw: object, where: str) -> Any:
         text = "true" if raw else "false"
     if isinstance(raw, list) and field.name in ("servers_config", "roots"):
         text = os.pathsep.join(str(item) for item in raw)
-    listed = ("container_args", "http_tokens", "metrics_tokens", "allowed_origins", "mounts", "mounts_shared")
+    listed = ("container_args", "http_tokens", "metrics_tokens", "allowed_origins", "mounts", "mounts_shared",
+              "console_operators")  # fmt: skip
     if isinstance(raw, list) and field.name in listed:
         if field.name == "container_args":
             return tuple(str(item) for item in raw)

@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.backend]
 TOKEN_A = "a" * 16 + uuid.uuid4().hex[:16]
 TOKEN_B = "b" * 16 + uuid.uuid4().hex[:16]
 SERVER_SECRET = "sk-console-" + uuid.uuid4().hex  # an upstream server's env value: never on a page
+ARG_SECRET = "arg-" + uuid.uuid4().hex  # a --token argument of its command line: never on a page either
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 CALL_LINK = re.compile(r'/console/calls/([0-9a-f]{16})"')
 
@@ -42,7 +43,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     require_bubblewrap()
     folder = tmp_path_factory.mktemp("console-http")
     config = upstreams.write_config(folder / "servers.json", upstreams.everything())
-    vault = {"command": "/bin/false", "env": {"API_KEY": SERVER_SECRET}}  # a server that never starts, with a secret
+    # A server that never starts, with secrets in its env and its command line.
+    vault = {"command": "/bin/false", "args": ["--token", ARG_SECRET], "env": {"API_KEY": SERVER_SECRET}}
     config.write_text(json.dumps({"mcpServers": {**json.loads(config.read_text())["mcpServers"], "vault": vault}}))
     policy = folder / "codemode.toml"  # everything/echo waits for approval: in the console (the default with it on)
     policy.write_text('[policy]\nask_tools = ["everything/echo"]\n', encoding="utf-8")
@@ -50,7 +52,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
         folder / "server.log", "--token", TOKEN_A, "--token", TOKEN_B, MCP_BRIDGE_CONSOLE="on",
         MCP_CODEMODE_SETTINGS=str(policy),
         MCP_BRIDGE_AUDIT_LOG=str(folder / "audit.jsonl"), MCP_SERVERS_CONFIG=str(config), MCP_BRIDGE_DISCOVER="false",
-        MCP_BRIDGE_INTERRUPT_GRACE="30",
+        MCP_BRIDGE_INTERRUPT_GRACE="30", MCP_BRIDGE_CONSOLE_OPERATORS=principal_of(TOKEN_A),
     ) as server:  # fmt: skip
         yield server
     assert_no_orphans()
@@ -68,8 +70,8 @@ class Browser:
         self.origin = origin
         self.csrf = ""
 
-    async def page(self, path: str) -> httpx2.Response:
-        answer = await self.http.get(path)
+    async def page(self, path: str, **query: str) -> httpx2.Response:
+        answer = await self.http.get(path, params=query)
         found = CSRF.search(answer.text)
         if found:
             self.csrf = found.group(1)
@@ -299,6 +301,60 @@ async def test_no_token_or_server_secret_is_ever_rendered(
     for secret in (TOKEN_A, TOKEN_B, SERVER_SECRET):
         assert not any(secret in text for text in shown)
     assert "Doctor" in shown[2] and "bubblewrap" in shown[2]
+
+
+EVERYTHING_ROW = re.compile(r'<tr><td><span class="server">everything</span>(.*?)</tr>')
+
+
+def _restarts(page: str) -> int:
+    """The restarts the Servers page shows for the everything server (its row's sixth cell)."""
+    row = EVERYTHING_ROW.search(page)
+    assert row is not None, page
+    return int(row.group(1).split("</td><td>")[5].removesuffix("</td>"))
+
+
+async def test_servers_show_state_and_tools_without_secrets_and_only_the_operator_restarts_one(
+    server: HttpServer, browsers: tuple[Browser, Browser]
+) -> None:
+    alice, bob = browsers  # Alice's token is the operator's (MCP_BRIDGE_CONSOLE_OPERATORS); Bob's is not
+    async with http_client_for(server.url, headers=bearer(TOKEN_A)) as client:
+        used = await client.call_tool("run_python", {"code": "await mcp_everything.get_tiny_image()",
+                                                     "session": "servers"})  # fmt: skip
+    assert not used.is_error, text_of(used)
+    page = (await alice.page("/console/servers")).text
+    assert "ready" in page and "get-tiny-image" in page and "mcp-codemode login NAME" in page
+    assert "vault" in page and "--token &lt;hidden&gt;" in page  # its command line, as `servers` shows it
+    before = _restarts(page)
+    # Bob's page is read-only, and his restart is refused even with his own page's CSRF token and Origin.
+    bobs = (await bob.page("/console/servers")).text
+    assert "get-tiny-image" in bobs and "servers/restart" not in bobs and "Read-only" in bobs
+    assert (await bob.act("/console/servers/restart", name="everything")).status_code == 403
+    assert _restarts((await alice.page("/console/servers")).text) == before  # not restarted by him
+    assert "servers/restart" in page
+    assert (await alice.act("/console/servers/restart", name="everything")).status_code == 303
+    after = (await alice.page("/console/servers")).text
+    assert _restarts(after) == before + 1, after
+    assert (await alice.act("/console/servers/restart", name="no-such-server")).status_code == 404
+    async with http_client_for(server.url, headers=bearer(TOKEN_A)) as client:  # the restarted server answers
+        again = await client.call_tool("run_python", {"code": "await mcp_everything.get_tiny_image()",
+                                                      "session": "servers"})  # fmt: skip
+    assert not again.is_error, text_of(again)
+    for secret in (TOKEN_A, TOKEN_B, SERVER_SECRET, ARG_SECRET):
+        assert secret not in page + bobs + after
+
+
+async def test_search_ranks_every_servers_tools_as_code_would_and_shows_the_query_as_text(
+    server: HttpServer, browsers: tuple[Browser, Browser]
+) -> None:
+    _, bob = browsers  # any signed-in token holder may search: their code could anyway
+    query = "<script>alert(1)</script> echo a message"
+    with anyio.fail_after(patient(120)):  # the first search may find the servers still listing their tools
+        while '<span class="tool">echo</span>' not in (found := await bob.page("/console/search", q=query)).text:
+            await anyio.sleep(0.2)
+    assert found.status_code == 200
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in found.text and "<script>alert" not in found.text
+    assert "<code>echo</code>" in found.text and "tools match" in found.text  # how code calls it: mcp_everything.echo
+    assert "Query" in (await bob.page("/console/search")).text
 
 
 def test_the_server_log_names_no_sign_in_link_when_tokens_guard_the_face(server: HttpServer) -> None:

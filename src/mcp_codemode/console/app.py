@@ -45,6 +45,7 @@ from . import pages
 from .audit_reader import Search, audited_calls, search
 from .guards import host_ok, origin_ok
 from .signins import COOKIE, SignIns, Visitor, cleared_cookie, cookie, csrf_ok
+from .upstream_routes import UpstreamRoutes, operators
 
 log = logging.getLogger("mcp_codemode.console")
 LOCAL = "local"  # the principal of a stdio bridge's calls, and of an HTTP face's without tokens
@@ -84,6 +85,8 @@ class Console:
         # file); without tokens only: with them, each person signs in with their own token.
         self.launcher_key = "" if self.tokens else secrets.token_urlsafe(32)
         self.assets = {name: _asset(name) for name in _ASSETS}
+        principals = [principal for _, principal in self.tokens]
+        upstream = UpstreamRoutes(self, operators(LOCAL, principals, settings.console_operators))
         base = CONSOLE_PATH
         self.router = Starlette(routes=[
             Route(base, self.home), Route(base + "/", self.home),
@@ -102,7 +105,7 @@ class Console:
             Route(base + "/tools", self.tools),
             Route(base + "/tools/delete", self.delete_tool, methods=["POST"]),
             Route(base + "/doctor", self.doctor_page),
-            Route(base + "/events", self.events),
+            Route(base + "/events", self.events), *upstream.routes,
         ])  # fmt: skip
 
     @property
@@ -147,7 +150,7 @@ class Console:
     def _visitor(self, request: Request) -> Visitor | None:
         return self.signins.visitor(request.cookies.get(COOKIE))
 
-    async def _acting(self, request: Request) -> tuple[Visitor | None, dict[str, str], Response | None]:
+    async def acting(self, request: Request) -> tuple[Visitor | None, dict[str, str], Response | None]:
         """An action's visitor and form, or the refusal: not signed in, or a form without this visitor's token."""
         visitor = self._visitor(request)
         form = {key: value for key, value in (await request.form()).items() if isinstance(value, str)}
@@ -161,14 +164,15 @@ class Console:
             )
         return visitor, form, None
 
-    def _page(self, title: str, body: str, visitor: Visitor, *, live: bool = False, status: int = 200) -> Response:
+    def respond(self, title: str, body: str, visitor: Visitor, *, live: bool = False, status: int = 200) -> Response:
         version = self.board.version if live else None  # what the page shows: the stream tells of any later change
         text = pages.layout(title, body, live=version, signed_in=_shown(visitor.principal), csrf=visitor.csrf,
                             base=CONSOLE_PATH)  # fmt: skip
         return HTMLResponse(text, status)
 
     def _not_found(self, visitor: Visitor) -> Response:
-        return self._page("Not found", '<p class="empty">No such call or session (of yours).</p>', visitor, status=404)
+        empty = '<p class="empty">No such call or session (of yours).</p>'
+        return self.respond("Not found", empty, visitor, status=404)
 
     # ---------------------------------------------------------------------------------------------- signing in
     async def home(self, request: Request) -> Response:
@@ -208,7 +212,7 @@ class Console:
         return response
 
     async def sign_out(self, request: Request) -> Response:
-        _, _, refused = await self._acting(request)
+        _, _, refused = await self.acting(request)
         if refused is not None:
             return refused
         self.signins.close(request.cookies.get(COOKIE))
@@ -231,14 +235,14 @@ class Console:
         return Response(self.assets[name], media_type=_ASSETS[name])
 
     # --------------------------------------------------------------------------------------------------- pages
-    def _gate(self, request: Request) -> Visitor | Response:
+    def gate(self, request: Request) -> Visitor | Response:
         visitor = self._visitor(request)
         if visitor is None:
             return RedirectResponse(CONSOLE_PATH + "/sign-in", 303)
         return visitor
 
     async def sessions(self, request: Request) -> Response:
-        visitor = self._gate(request)
+        visitor = self.gate(request)
         if isinstance(visitor, Response):
             return visitor
         board, bridge = self.board, self.bridge
@@ -253,10 +257,10 @@ class Console:
             else:
                 board.forget(seen.key)  # it ended (expired, evicted, closed with its connection)
         body = pages.sessions_page(shown, bridge.backend_name, time.time(), CONSOLE_PATH, visitor.csrf)
-        return self._page("Sessions", body, visitor, live=True)
+        return self.respond("Sessions", body, visitor, live=True)
 
     async def session_action(self, request: Request) -> Response:
-        visitor, form, refused = await self._acting(request)
+        visitor, form, refused = await self.acting(request)
         if refused is not None or visitor is None:
             return refused or PlainTextResponse("sign in first", 403)
         action = request.path_params["action"]
@@ -277,7 +281,7 @@ class Console:
         return RedirectResponse(CONSOLE_PATH + "/sessions", 303)
 
     async def calls(self, request: Request) -> Response:
-        visitor = self._gate(request)
+        visitor = self.gate(request)
         if isinstance(visitor, Response):
             return visitor
         query = request.query_params
@@ -288,10 +292,10 @@ class Console:
         kept = [c for c in self.board.finished_of(visitor.principal) if _kept_matches(c, wanted)]
         body = pages.calls_page(self.board.running_of(visitor.principal), finished, kept, wanted, path is not None,
                                 time.time(), CONSOLE_PATH, visitor.csrf)  # fmt: skip
-        return self._page("Calls", body, visitor, live=True)
+        return self.respond("Calls", body, visitor, live=True)
 
     async def call(self, request: Request) -> Response:
-        visitor = self._gate(request)
+        visitor = self.gate(request)
         if isinstance(visitor, Response):
             return visitor
         call = request.path_params["call"]
@@ -305,10 +309,10 @@ class Console:
             settings = self.settings
             rendered = render_result(seen.result, settings.output_mode, settings.output_limit, seen.key.name)
         body = pages.call_page(call, seen, rendered, audited, time.time(), CONSOLE_PATH, visitor.csrf)
-        return self._page(f"Call {call}", body, visitor, live=seen is not None and seen.result is None)
+        return self.respond(f"Call {call}", body, visitor, live=seen is not None and seen.result is None)
 
     async def cancel(self, request: Request) -> Response:
-        visitor, _, refused = await self._acting(request)
+        visitor, _, refused = await self.acting(request)
         if refused is not None or visitor is None:
             return refused or PlainTextResponse("sign in first", 403)
         call = request.path_params["call"]
@@ -318,17 +322,17 @@ class Console:
         return RedirectResponse(f"{CONSOLE_PATH}/calls/{call}", 303)
 
     async def approvals(self, request: Request) -> Response:
-        visitor = self._gate(request)
+        visitor = self.gate(request)
         if isinstance(visitor, Response):
             return visitor
         approvals = self.board.approvals
         body = pages.approvals_page(approvals.waiting_of(visitor.principal), approvals.mode, time.time(),
                                     CONSOLE_PATH, visitor.csrf)  # fmt: skip
-        return self._page("Approvals", body, visitor, live=True)
+        return self.respond("Approvals", body, visitor, live=True)
 
     async def answer_approval(self, request: Request) -> Response:
         """Grant or deny one waiting approval: only its owner's, only what the page showed, only once."""
-        visitor, form, refused = await self._acting(request)
+        visitor, form, refused = await self.acting(request)
         if refused is not None or visitor is None:
             return refused or PlainTextResponse("sign in first", 403)
         decision = form.get("decision")
@@ -336,7 +340,7 @@ class Console:
         if decision not in ("grant", "deny") or not self.board.approvals.answer(
             approval, visitor.principal, digest, decision == "grant"
         ):
-            return self._page("Not found", '<p class="empty">No such call waits for your approval (it was answered, '
+            return self.respond("Not found", '<p class="empty">No such call waits for your approval (it was answered, '
                               "it ended, or it is not yours).</p>", visitor, status=404)  # fmt: skip
         log.info("console: %s %s an ask_tools call", _shown(visitor.principal),
                  "approved" if decision == "grant" else "denied")  # fmt: skip
@@ -344,7 +348,7 @@ class Console:
 
     async def tools(self, request: Request) -> Response:
         """The principal's saved tools (what ``runtime.save_tool`` kept), with their source."""
-        visitor = self._gate(request)
+        visitor = self.gate(request)
         if isinstance(visitor, Response):
             return visitor
         try:
@@ -352,10 +356,10 @@ class Console:
         except CodemodeError as exc:
             saved, problems = [], [str(exc)]
         body = pages.tools_page(saved, problems, CONSOLE_PATH, visitor.csrf)
-        return self._page("Saved tools", body, visitor)
+        return self.respond("Saved tools", body, visitor)
 
     async def delete_tool(self, request: Request) -> Response:
-        visitor, form, refused = await self._acting(request)
+        visitor, form, refused = await self.acting(request)
         if refused is not None or visitor is None:
             return refused or PlainTextResponse("sign in first", 403)
         try:
@@ -368,11 +372,11 @@ class Console:
         return RedirectResponse(CONSOLE_PATH + "/tools", 303)
 
     async def doctor_page(self, request: Request) -> Response:
-        visitor = self._gate(request)
+        visitor = self.gate(request)
         if isinstance(visitor, Response):
             return visitor
         report = await anyio.to_thread.run_sync(self.doctor)
-        return self._page("Doctor", pages.doctor_page(report), visitor)
+        return self.respond("Doctor", pages.doctor_page(report), visitor)
 
     async def events(self, request: Request) -> Response:
         """Server-sent events: ``change`` whenever the board changed (a session or call of anyone: the page asks

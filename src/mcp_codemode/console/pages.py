@@ -20,6 +20,7 @@ from ..runs.approval_question import visible
 from ..runs.approvals import Waiting
 from ..runs.call_board import CallSeen, SessionSeen
 from ..runs.saved_tools import SavedTool
+from ..runs.upstream_view import ServerView
 from ..session_keys import BadSessionKey, SessionKey
 from .audit_reader import AuditedCall, Search
 
@@ -50,8 +51,8 @@ def layout(title: str, body: str, *, live: int | None = None, signed_in: str = "
     event stream says the board changed since."""
     nav = ""
     if signed_in:
-        places = (("sessions", "Sessions"), ("calls", "Calls"), ("approvals", "Approvals"), ("tools", "Saved tools"),
-                  ("doctor", "Doctor"))  # fmt: skip
+        places = (("sessions", "Sessions"), ("calls", "Calls"), ("approvals", "Approvals"), ("servers", "Servers"),
+                  ("search", "Search"), ("tools", "Saved tools"), ("doctor", "Doctor"))  # fmt: skip
         links = "".join(f'<a href="{base}/{page}">{label}</a>' for page, label in places)
         sign_out = f'<form method="post" action="{base}/sign-out">{csrf_field(csrf)}<button>Sign out</button></form>'
         nav = f'<nav>{links}<span class="who">{esc(signed_in)}</span>{sign_out}</nav>'
@@ -248,6 +249,63 @@ def tools_page(saved: Sequence[SavedTool], problems: Sequence[str], base: str, c
     notes = "".join(f'<p class="problem">{esc(problem)}</p>' for problem in problems)
     return notes + _table(("Tool", "Description", "Saved", "Source", ""), rows,
                           "No saved tools: code keeps one with runtime.save_tool(func).")  # fmt: skip
+
+
+def servers_page(servers: Sequence[ServerView], may_restart: bool, base: str, csrf: str) -> str:
+    """Each configured server: state, tools (folded), restarts, last error; Restart for an operator. Every text came
+    secret-free from the Bridge (``runs/upstream_view.py``) and is escaped here besides."""
+    rows = []
+    for server in servers:
+        state = server.state
+        if server.state == "failed" and server.retry_in:
+            state += f" (the next call tries again in {server.retry_in:.0f} s)"
+        if server.signed_in is not None:
+            state += ", signed in" if server.signed_in else ", not signed in"
+        names = ", ".join(server.tools)
+        tools = (f"<details><summary>{len(server.tools)} ({esc(server.listing)})</summary>{esc(names)}</details>"
+                 if server.tools else esc("not listed yet"))  # fmt: skip
+        restart = _action(base, "servers/restart", "Restart", csrf, {"name": server.name})
+        rows.append([f'<span class="server">{esc(server.name)}</span>', esc(server.transport),
+                     f'<code>{esc(server.target)}</code>', esc(state), tools, esc(server.restarts),
+                     esc(server.error), restart if may_restart and server.restartable else ""])  # fmt: skip
+    note = ('<p class="note">A remote server that needs OAuth is signed in from a terminal on the bridge\'s machine: '
+            "<code>mcp-codemode login NAME</code> (not from this page).</p>")  # fmt: skip
+    if not may_restart:
+        note += ('<p class="note">Read-only: the upstream servers are shared by every token of this bridge, so only '
+                 "its operators (MCP_BRIDGE_CONSOLE_OPERATORS) may restart them.</p>")  # fmt: skip
+    return note + _table(("Server", "Transport", "Runs", "State", "Tools", "Restarts", "Last error", ""), rows,
+                         "No MCP server is configured.")  # fmt: skip
+
+
+def search_page(query: str, found: dict[str, Any] | None, base: str) -> str:
+    """A query box and, once asked, the tools ``runtime.search_tool_docs(query)`` would give code, best first."""
+    form = (f'<form method="get" action="{base}/search" class="search"><label>Query <input name="q" '
+            f'value="{esc(query)}" placeholder="read a file" size="50"></label>'
+            "<button>Search</button></form>")  # fmt: skip
+    if found is None:
+        return (
+            form + '<p class="note">Ranks the tools of every server as <code>runtime.search_tool_docs</code> '
+            "does for code.</p>"
+        )
+    rows = [[esc(hit.get("score")), esc(hit.get("server")), f'<span class="tool">{esc(hit.get("tool"))}</span>',
+             f"<code>{esc(hit.get('alias'))}</code>", esc(hit.get("description", "")),
+             esc(", ".join(str(name) for name in hit.get("required", [])))]
+            for hit in found.get("results", [])]  # fmt: skip
+    parts = [
+        form,
+        f'<p class="note">{esc(found.get("total", 0))} tools match.</p>',
+        _table(("Score", "Server", "Tool", "In code", "Description", "Required"), rows, "No tool matches."),
+    ]
+    also = [[esc(hit.get("kind")), esc(hit.get("server")), esc(hit.get("name")), esc(hit.get("description", "")),
+             f"<code>{esc(hit.get('use'))}</code>"] for hit in found.get("also", [])]  # fmt: skip
+    if also:
+        parts.append("<h2>Prompts and resources</h2>" + _table(("Kind", "Server", "Name", "Description", "Use"),
+                                                                also, ""))  # fmt: skip
+    if found.get("pending"):
+        parts.append(f'<p class="note">Still listing (search again shortly): {esc(", ".join(found["pending"]))}</p>')
+    for gone in found.get("unavailable", []):
+        parts.append(f'<p class="note">Not searched: {esc(gone.get("server"))}: {esc(gone.get("reason"))}</p>')
+    return "".join(parts)
 
 
 def doctor_page(report: str) -> str:

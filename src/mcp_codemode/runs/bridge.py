@@ -61,6 +61,7 @@ from .session_files import Listing, SessionFiles
 from .sessions import SessionManager
 from .shared_state import shared_state
 from .summary import capability_summary
+from .upstream_view import Upstreams
 
 __all__ = ["Bridge", "ExecutionResult", "FileLink", "RunRequest"]  # what the faces take from the run service
 log = logging.getLogger("mcp_codemode.bridge")  # the name log lines have always shown
@@ -92,6 +93,7 @@ class Bridge:
     board: CallBoard | None  # the web console's view of sessions and calls (call_board.py); None with it off
     backend_name: str  # the sandbox backend every session runs on ("unavailable" when none can)
     saved_tools: SavedTools  # each owner's saved tools (files, or the cluster's), as sandboxed code keeps them
+    upstreams: Upstreams  # the upstream servers' states and tools, restarting one, searching their tools (console)
 
     def __init__(
         self,
@@ -119,6 +121,7 @@ class Bridge:
         # leaves out the servers the policy refuses, which nothing here may name to the agent either.
         self.directory = ToolDirectory(self.discovery.servers, settings, sign_ins=self.shared.sign_ins)
         self.hub = self.directory.hub
+        self.upstreams = Upstreams(self.directory, self.shared.sign_ins, lambda: self.discovery, settings.search_wait)
         allowed = self._learn_servers()
         shared = shared_with_servers(settings.mounts, allowed, settings.roots, settings.mounts_shared, Path.cwd())
         watched = [path for path, _ in sources.watched()] if refreshed and sources is not None else []

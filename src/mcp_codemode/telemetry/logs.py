@@ -68,6 +68,11 @@ class SecretFilter(logging.Filter):
         ordered = sorted(self._secrets, key=len, reverse=True)  # a secret that holds another is hidden whole
         self._pattern = re.compile("|".join(re.escape(value) for value in ordered))
 
+    def clean(self, text: str) -> str:
+        """``text`` with every secret hidden: for what a person reads elsewhere than the log (the web console)."""
+        pattern = self._pattern
+        return text if pattern is None else pattern.sub(HIDDEN, text)
+
     def filter(self, record: logging.LogRecord) -> bool:
         pattern = self._pattern
         if pattern is None:
@@ -92,3 +97,8 @@ SECRETS = SecretFilter()
 def hide_in_logs(values: Iterable[str]) -> None:
     """Never let ``values`` reach a log line (``SECRETS``, on every handler the command line configures)."""
     SECRETS.hide(values)
+
+
+def without_secrets(text: str) -> str:
+    """``text`` with every secret the log hides hidden too (the servers' env, header, URL and argument secrets)."""
+    return SECRETS.clean(text)

@@ -38,6 +38,7 @@ This module is the set of connections; each concern of one connection has its ow
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import shutil
@@ -69,6 +70,7 @@ CHANGED = (
     "its entry in the bridge's configuration changed, so the connection this call used was closed; the server is "
     "started again from its new entry on the next call"
 )
+RESTARTED = "it was restarted (from the web console); the call after this one reaches the new process"
 
 
 class Hub:
@@ -125,6 +127,7 @@ class Hub:
             self._aliases.setdefault(server.alias, server.name)
         self._warming: set[asyncio.Task[None]] = set()
         self._retiring: set[asyncio.Task[None]] = set()  # closings reconfigure started: aclose waits for them
+        self._restarted: dict[str, int] = {}  # starts of connections ``restart`` replaced, counted as restarts
         self._closed = False
 
     def _connection_for(self, server: ServerConfig, log_name: str = "") -> Connection:
@@ -196,13 +199,37 @@ class Hub:
         for server in servers:
             self._aliases.setdefault(server.alias, server.name)
         self.generation += 1
-        loop = asyncio.get_running_loop()
         for connection, reason in retired:
-            name = connection.config.name
-            task = loop.create_task(self._retire(connection, reason), name=f"mcp-codemode retire {name}")
-            self._retiring.add(task)
-            task.add_done_callback(self._retiring.discard)
+            self._retire_later(connection, reason)
         return found
+
+    async def restart(self, name: str) -> None:
+        """Start the server called ``name`` again now, whatever its state: a person asked (the web console).
+
+        Its connection is replaced by a fresh one, as ``reconfigure`` replaces a changed entry's, rather than reset
+        in place: the connection's state machine then needs no new transition, and a call still on the old process
+        fails at once saying why. The old process is stopped first (two of one server at once could fight over its
+        files), then the fresh connection starts in the background, its backoff forgotten (a person who restarts a
+        failing server wants a try now); its restarts count on from the old one's starts."""
+        old = self._connection(name)
+        name = old.config.name
+        if self._closed:
+            return
+        before = old.state()
+        self._restarted[name] = self._restarted.get(name, 0) + before.restarts + (before.status != "idle")
+        old.closing = RESTARTED
+        self._connections[name] = self._connection_for(old.config, self._logs.get(name, ""))
+        await self._retire(old, RESTARTED)
+        if not self._closed:
+            self.warm([name])
+
+    def _retire_later(self, connection: Connection, reason: str) -> None:
+        name = connection.config.name
+        task = asyncio.get_running_loop().create_task(
+            self._retire(connection, reason), name=f"mcp-codemode retire {name}"
+        )
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
 
     async def _retire(self, connection: Connection, reason: str) -> None:
         await connection.close(reason)
@@ -243,7 +270,12 @@ class Hub:
         return self._connection(name).config
 
     def state(self, name: str) -> ServerState:
-        return self._connection(name).state()
+        connection = self._connection(name)
+        state = connection.state()
+        earlier = self._restarted.get(connection.config.name, 0)
+        if not earlier:
+            return state
+        return dataclasses.replace(state, restarts=state.restarts + earlier)
 
     async def tools(self, name: str) -> tuple[types.Tool, ...]:
         """The server's tools: listed once, then served from the cache until the server says they changed.

@@ -1,0 +1,83 @@
+"""The console's Servers and Search pages: the upstream servers' states, restarting one, and searching their tools.
+
+Apart from ``app.py`` (the guards and the per-principal pages) because these pages show what all principals share:
+the upstream servers. Reading them is harmless to anyone signed in (a token holder's code could list and search the
+same tools); restarting one breaks every principal's calls to it in flight, so it is an operator's act: the local
+user (a stdio bridge, or an HTTP bridge without tokens, which listens on loopback only: one user owns the servers),
+or a token named in ``MCP_BRIDGE_CONSOLE_OPERATORS``. Any other token holder sees the page read-only, and a restart
+posted anyway is refused (403) before the server is even looked up.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from ..console_settings import CONSOLE_PATH
+from ..runs.relay_params import MAX_QUERY
+from . import pages
+
+if TYPE_CHECKING:
+    from .app import Console
+
+log = logging.getLogger("mcp_codemode.console")
+
+
+def operators(local: str, tokens: list[str], named: tuple[str, ...]) -> frozenset[str]:
+    """Who may restart upstream servers: the local user when no token guards the bridge, else the tokens named
+    (``named``) among those configured (``tokens``); a name that is no token's is said in the log, and ignored."""
+    if not tokens:
+        return frozenset({local})
+    for name in named:
+        if name not in tokens:
+            log.warning("MCP_BRIDGE_CONSOLE_OPERATORS names %s, which is not one of the bridge's tokens: ignored", name)
+    return frozenset(named) & frozenset(tokens)
+
+
+class UpstreamRoutes:
+    """The pages and the one action; ``routes`` is what the console's router adds."""
+
+    def __init__(self, console: Console, operators: frozenset[str]) -> None:
+        self.console = console
+        self.operators = operators
+        base = CONSOLE_PATH
+        self.routes = [
+            Route(base + "/servers", self.servers),
+            Route(base + "/servers/restart", self.restart, methods=["POST"]),
+            Route(base + "/search", self.search),
+        ]
+
+    async def servers(self, request: Request) -> Response:
+        visitor = self.console.gate(request)
+        if isinstance(visitor, Response):
+            return visitor
+        shown = await self.console.bridge.upstreams.servers()
+        body = pages.servers_page(shown, visitor.principal in self.operators, CONSOLE_PATH, visitor.csrf)
+        return self.console.respond("Servers", body, visitor, live=True)
+
+    async def restart(self, request: Request) -> Response:
+        visitor, form, refused = await self.console.acting(request)
+        if refused is not None or visitor is None:
+            return refused or PlainTextResponse("sign in first", 403)
+        if visitor.principal not in self.operators:
+            log.warning("console: refused a restart by a token that is no operator's")
+            return PlainTextResponse("refused: the upstream servers are shared by every token of this bridge; only "
+                                     "an operator (MCP_BRIDGE_CONSOLE_OPERATORS) may restart one", 403)  # fmt: skip
+        name = form.get("name", "")
+        if not await self.console.bridge.upstreams.restart(name):
+            return self.console.respond("Not found", '<p class="empty">No such server runs here.</p>', visitor,
+                                        status=404)  # fmt: skip
+        log.info("console: an operator restarted upstream server %r", name)
+        return RedirectResponse(CONSOLE_PATH + "/servers", 303)
+
+    async def search(self, request: Request) -> Response:
+        visitor = self.console.gate(request)
+        if isinstance(visitor, Response):
+            return visitor
+        query = request.query_params.get("q", "").strip()[:MAX_QUERY]
+        found = await self.console.bridge.upstreams.search(query) if query else None
+        return self.console.respond("Search", pages.search_page(query, found, CONSOLE_PATH), visitor)
