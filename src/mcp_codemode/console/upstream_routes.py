@@ -11,18 +11,17 @@ posted anyway is refused (403) before the server is even looked up.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..console_settings import CONSOLE_PATH
+from ..runs.bridge import Bridge
 from ..runs.relay_params import MAX_QUERY
 from . import pages
-
-if TYPE_CHECKING:
-    from .app import Console
+from .signins import Visitor
 
 log = logging.getLogger("mcp_codemode.console")
 
@@ -36,6 +35,21 @@ def operators(local: str, tokens: list[str], named: tuple[str, ...]) -> frozense
         if name not in tokens:
             log.warning("MCP_BRIDGE_CONSOLE_OPERATORS names %s, which is not one of the bridge's tokens: ignored", name)
     return frozenset(named) & frozenset(tokens)
+
+
+class Console(Protocol):
+    """What these pages use of the console (``app.Console``): its bridge, its sign-in gate, its guard of actions
+    (sign-in and CSRF token) and its page layout."""
+
+    bridge: Bridge
+
+    def gate(self, request: Request) -> Visitor | Response: ...
+
+    async def acting(self, request: Request) -> tuple[Visitor | None, dict[str, str], Response | None]: ...
+
+    def respond(
+        self, title: str, body: str, visitor: Visitor, *, live: bool = False, status: int = 200
+    ) -> Response: ...
 
 
 class UpstreamRoutes:
