@@ -219,17 +219,18 @@ class Hub:
         self._restarted[name] = self._restarted.get(name, 0) + before.restarts + (before.status != "idle")
         old.closing = RESTARTED
         self._connections[name] = self._connection_for(old.config, self._logs.get(name, ""))
-        await self._retire(old, RESTARTED)
+        await asyncio.shield(self._retire_later(old, RESTARTED))  # aclose waits for it too, were this cancelled
         if not self._closed:
             self.warm([name])
 
-    def _retire_later(self, connection: Connection, reason: str) -> None:
+    def _retire_later(self, connection: Connection, reason: str) -> asyncio.Task[None]:
         name = connection.config.name
         task = asyncio.get_running_loop().create_task(
             self._retire(connection, reason), name=f"mcp-codemode retire {name}"
         )
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
+        return task
 
     async def _retire(self, connection: Connection, reason: str) -> None:
         await connection.close(reason)
