@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from mcp_codemode.runs.sessions import SessionManager
 from mcp_codemode.sandbox.select import make_backend
@@ -19,6 +20,13 @@ from tests.support.purity import forbid_processes_and_network
 pytest_plugins = ["tests.support.tally"]
 
 T = TypeVar("T")
+
+# Hypothesis's defaults are wall-clock checks: a 200 ms deadline per example and a health check that fails a test
+# whose inputs take "too long" to generate. Both failed pure-logic tests on a starved machine (tests/face/
+# test_render.py, tests/runs/test_proxy_units.py) while nothing was wrong; speed is measured in benchmarks/, never
+# asserted in a test. What an example checks is unchanged, and so is how many are drawn.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 # A test that asks for one of these (even through another fixture) runs a real sandbox: it is marked backend
 # without having to say so. Whole modules of such tests say it once, with ``pytestmark = pytest.mark.backend``.
 BACKEND_FIXTURES = frozenset({"backend_name"})
