@@ -16,7 +16,7 @@ import pytest
 from mcp import Client
 from mcp.server.context import ServerRequestContext
 
-from mcp_codemode.face.handshake import BRIDGE_REQUESTS, Hold, face_server
+from mcp_codemode.face.handshake import BRIDGE_REQUESTS, Hold, Listing, face_server
 from mcp_codemode.face.server import build_server
 from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.settings import Settings
@@ -58,6 +58,28 @@ async def test_the_tool_schema_is_looked_up_without_a_listing_per_call() -> None
     assert server.get_tool_input_schema is not None
     assert server.get_tool_input_schema("run_python") == listed.input_schema
     assert server.get_tool_input_schema("another_tool") is None
+
+
+async def test_before_the_settings_are_read_the_handshake_is_answered_and_the_listing_waits_for_them(mode: str) -> None:
+    """A plain stdio ``serve`` reads its settings after the first answer (cli/plain_serve.py): the listing, which
+    shows the timeout, is answered once they are there, with what they say (the client's handshake was answered
+    before, as ``Client`` opens with it)."""
+    wanted = anyio.Event()
+    listing = Listing(wanted)
+    server = face_server(listing)
+    listed: list[types.ListToolsResult] = []
+    async with Client(server, mode=mode) as client, anyio.create_task_group() as group:
+
+        async def list_tools() -> None:
+            listed.append(await client.list_tools())
+
+        group.start_soon(list_tools)
+        await anyio.sleep(0.05)
+        assert listed == []
+        assert wanted.is_set()  # what reads the settings is told they are needed (a first request may be the listing)
+        listing.settle(Settings(timeout=7))
+    (result,) = listed
+    assert result.tools[0].input_schema["properties"]["timeout"]["default"] == 7
 
 
 async def test_a_request_that_needs_the_bridge_waits_for_it_then_gets_the_handler_and_middleware_given_after(

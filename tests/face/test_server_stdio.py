@@ -16,6 +16,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from mcp_codemode.cli.exits import EXIT_BRIDGE
 from mcp_codemode.sandbox import cgroups
 from tests.support.backends import fail_unless
 from tests.support.clients import (
@@ -462,9 +463,9 @@ def test_log_file_receives_the_logs_instead_of_stderr(tmp_path: Path) -> None:
 
 
 # Run instead of ``python -m mcp_codemode serve``: the same command, which also notes on standard error every module
-# loaded when the first answer has gone out.
+# loaded when the first answer has gone out, and after each answer whether the cyclic garbage collector is on.
 FIRST_ANSWER_PROBE = """
-import json, sys
+import gc, json, sys
 from mcp_codemode.face import stdio
 flush = stdio.LineWriter.flush
 async def noted(self):
@@ -472,17 +473,19 @@ async def noted(self):
     if not getattr(stdio, "noted", False):
         stdio.noted = True
         print("LOADED AT THE FIRST ANSWER " + json.dumps(sorted(sys.modules)), file=sys.stderr, flush=True)
+    print(f"COLLECTOR {gc.isenabled()} {gc.get_freeze_count()}", file=sys.stderr, flush=True)
 stdio.LineWriter.flush = noted
-from mcp_codemode.cli.main import main
+from mcp_codemode.cli.entry import main
 sys.exit(main(sys.argv[1:]))
 """
 # What the first answer must not wait for (issue 38): the sandboxes, the upstream servers, the relay and the HTTP face,
-# and the libraries only they use.
+# the libraries only they use, and (for the command line clients launch) the settings and the argument parser.
 LOADED_AFTER = (
     "mcp_codemode.sandbox", "mcp_codemode.runs.bridge", "mcp_codemode.runs.sessions", "mcp_codemode.runs.relay",
     "mcp_codemode.upstream.servers", "mcp_codemode.upstream.tools.directory", "mcp_codemode.face.server",
     "mcp_codemode.face.tool_calls", "mcp_codemode.face.web", "mcp_codemode.face.replicas", "mcp_codemode.cluster",
     "jsonschema", "rapidfuzz", "pyseccomp", "toon_format", "prometheus_client", "opentelemetry.sdk", "kubernetes",
+    "mcp_codemode.settings", "mcp_codemode.settings_fields", "mcp_codemode.cli.main", "argparse",
 )  # fmt: skip
 
 
@@ -492,17 +495,38 @@ def test_the_first_answer_goes_out_before_the_bridge_is_loaded_and_what_needs_it
         [INITIALIZE, INITIALIZED, TOOLS_LIST, call(3, "6 * 7"), resources],  # all sent before the bridge has started
         {1, 2, 3, 4},
         tmp_path / "stderr.log",
+        "--no-discover",
         serve=[sys.executable, "-c", FIRST_ANSWER_PROBE, "serve"],
+        MCP_BRIDGE_TIMEOUT="17",
     )
     answers = {message.get("id"): message for message in map(json.loads, exchange.lines)}
     assert answers[1]["result"]["serverInfo"]["name"] == "mcp-codemode"
     assert [tool["name"] for tool in answers[2]["result"]["tools"]] == ["run_python"]
+    assert answers[2]["result"]["tools"][0]["inputSchema"]["properties"]["timeout"]["default"] == 17
     assert answers[3]["result"]["content"][0]["text"] == "42", answers[3]
     assert "codemode://capabilities" in [resource["uri"] for resource in answers[4]["result"]["resources"]]
     noted = exchange.stderr.split("LOADED AT THE FIRST ANSWER ", 1)[1].splitlines()[0]
     early = [name for name in json.loads(noted) if any(name == x or name.startswith(f"{x}.") for x in LOADED_AFTER)]
     assert early == [], f"loaded before the first answer: {early}"
+    collector = [line.split()[1:] for line in exchange.stderr.splitlines() if line.startswith("COLLECTOR ")]
+    assert collector[0][0] == "False", collector  # off until the first answer has gone out
+    assert collector[-1][0] == "True" and int(collector[-1][1]) > 0, collector  # then on, what the start made frozen
     assert exchange.status == 0, exchange.stderr
+
+
+def test_a_bad_setting_stops_the_server_after_its_first_answer_with_the_usual_message_and_status(
+    tmp_path: Path,
+) -> None:
+    """The settings of a plain ``serve`` are read once the first answer is out: a bad one is not ignored, it stops
+    the server before anything else is served, saying what is wrong as before, with the bridge's exit status."""
+    exchange = raw_stdio_exchange(
+        [INITIALIZE, INITIALIZED, TOOLS_LIST], {1}, tmp_path / "stderr.log", MCP_BRIDGE_TIMEOUT="30s"
+    )
+    answers = {message.get("id"): message for message in map(json.loads, exchange.lines)}
+    assert answers[1]["result"]["serverInfo"]["name"] == "mcp-codemode"
+    assert "result" not in answers.get(2, {}), answers[2]  # the listing is not served (the SDK ends it with an error)
+    assert "MCP_BRIDGE_TIMEOUT='30s' is not valid" in exchange.stderr, exchange.stderr
+    assert exchange.status == EXIT_BRIDGE, exchange.stderr
 
 
 def test_sigterm_closes_every_sandbox_before_the_server_exits(tmp_path: Path) -> None:

@@ -222,8 +222,9 @@ def _discovery(
     return found
 
 
-def _servers_found(settings: Settings, args: argparse.Namespace) -> tuple[Discovery, ConfigSources]:
-    """What ``serve`` runs: the servers found, and where (kept: the refresh reads them again)."""
+def servers_found(settings: Settings, args: argparse.Namespace) -> tuple[Discovery, ConfigSources]:
+    """What ``serve`` runs: the servers found, and where (kept: the refresh reads them again); public for
+    plain_serve.py."""
     sources = _sources(settings, args)
     return _discovery(settings, args, sources=sources), sources
 
@@ -261,18 +262,9 @@ def _session_name(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        backend = getattr(args, "backend", None)
-        overrides: dict[str, Any] = {"runtime": "bubblewrap" if backend == "bwrap" else backend}
+        settings = command_settings(args)
         if args.command == "serve":
-            overrides.update(_serve_overrides(args))
-        settings = Settings.load(settings_file=args.settings, overrides=overrides)
-        # One-shot commands print results, so only problems are logged unless asked (-v or MCP_BRIDGE_LOG_LEVEL).
-        chatty = args.command in ("serve", "doctor") or "log_level" in settings.sources
-        chatty = chatty or getattr(args, "verbose", False)
-        _configure_logging(settings if chatty else settings.replace(log_level="WARNING"))
-        _check_configs(args)
-        if args.command == "serve":
-            asyncio.run(serve(settings, args.transport, lambda: _servers_found(settings, args)))
+            asyncio.run(serve(settings, args.transport, lambda: servers_found(settings, args)))
             return EXIT_OK
         return _command(settings, args)
     except CodemodeError as exc:
@@ -280,6 +272,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BRIDGE
     except KeyboardInterrupt:
         return 130
+
+
+def command_settings(args: argparse.Namespace) -> Settings:
+    """The settings of a command (``serve``'s options among them), with the logging and the ``--config`` files checked.
+
+    Public for plain_serve.py, which calls it once ``serve`` has answered its client's first request.
+    """
+    backend = getattr(args, "backend", None)
+    overrides: dict[str, Any] = {"runtime": "bubblewrap" if backend == "bwrap" else backend}
+    if args.command == "serve":
+        overrides.update(_serve_overrides(args))
+    settings = Settings.load(settings_file=args.settings, overrides=overrides)
+    # One-shot commands print results, so only problems are logged unless asked (-v or MCP_BRIDGE_LOG_LEVEL).
+    chatty = args.command in ("serve", "doctor") or "log_level" in settings.sources
+    chatty = chatty or getattr(args, "verbose", False)
+    _configure_logging(settings if chatty else settings.replace(log_level="WARNING"))
+    _check_configs(args)
+    return settings
 
 
 def _command(settings: Settings, args: argparse.Namespace) -> int:

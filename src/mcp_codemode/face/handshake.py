@@ -6,14 +6,15 @@ A stdio client starts the bridge as its subprocess and waits for the answer to i
 relay code and starting the bridge took longer than importing the SDK itself, so ``serve`` answers first and starts
 the bridge meanwhile (cli/serve.py, issue 38). The server is the same object from the first answer on:
 ``build_server`` (server.py) gives the methods that need the bridge their handlers, so the name, instructions and
-capabilities the client learns at the handshake are those it is then served by. This module imports only the SDK
-and the settings, so nothing of the bridge is loaded before the first answer.
+capabilities the client learns at the handshake are those it is then served by. This module imports only the SDK,
+so neither the settings nor anything of the bridge is loaded before the first answer; the listing, which needs the
+settings, waits for them (``Listing``) when they are read after the first answer (cli/plain_serve.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -22,8 +23,10 @@ from mcp.server.lowlevel import Server
 from pydantic import BaseModel
 
 from .. import __version__
-from ..settings import Settings
 from .listing import run_python_tool
+
+if TYPE_CHECKING:
+    from ..settings import Settings
 
 NAME = "mcp-codemode"
 INSTRUCTIONS = "Use run_python to compute, transform data and call tools in code; state persists per session."
@@ -46,24 +49,54 @@ Handler = Callable[[ServerRequestContext[Any, Any], Any], Awaitable[Any]]
 CallNext = Callable[[ServerRequestContext[Any, Any]], Awaitable[Any]]
 
 
-def face_server(settings: Settings) -> Server[Any]:
-    """The server with the face's identity, its listing, and stand-ins for what ``build_server`` adds."""
-    tool = run_python_tool(settings)
+class Listing:
+    """The ``tools/list`` answer, made once the settings are known: at once, or after the first answer.
+
+    A listing asked for before then sets ``wanted``, as ``Hold`` does: in the 2026-07-28 era it may be the first
+    request, and the settings are read only once a first answer has gone out or something is waiting for them.
+    """
+
+    def __init__(self, wanted: anyio.Event | None = None) -> None:
+        self._result: types.ListToolsResult | None = None
+        self._settled = anyio.Event()
+        self._wanted = wanted
+
+    def settle(self, settings: Settings) -> None:
+        self._result = types.ListToolsResult(tools=[run_python_tool(settings)])
+        self._settled.set()
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        """The schema of tool ``name`` once settled (over HTTP, where the SDK asks, it is settled from the start)."""
+        tools = self._result.tools if self._result is not None else []
+        return next((tool.input_schema for tool in tools if tool.name == name), None)
+
+    async def result(self) -> types.ListToolsResult:
+        if self._wanted is not None and not self._settled.is_set():
+            self._wanted.set()
+        await self._settled.wait()
+        assert self._result is not None
+        return self._result
+
+
+def face_server(settings: Settings | Listing) -> Server[Any]:
+    """The server with the face's identity, its listing (from ``settings``, or once the ``Listing`` is settled), and
+    stand-ins for what ``build_server`` adds."""
+    listing = settings if isinstance(settings, Listing) else Listing()
+    if not isinstance(settings, Listing):
+        listing.settle(settings)
     # Without this lookup the SDK answers a stateless-era tools/call's schema question (its Mcp-Param-* header check)
     # by running the whole tools/list request through its pipeline first: about 7 % of the bridge's CPU under load
-    # (benchmarks/load.py, issue 35). The listing never changes while the bridge runs, so the schema is known.
-    schemas = {tool.name: tool.input_schema}
+    # (benchmarks/load.py, issue 35). The listing never changes once settled, so the schema is known.
     server: Server[Any] = Server(
-        NAME, version=__version__, instructions=INSTRUCTIONS, get_tool_input_schema=schemas.get
+        NAME, version=__version__, instructions=INSTRUCTIONS, get_tool_input_schema=listing.input_schema
     )
     # The SDK's OpenTelemetry middleware costs a few per cent of every request even with no exporter, and writes to
     # the process's global tracer provider, which the bridge leaves alone: the bridge's own server span replaces it
     # when tracing is on (request_spans.py, added by build_server), and nothing does when it is off.
     server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
-    listing = types.ListToolsResult(tools=[tool])
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams) -> Any:
-        return listing
+        return await listing.result()
 
     async def list_prompts(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams) -> Any:
         # Empty rather than "method not found": generic clients (and the conformance suite) list the prompts of every

@@ -6,11 +6,12 @@ answers ``tools/list`` before the bridge behind it has loaded (handshake.py).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
-from ..settings import Settings
+if TYPE_CHECKING:
+    from ..settings import Settings
 
 TOOL_NAME = "run_python"
 
