@@ -12,25 +12,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from .setting_parsers import int_in, switch
+
 CONSOLE_PATH = "/console"  # where the console lives on the HTTP face, and on a stdio bridge's own port
 
 
-def switch(text: str) -> bool:
-    """On or off, as every switch of the settings is spelled (the table of settings_fields.py takes it from here:
-    this module may import nothing of that one, which adds these rows to itself)."""
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(text)
-
-
 def _port(text: str) -> int:
-    value = int(text.strip() or "0")
-    if not 0 <= value <= 65535:
-        raise ValueError(text)
-    return value
+    return int_in(0, 65535)(text.strip() or "0")
 
 
 def _operators(text: str) -> tuple[str, ...]:

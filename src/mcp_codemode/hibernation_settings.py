@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .sizes import parse_size
+from .setting_parsers import float_in, int_in, size_in, switch
 
 if TYPE_CHECKING:
     from .mounts import Mount
@@ -35,39 +35,16 @@ def _directory(text: str) -> Path | None:
     return path
 
 
-def _max_bytes(text: str) -> int:
-    value = parse_size(text)
-    if not 1 << 20 <= value <= 1 << 30:
-        raise ValueError(text)
-    return value
-
-
-def _max_age(text: str) -> float:
-    value = float(text.strip())
-    if not 60 <= value <= 10**9:
-        raise ValueError(text)
-    return value
-
-
-def _max_count(text: str) -> int:
-    value = int(text.strip())
-    if not 1 <= value <= 10_000_000:
-        raise ValueError(text)
-    return value
-
-
-def fields(boolean: Callable[[str], bool]) -> tuple[tuple[str, str, Callable[[str], Any], str, str], ...]:
-    """The settings table's lines for hibernation: name, variable, parser, what it expects, an example (``boolean``:
-    the table's parser of on/off, handed in so that this module imports nothing of the table's)."""
-    switch = "on or off (on: idle, evicted and stopping sessions are written to disk, their next call restores them)"
-    place = "an absolute directory no sandbox can see (empty: hibernated/ under the state directory)"
-    return (
-        ("hibernate", "MCP_BRIDGE_HIBERNATE", boolean, switch, "on"),
-        ("hibernate_dir", "MCP_BRIDGE_HIBERNATE_DIR", _directory, place, "/var/lib/mcp-codemode/hibernated"),
-        ("hibernate_max_bytes", "MCP_BRIDGE_HIBERNATE_MAX_BYTES", _max_bytes, "a size from 1m to 1g", "64m"),
-        ("hibernate_max_age", "MCP_BRIDGE_HIBERNATE_MAX_AGE", _max_age, "seconds from 60 to 10^9", "604800"),
-        ("hibernate_max_count", "MCP_BRIDGE_HIBERNATE_MAX_COUNT", _max_count, "a count, 1 to 10^7", "20000"),
-    )
+_SWITCH = "on or off (on: idle, evicted and stopping sessions are written to disk, their next call restores them)"
+_PLACE = "an absolute directory no sandbox can see (empty: hibernated/ under the state directory)"
+# The settings table's lines for hibernation: name, variable, parser, what it expects, an example.
+HIBERNATION_FIELDS: tuple[tuple[str, str, Callable[[str], Any], str, str], ...] = (
+    ("hibernate", "MCP_BRIDGE_HIBERNATE", switch, _SWITCH, "on"),
+    ("hibernate_dir", "MCP_BRIDGE_HIBERNATE_DIR", _directory, _PLACE, "/var/lib/mcp-codemode/hibernated"),
+    ("hibernate_max_bytes", "MCP_BRIDGE_HIBERNATE_MAX_BYTES", size_in(1 << 20, 1 << 30), "a size from 1m to 1g", "64m"),
+    ("hibernate_max_age", "MCP_BRIDGE_HIBERNATE_MAX_AGE", float_in(60, 10**9), "seconds from 60 to 10^9", "604800"),
+    ("hibernate_max_count", "MCP_BRIDGE_HIBERNATE_MAX_COUNT", int_in(1, 10_000_000), "a count, 1 to 10^7", "20000"),
+)
 
 
 def store_dir(hibernate_dir: Path | None, state_dir: Path) -> Path:

@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from .console_settings import CONSOLE_FIELDS
-from .console_settings import switch as _bool
 from .errors import SettingsError
-from .hibernation_settings import fields as hibernation_fields
+from .hibernation_settings import HIBERNATION_FIELDS
 from .mounts import EXAMPLE as MOUNTS_EXAMPLE
 from .mounts import MountError, parse_mounts, parse_shared
 from .observability_settings import LOG_FORMATS, LOG_LEVELS, log_format, log_level
+from .setting_parsers import float_in as _float_in
+from .setting_parsers import int_in as _int_in
+from .setting_parsers import size_in as _size_in
+from .setting_parsers import switch as _bool
 from .sizes import parse_size
 
 T = TypeVar("T", int, float)
@@ -45,30 +48,6 @@ class Field:
     parse: Callable[[str], Any]
     expect: str
     example: str
-
-
-def _bounded(parse: Callable[[str], T], low: T, high: T) -> Callable[[str], T]:
-    """``parse``, refusing values outside ``low..high`` (inclusive)."""
-
-    def parse_in_range(text: str) -> T:
-        value = parse(text.strip())
-        if not low <= value <= high:
-            raise ValueError(text)
-        return value
-
-    return parse_in_range
-
-
-def _int_in(low: int, high: int) -> Callable[[str], int]:
-    return _bounded(int, low, high)
-
-
-def _float_in(low: float, high: float) -> Callable[[str], float]:
-    return _bounded(float, low, high)
-
-
-def _size_in(low: int, high: int) -> Callable[[str], int]:
-    return _bounded(parse_size, low, high)
 
 
 def _runtime(text: str) -> RuntimeChoice:
@@ -399,7 +378,7 @@ FIELDS: tuple[Field, ...] = (
         "reads and writes through the API)",
         "kubernetes",
     ),
-    *(Field(*line) for line in hibernation_fields(_bool)),
+    *(Field(*line) for line in HIBERNATION_FIELDS),
     *(Field(*row) for row in CONSOLE_FIELDS),
 )
 SECRET_FIELDS = frozenset({"http_tokens", "peer_token", "metrics_tokens"})
