@@ -21,6 +21,7 @@ import pytest
 from mcp_codemode.provision import requirements
 from mcp_codemode.provision.image import remove_if_nameless
 from mcp_codemode.provision.installer import Installer, TargetPython, uv_platform
+from mcp_codemode.provision.sandbox_env import new_env_dir
 from mcp_codemode.provision.steps import ProvisionError, hint
 from tests.support.backends import fail_unless
 from tests.support.cli_here import cli_here
@@ -70,6 +71,14 @@ def test_installs_for_the_image_target_its_python_not_the_hosts():
     assert uv_platform(TargetPython("3.13", "aarch64", "2.41")) == "aarch64-manylinux_2_40"
     with pytest.raises(ProvisionError, match="glibc"):
         uv_platform(TargetPython("3.12", "x86_64", ""))
+
+
+def test_every_add_builds_in_a_directory_of_its_own_even_twice_in_one_second(tmp_path: Path):
+    """A failed add deletes the directory it built in: were that the current environment's (the same second, the
+    same process), every sandbox would lose its packages while the link still pointed there."""
+    made = [new_env_dir(tmp_path) for _ in range(20)]  # well within one second, in one process
+    assert len(set(made)) == 20 and all(p.is_dir() and not any(p.iterdir()) for p in made)
+    assert all(p.parent == tmp_path and p.name.startswith("env-") for p in made)
 
 
 def test_failed_installs_are_explained_in_one_sentence():

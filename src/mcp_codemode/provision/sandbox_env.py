@@ -24,6 +24,7 @@ import fcntl
 import json
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from importlib import metadata
@@ -112,7 +113,7 @@ def rebuild(
         assert installer is not None, "specs to install need an installer"
         if not BASE_PYTHON.is_file():
             raise ProvisionError(f"{BASE_PYTHON} is missing; install it (sudo apt-get install python3) and try again")
-        env = envs / f"env-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        env = new_env_dir(envs)
         try:
             _build(env, specs, installer, out)
             say(out, "checking that a bubblewrap sandbox starts with the new environment")
@@ -123,6 +124,16 @@ def rebuild(
         _swap(state_dir / ENV_LINK, env)
         _prune(envs, keep=env)
         return env
+
+
+def new_env_dir(envs: Path) -> Path:
+    """A directory no other environment has, made now (the name sorts by time, for ``_prune``).
+
+    Made, not only named: a name from the time and the pid alone was the current environment's when two adds ran in
+    one process within a second (the CLI's tests run it in-process), and a failed add then deleted, as its own, the
+    environment every sandbox was using.
+    """
+    return Path(tempfile.mkdtemp(prefix=f"env-{time.strftime('%Y%m%d-%H%M%S')}-", dir=envs))
 
 
 def _build(env: Path, specs: list[str], installer: Installer, out: TextIO) -> None:
