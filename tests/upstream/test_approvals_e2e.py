@@ -47,6 +47,9 @@ def bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HttpServe
     with private_state_dir() as state, HttpServer(
         folder / "serve.log", "--config", str(config), "--no-discover", MCP_CODEMODE_SETTINGS=str(settings),
         MCP_BRIDGE_STATE_DIR=str(state), MCP_BRIDGE_AUDIT_LOG=str(audit),
+        # A parked run is ended by an interrupt, which must win over the hard kill after a missed grace: a starved
+        # machine stalled the guest past the default 2 s once (the sandbox killed, state gone), as in replicas.py.
+        MCP_BRIDGE_INTERRUPT_GRACE="30",
     ) as server:  # fmt: skip
         yield server, audit
 
