@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
 
 from mcp_codemode.errors import CodemodeError
 from mcp_codemode.upstream.registry.entries import MAX_ITEMS, MAX_TEXT, RegistryDataError, parse_server_json
+from mcp_codemode.upstream.registry.source import ServerNotFound, StaticSource
 
 # Shapes as the registry's data/seed.json publishes them (schema 2025-12-11), trimmed to the fields read here.
 AIRTABLE: dict[str, Any] = {
@@ -108,3 +110,16 @@ def test_a_hostile_entry_cannot_flood_what_the_model_reads() -> None:
 def test_not_an_object_is_refused() -> None:
     with pytest.raises(RegistryDataError, match="not a JSON object"):
         parse_server_json(["io.github.x/y"], "catalog.json")
+
+
+@pytest.mark.anyio
+async def test_a_static_source_hands_over_only_the_exact_name_and_version() -> None:
+    older = parse_server_json({**AIRTABLE, "version": "1.7.1", "packages": []}, "catalog.json")
+    latest = parse_server_json(AIRTABLE, "catalog.json")
+    source = StaticSource([older, latest], where="the catalog")
+    assert await source.entry(AIRTABLE["name"]) is latest
+    assert await source.entry(AIRTABLE["name"], "1.7.1") is older
+    with pytest.raises(ServerNotFound, match=re.escape("Did you mean 'io.github.domdomegg/airtable-mcp-server'")):
+        await source.entry("io.github.domdomeg/airtable-mcp-server")  # one letter off: never taken for it
+    with pytest.raises(ServerNotFound, match=re.escape("only in versions 1.7.1, 1.7.2")):
+        await source.entry(AIRTABLE["name"], "9.9.9")
