@@ -28,6 +28,7 @@ from .mounts import Mount
 from .mounts import state_dir_problem as mounts_state_dir_problem
 from .observability_settings import LogFormat, OtelProblem, otel_export, otel_variables
 from .policy.rules import Policy
+from .registry_settings import DEFAULT_REGISTRY_TIMEOUT, DEFAULT_REGISTRY_TTL, OFFICIAL_REGISTRY
 from .session_capacity import COMPUTED, backend_kind, session_cap
 from .settings_fields import (
     DEFAULT_IMAGE,
@@ -180,6 +181,11 @@ class Settings:
     console_port: int = 0
     console_operators: tuple[str, ...] = ()  # the token names that may restart upstream servers from the console
     approvals: str = ""  # who answers ask_tools: client, console or either; "": client, or either with the console
+    # Where find_servers() looks (registry_settings.py): registries in order, local catalog files, the cache's life.
+    registries: tuple[str, ...] = (OFFICIAL_REGISTRY,)
+    registry_catalog: tuple[Path, ...] = ()
+    registry_ttl: float = DEFAULT_REGISTRY_TTL
+    registry_timeout: float = DEFAULT_REGISTRY_TIMEOUT
     # Where the values came from, for `doctor` and for error messages.
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 

@@ -22,6 +22,7 @@ from .hibernation_settings import HIBERNATION_FIELDS
 from .mounts import EXAMPLE as MOUNTS_EXAMPLE
 from .mounts import MountError, parse_mounts, parse_shared
 from .observability_settings import LOG_FORMATS, LOG_LEVELS, log_format, log_level
+from .registry_settings import REGISTRY_FIELDS
 from .setting_parsers import float_in as _float_in
 from .setting_parsers import int_in as _int_in
 from .setting_parsers import size_in as _size_in
@@ -380,6 +381,7 @@ FIELDS: tuple[Field, ...] = (
     ),
     *(Field(*line) for line in HIBERNATION_FIELDS),
     *(Field(*row) for row in CONSOLE_FIELDS),
+    *(Field(*row) for row in REGISTRY_FIELDS),
 )
 SECRET_FIELDS = frozenset({"http_tokens", "peer_token", "metrics_tokens"})
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
@@ -394,10 +396,10 @@ def parse_value(field: Field, raw: object, where: str) -> Any:
     text = raw if isinstance(raw, str) else ("" if raw is None else str(raw))
     if isinstance(raw, bool):
         text = "true" if raw else "false"
-    if isinstance(raw, list) and field.name in ("servers_config", "roots"):
+    if isinstance(raw, list) and field.name in ("servers_config", "roots", "registry_catalog"):
         text = os.pathsep.join(str(item) for item in raw)
     listed = ("container_args", "http_tokens", "metrics_tokens", "allowed_origins", "mounts", "mounts_shared",
-              "console_operators")  # fmt: skip
+              "console_operators", "registries")  # fmt: skip
     if isinstance(raw, list) and field.name in listed:
         if field.name == "container_args":
             return tuple(str(item) for item in raw)

@@ -48,6 +48,8 @@ def sandbox_settings(**changes: Any) -> Settings:
         # pool of 2, a test that used one session started three sandboxes (two pooled, one refill) and closed two
         # unused, which on a slow machine's podman is minutes of containers nobody runs code in.
         "warm_pool": 0,
+        # No test asks the official MCP Registry (there is no internet here): find_servers() tests name a stand-in.
+        "registries": (),
     }
     defaults.update(changes)
     return base.replace(**defaults)

@@ -98,6 +98,7 @@ CALL_OPS = frozenset(
         "save_tool",
         "saved_tools",
         "delete_saved_tool",
+        "find_servers",
     }
 )
 

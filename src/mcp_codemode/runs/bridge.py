@@ -135,6 +135,7 @@ class Bridge:
         self.telemetry = telemetry(settings.metrics, traced)
         self.relay = Relay(self.directory, self.shared.saved_tools, settings, self.audit, self.telemetry)
         self.relay.guard.approvals = self.board.approvals if self.board is not None else None  # ask_tools answers
+        self.relay.finding.discovery, self.relay.finding.sources = (lambda: self.discovery), sources  # find_servers
         self._note = ""  # what the summary says after the backend's name (auto passed over a better one)
         self.refresh: ConfigRefresh | None = None
         if refreshed and sources is not None:

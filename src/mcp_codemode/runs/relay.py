@@ -59,9 +59,11 @@ from .relay_params import (
     checked_text,
     clipped_text,
     is_unicode,
+    refuse_unknown,
 )
 from .relay_run import Caller, Run, upstream_progress
 from .saved_tools import SavedToolProblem, SavedTools, SavedToolsUnavailable
+from .server_finding import ServerFinding
 
 if TYPE_CHECKING:
     from ..guest.protocol import CallFrame, CellContext, ReplyBody, ServerEntry
@@ -83,6 +85,7 @@ class Relay:
         self.guard = CallGuard(self.policy, audit if audit is not None else AuditLog(None), telemetry or Telemetry())
         # Built again only when the configured servers change (a refresh); a worker sends them when they differ.
         self._entries, self._entries_of = self._server_entries(), self.hub.generation
+        self.finding = ServerFinding(directory, settings)  # find_servers: registries, catalogs, other clients' servers
         self._ops: dict[str, Callable[[str, CallFrame], Awaitable[Any]]] = {
             "servers": self._servers,
             "describe": self._describe,
@@ -96,6 +99,7 @@ class Relay:
             "save_tool": self._save_tool,
             "saved_tools": self._saved_tools,
             "delete_saved_tool": self._delete_saved_tool,
+            "find_servers": self.finding.answer,
         }
         # Uses of a server: policed, budgeted and audited as one kind each (CallGuard.audited).
         self._uses: dict[str, tuple[str, Callable[[Run, CallFrame, CallNote], Awaitable[Any]]]] = {
@@ -261,11 +265,7 @@ class Relay:
         return catalog.tool_doc(server, tool, listing.aliases[tool.name], detail)
 
     async def _search(self, owner: str, message: CallFrame) -> dict[str, Any]:
-        unknown = [key for key in message if key not in SEARCH_KEYS]
-        if unknown:
-            named = ", ".join(f"{key!r:.40}" for key in unknown[:5])
-            raise Refusal(ERROR_KIND_ARGUMENT, f"search() got unknown parameter(s) {named}; it takes query, limit, "
-                          "offset, detail and server")  # fmt: skip
+        refuse_unknown(message, SEARCH_KEYS, "search", "query, limit, offset, detail and server")
         query = checked_text(message.get("query"), "query", MAX_QUERY)
         limit = checked_int(message.get("limit", 5), "limit", 1, MAX_LIMIT)
         offset = checked_int(message.get("offset", 0), "offset", 0, MAX_OFFSET)

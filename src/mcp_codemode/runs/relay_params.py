@@ -62,6 +62,14 @@ def clipped_text(message: CallFrame, key: str) -> str | None:
     return value[:MAX_NAME] if isinstance(value, str) else None
 
 
+def refuse_unknown(message: CallFrame, known: frozenset[str], call: str, takes: str) -> None:
+    """Refuse parameters ``call`` does not take (a typo would otherwise be silently ignored), naming what it takes."""
+    unknown = [key for key in message if key not in known]
+    if unknown:
+        named = ", ".join(f"{key!r:.40}" for key in unknown[:5])
+        raise Refusal(ERROR_KIND_ARGUMENT, f"{call}() got unknown parameter(s) {named}; it takes {takes}")
+
+
 def checked_int(value: Any, what: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise Refusal(ERROR_KIND_ARGUMENT, f"{what} must be a whole number from {low} to {high:,}, not "

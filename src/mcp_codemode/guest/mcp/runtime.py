@@ -79,6 +79,7 @@ if TYPE_CHECKING:
         search_tool_docs,
         search_tool_docs_sync,
     )
+    from ._finding import FoundServers, find_servers, find_servers_sync
     from ._saved import delete_saved_tool, list_saved_tools, save_tool
 
 # Tool docs and search (``_docs``) and saved tools (``_saved``) load at their first use: most cells never call them,
@@ -99,6 +100,7 @@ _LATER = dict.fromkeys(
     "_docs",
 )
 _LATER.update(dict.fromkeys(("_load_saved", "delete_saved_tool", "list_saved_tools", "save_tool"), "_saved"))
+_LATER.update(dict.fromkeys(("FoundServers", "find_servers", "find_servers_sync"), "_finding"))
 
 
 def __getattr__(name: str) -> Any:
@@ -122,6 +124,7 @@ __all__ = [
     "EmbeddedDict",
     "EmbeddedList",
     "EmbeddedText",
+    "FoundServers",
     "Image",
     "MCPError",
     "Media",
@@ -141,6 +144,8 @@ __all__ = [
     "delete_saved_tool",
     "describe_server",
     "discovered_servers",
+    "find_servers",
+    "find_servers_sync",
     "get_prompt",
     "get_prompt_sync",
     "hibernation",

@@ -144,7 +144,7 @@ def parse_server_json(data: object, source: str) -> ServerEntry:
 
 def _package(data: Mapping[str, object], where: str) -> PackageRun:
     read = _Reader(data, where)
-    version = read.text("version", required=True, limit=255)
+    version = read.text("version", limit=255) or _pinned_by_identifier(data, where)
     if VERSION_RANGE.match(version):
         raise RegistryDataError(
             f"{where} names the version {version!r}, which is not one release",
@@ -167,6 +167,26 @@ def _package(data: Mapping[str, object], where: str) -> PackageRun:
             _argument(a, read.at("packageArguments", i)) for i, a in read.items("packageArguments")
         ),
         environment=tuple(_need(v, read.at("environmentVariables", i)) for i, v in read.items("environmentVariables")),
+    )
+
+
+def _pinned_by_identifier(data: Mapping[str, object], where: str) -> str:
+    """The release a package without a ``version`` names anyway, as the registry allows for two types: an OCI image
+    by its tag or digest (``docker.io/o/s:1.7.2``), an MCPB file by its ``fileSha256``. Anything else is refused."""
+    read = _Reader(data, where)
+    kind, identifier = read.text("registryType", limit=40), read.text("identifier", limit=MAX_TEXT)
+    if kind == "oci":
+        image, at, digest = identifier.partition("@")
+        name, colon, tag = image.rpartition(":")
+        if at and digest:
+            return digest
+        if colon and "/" not in tag and name:
+            return tag
+    if kind == "mcpb" and re.fullmatch(r"[a-f0-9]{64}", read.text("fileSha256", limit=64)):
+        return "sha256:" + read.text("fileSha256", limit=64)
+    raise RegistryDataError(
+        f"{where}: 'version' is missing, and the {kind or 'package'} identifier {identifier[:120]!r} pins no release",
+        fix="a registry entry must pin an exact package version; ask its publisher to fix it",
     )
 
 
