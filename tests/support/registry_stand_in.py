@@ -48,6 +48,7 @@ class Reply:
     body: bytes = b""
     headers: dict[str, str] = dataclasses.field(default_factory=dict)
     drip: float = 0.0  # seconds between single bytes of the body (a slow drip)
+    length: bool = True  # False: no Content-Length, the body ends when the connection closes
 
 
 Misbehaviour = Callable[[str, dict[str, str]], "Reply | None"]
@@ -185,7 +186,8 @@ class StandInRegistry:
             def _send_odd(self, odd: Reply, path: str, query: dict[str, str]) -> None:
                 registry.requests.append((path, query, odd.status))
                 self.send_response(odd.status)
-                headers = {"Content-Type": "application/json", "Content-Length": str(len(odd.body)), **odd.headers}
+                length = {"Content-Length": str(len(odd.body))} if odd.length else {"Connection": "close"}
+                headers = {"Content-Type": "application/json", **length, **odd.headers}
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
@@ -199,13 +201,15 @@ class StandInRegistry:
                         self.wfile.write(odd.body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up, as it should
+                if not odd.length:
+                    self.close_connection = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, name="registry-stand-in", daemon=True).start()
+        threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="registry-stand-in", daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ssl
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -85,11 +86,14 @@ class Finder:
         self.timeout = settings.registry_timeout
         self._transport = transport  # tests hand one in; the bridge uses httpx's own
         self._ranked: tuple[object, list[_Candidate], Ranker] | None = None
+        self._tls: ssl.SSLContext | None = None  # loading the CA store costs ~0.1 s: once per bridge, not per call
 
     def http(self) -> httpx2.AsyncClient:
         """A client for one call: no redirects (an entry must come from the registry named), bounded waits."""
         timeout = httpx2.Timeout(min(self.timeout, 10.0), connect=min(self.timeout, 5.0))
-        return httpx2.AsyncClient(timeout=timeout, follow_redirects=False, transport=self._transport)
+        if self._tls is None:
+            self._tls = ssl.create_default_context()
+        return httpx2.AsyncClient(timeout=timeout, follow_redirects=False, transport=self._transport, verify=self._tls)
 
     async def find(self, query: str, limit: int, configured: Configured) -> Found:
         notices: list[str] = []
@@ -183,7 +187,7 @@ def _index_notices(index: RegistryIndex) -> list[str]:
     notices = []
     held = len(state.entries)
     if state.failing_since:
-        cached = (f"answered from its cache of {_when(state.checked_at)} ({held:,} servers)" if state.checked_at
+        cached = (f"answered from its cache of {_when(state.checked_at)} ({held:,} servers)" if held
                   else "it has no cache yet, so none of its servers are listed")  # fmt: skip
         notices.append(f"the registry {index.base} {state.failure} (failing since {_when(state.failing_since)}); "
                        f"{cached}")  # fmt: skip
