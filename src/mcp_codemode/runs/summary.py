@@ -73,10 +73,16 @@ def _mounts_line(mounts: tuple[Mount, ...]) -> list[str]:
     return [f"- Host directories mounted in every session: {places}."]
 
 
+_FIND = (
+    'No server for the job? `await runtime.find_servers("what you need")` lists servers to add (MCP registries, '
+    "local catalogs, the user's other clients), each with what it needs."
+)
+
+
 def _servers_line(servers: Mapping[str, str]) -> str:
     """How to reach the user's MCP servers; the names only, never their tools (those are found in code)."""
     if not servers:
-        return "- MCP servers: none are configured (see `mcp-codemode servers`)."
+        return f"- MCP servers: none are configured (see `mcp-codemode servers`). {_FIND}"
     names = ", ".join(name if alias == name else f"{name} (mcp_{alias})" for name, alias in servers.items())
     return (
         f"- MCP servers ({len(servers)}): {names}. They start on first use. Find tools with "
@@ -87,7 +93,8 @@ def _servers_line(servers: Mapping[str, str]) -> str:
         "{...})`. Results are Python values; failures raise runtime.ToolError, ToolNotFound, ArgumentError (all "
         "runtime.MCPError). asyncio.gather runs calls concurrently. Resources and prompts: "
         "`runtime.list_resources(server)`, `list_resource_templates`, `read_resource(server, uri)`, "
-        "`list_prompts(server)`, `get_prompt(server, name, {...})` (each with a _sync twin)."
+        "`list_prompts(server)`, `get_prompt(server, name, {...})` (each with a _sync twin). "
+        f"{_FIND}"
     )
 
 

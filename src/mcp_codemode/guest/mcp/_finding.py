@@ -67,7 +67,9 @@ def _way(way: Any) -> str:
     if not isinstance(way, dict):
         return str(way)
     if way.get("package"):
-        return f"{way.get('registry')} {way['package']}@{way.get('version')} ({way.get('transport')})"
+        package, version = str(way["package"]), str(way.get("version") or "")
+        pinned = "" if not version or version in package or version.startswith("sha256:") else f"@{version}"
+        return f"{way.get('registry')} {package}{pinned} ({way.get('transport')})"
     if way.get("url"):
         return f"{way['url']} ({way.get('transport')})"
     return f"{way.get('command')} ({way.get('transport')})"

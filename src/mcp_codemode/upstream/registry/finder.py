@@ -32,6 +32,7 @@ from .source import ServerNotFound
 from .wire import RegistryUnreachable
 
 MAX_NOTICES = 8
+AVAILABLE_BOOST = 1.5  # a server the session already has outranks a slightly better match it would have to add
 
 
 class RegistrySettings(Protocol):
@@ -113,9 +114,13 @@ class Finder:
                            "MCP_BRIDGE_REGISTRY_CATALOG is empty): only servers other clients configure are "
                            "found")  # fmt: skip
         candidates, ranker = self._ranker(configured)
-        hits = ranker.search(query)[:limit]
+        hits = ranker.search(query)[: limit * 3]
+        # What the session already has comes first among close matches: the model need not add anything.
+        boosted = [(score * (AVAILABLE_BOOST if self._available(candidates[index], configured) else 1.0), index)
+                   for score, index in hits]  # fmt: skip
+        boosted.sort(key=lambda hit: (-hit[0], hit[1]))
         served_names = [config.name for config in configured.served]
-        shown = [candidates[index] for _, index in hits]
+        shown = [candidates[index] for _, index in boosted[:limit]]
         found = [self._render(candidate, configured, served_names, shown) for candidate in shown]
         if not found:
             notices.append(f"no server matched {query[:80]!r}; try other words (what the server works with, such as "
@@ -147,6 +152,10 @@ class Finder:
         ranker = Ranker([candidate.document for candidate in candidates])
         self._ranked = (key, candidates, ranker)
         return candidates, ranker
+
+    @staticmethod
+    def _available(candidate: _Candidate, configured: Configured) -> bool:
+        return candidate.entry is not None and available_as(candidate.entry, configured.served) is not None
 
     def _render(self, candidate: _Candidate, configured: Configured, served_names: list[str],
                 shown: Sequence[_Candidate]) -> dict[str, Any]:  # fmt: skip
