@@ -21,8 +21,9 @@ import logging
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 log = logging.getLogger(__name__)
 STATE_DIR_MODE = 0o711  # the sandbox uid may pass through, not list
@@ -114,13 +115,22 @@ def passage_problem(directory: Path, uid: int, gid: int) -> tuple[str, str] | No
 
 def write_json(path: Path, document: Any, *, compact: bool = False) -> Path:
     """Replace ``path`` with ``document`` as JSON, readable by this user only (0600)."""
+
+    def dump(stream: TextIO) -> None:
+        if compact:
+            json.dump(document, stream, ensure_ascii=False, separators=(",", ":"))
+        else:
+            json.dump(document, stream)
+
+    return replace_private(path, dump)
+
+
+def replace_private(path: Path, write: Callable[[TextIO], None]) -> Path:
+    """Replace ``path`` with what ``write`` writes (0600, whole or not at all); ``write_json`` is the usual writer."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem[:40]}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            if compact:
-                json.dump(document, stream, ensure_ascii=False, separators=(",", ":"))
-            else:
-                json.dump(document, stream)
+            write(stream)
         os.chmod(temporary, 0o600)
         os.replace(temporary, path)
     except BaseException:

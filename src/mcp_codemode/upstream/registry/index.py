@@ -24,11 +24,11 @@ import time
 import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import httpx2
 
-from ...state_files import make_private_dir, write_json
+from ...state_files import make_private_dir, replace_private
 from ...upstream.suggest import close_matches, did_you_mean
 from .entries import NAME, RegistryDataError, ServerEntry, parse_server_json
 from .source import ServerNotFound
@@ -273,8 +273,15 @@ class RegistryIndex:
     def _save(self) -> None:
         try:
             make_private_dir(self._path.parent)
-            write_json(self._path, {"format": FORMAT, "base": self.base, **dataclasses.asdict(self.state)},
-                       compact=True)  # fmt: skip
+            fields = {field.name: getattr(self.state, field.name) for field in dataclasses.fields(IndexState)}
+            text = json.dumps(
+                {"format": FORMAT, "base": self.base, **fields}, ensure_ascii=False, separators=(",", ":")
+            )
+
+            def write(stream: TextIO) -> None:  # dumps, not write_json's dump: the C encoder, for MiBs of entries
+                stream.write(text)
+
+            replace_private(self._path, write)
         except OSError as exc:
             log.warning("the registry cache %s cannot be written (%s); the next start asks the registry again",
                         self._path, exc)  # fmt: skip
