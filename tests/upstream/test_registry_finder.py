@@ -18,6 +18,7 @@ import pytest
 
 from mcp_codemode.settings import Settings
 from mcp_codemode.upstream.model import ServerConfig
+from mcp_codemode.upstream.registry import index
 from mcp_codemode.upstream.registry.finder import Configured, Finder
 from mcp_codemode.upstream.registry.source import ServerNotFound
 from tests.support.backends import sandbox_settings
@@ -126,9 +127,21 @@ async def test_an_unreachable_registry_is_answered_from_its_cache_with_a_notice_
     assert second.startswith(f"the registry {never} could not be reached") and "no cache yet" in second
 
 
+async def test_a_failing_registry_is_not_asked_again_at_once(registry: StandInRegistry, tmp_path: Path) -> None:
+    from tests.support.registry_stand_in import Reply
+
+    registry.misbehave = lambda path, query: Reply(status=503, body=b"{}")
+    finder = Finder(settings_for(tmp_path, registry.url))
+    first = await finder.find("airtable", 3, Configured())
+    again = await finder.find("airtable", 3, Configured())  # a model's loop: answered at once from what is known
+    assert len(registry.requests) == 1
+    assert again.notices == first.notices and "answered HTTP 503" in first.notices[0]
+
+
 async def test_a_walk_cut_short_says_so_and_the_next_call_reads_on_from_its_cursor(
-    registry: StandInRegistry, tmp_path: Path
+    registry: StandInRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(index, "RETRY_AFTER", 0.0)
     from tests.support.registry_stand_in import Reply
 
     failed: list[str] = []

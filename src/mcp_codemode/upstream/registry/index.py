@@ -40,6 +40,9 @@ PAGE_LIMIT = 100  # the API's largest page
 MAX_PAGES = 400  # pages one walk reads before it is stopped as endless
 MAX_ENTRIES = 40_000  # servers one registry's index holds; the official registry lists a few thousand
 MAX_SERVERS_KEPT = 256  # single-server answers kept for their ETags
+# Seconds before a registry that failed is asked again: a model calling find_servers() in a loop while a registry is
+# down gets the cache at once instead of waiting out a timeout each time (and the registry is not hammered).
+RETRY_AFTER = 30.0
 FORMAT = 1
 
 
@@ -71,6 +74,7 @@ class RegistryIndex:
         self._lock = asyncio.Lock()
         self.state = self._load()
         self._parsed: dict[str, ServerEntry] | None = None
+        self._tried = 0.0  # when this bridge last asked (a failing registry is asked again after RETRY_AFTER)
 
     # ---------------------------------------------------------------------------------------- reading
 
@@ -92,8 +96,12 @@ class RegistryIndex:
     async def update(self, http: httpx2.AsyncClient, deadline: float) -> None:
         """Bring the index up to date unless it is fresh; ``RegistryUnreachable`` (remembered) when it could not."""
         async with self._lock:
-            if self.fresh(time.time()):
+            now = time.time()
+            if self.fresh(now):
                 return
+            if self.state.failing_since and now - self._tried < RETRY_AFTER:
+                raise RegistryUnreachable(self.state.failure)  # asked again soon after a failure: the cache answers
+            self._tried = now
             self._http = http
             try:
                 async with asyncio.timeout_at(deadline):
