@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from mcp_codemode.cli.doctor import probes, render_text, sessions
+from mcp_codemode.cli.doctor import finding, probes, render_text, sessions
 from mcp_codemode.cli.weak_setups import SetupFacts, findings, for_user, render
 from mcp_codemode.mounts import Mount, SharedPlace
 from mcp_codemode.sandbox.bubblewrap import BubblewrapBackend
@@ -356,6 +356,23 @@ def test_doctor_names_the_probe_endpoints_and_why_a_face_without_a_backend_would
     assert (
         probes(sandbox_settings(http_host="::1"), {"backend": "bubblewrap"})["liveness"] == "http://[::1]:8765/healthz"
     )
+
+
+def test_doctor_names_where_find_servers_looks_and_each_bad_catalog_entry(tmp_path: Path) -> None:
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(json.dumps([{"name": "io.example/ok", "description": "Fine.", "version": "1.0.0"},
+                                   {"name": "bad", "description": "No namespace.", "version": "1.0.0"}]))  # fmt: skip
+    found = finding(sandbox_settings(registries=("https://r.example",), registry_catalog=(catalog,)))
+    assert found["registries"] == ["https://r.example"] and found["catalogs"][0]["servers"] == 1
+    (problem,) = found["catalogs"][0]["problems"]
+    assert problem.startswith(f"the catalog {catalog}, entry [1]:")
+    text = render_text({"platform": "Linux", "bridge_python": "3.11", "running_as_root": False,
+                        "cgroups": {"detail": "v2"}, "selected": {"backend": None, "reason": "none"},
+                        "sandbox_python": None, "image": "i", "state_dir": "s", "mounts": [], "warnings": [],
+                        "backends": {}, "probes": probes(sandbox_settings(), {"backend": "bubblewrap"}),
+                        "find_servers": found})  # fmt: skip
+    assert f"find servers:    registry https://r.example; catalog {catalog} (1 server)" in text
+    assert f"                 [!] {problem}" in text
 
 
 def test_doctor_says_the_session_cap_and_how_it_was_reached() -> None:

@@ -88,6 +88,7 @@ def diagnose(
         "warnings": [dataclasses.asdict(finding) for finding in weak_spots],
         "probes": probes(settings, chosen),
         "sessions": sessions(settings, chosen.get("backend")),
+        "find_servers": finding(settings),
     }
     if settings.runtime == "kubernetes":  # only then: asking a cluster nobody configured would only be noise
         report["kubernetes"] = [dataclasses.asdict(check) for check in asyncio.run(cluster_checks(settings))]
@@ -139,6 +140,29 @@ async def _cluster_start_check(settings: Settings) -> StartCheck:
         return await backend.start_check()
     finally:
         await backend.close()
+
+
+def finding(settings: Settings) -> dict[str, Any]:
+    """Where find_servers() looks, and what each catalog file gives now (read here: an air-gapped site's operator
+    learns of a bad entry before a model does). The registries are only named: doctor asks no network."""
+    from ..upstream.registry.catalog import read_catalog
+
+    catalogs = []
+    for path in settings.registry_catalog:
+        read = read_catalog(path)
+        catalogs.append({"path": str(path), "servers": len(read.entries), "problems": list(read.problems)})
+    return {"registries": list(settings.registries), "catalogs": catalogs}
+
+
+def _finding_lines(found: dict[str, Any] | None) -> list[str]:
+    if found is None:
+        return []
+    places = [f"registry {url}" for url in found["registries"]]
+    places += [
+        f"catalog {c['path']} ({c['servers']} server{'' if c['servers'] == 1 else 's'})" for c in found["catalogs"]
+    ]
+    problems = [f"                 [!] {problem}" for c in found["catalogs"] for problem in c["problems"]]
+    return [f"find servers:    {'; '.join(places) or 'no registry or catalog (MCP_BRIDGE_REGISTRIES=off)'}", *problems]
 
 
 def setup_facts(
@@ -318,6 +342,7 @@ def render_text(report: dict[str, Any]) -> str:
         + (", ".join(f"{m['host']} at {m['target']} ({m['mode']})" for m in report["mounts"]) or "none"),
         _probes_line(report["probes"]),
         *_sessions_lines(report.get("sessions")),
+        *_finding_lines(report.get("find_servers")),
         "",
     ]
     lines += ["weak spots:", *(f"  {line}" for line in render(report["warnings"])), ""]
