@@ -138,6 +138,26 @@ async def test_a_failing_registry_is_not_asked_again_at_once(registry: StandInRe
     assert again.notices == first.notices and "answered HTTP 503" in first.notices[0]
 
 
+async def test_a_first_walk_the_deadline_cuts_short_still_finds_what_the_query_names(
+    registry: StandInRegistry, tmp_path: Path
+) -> None:
+    from tests.support.registry_stand_in import Reply
+
+    def slow_after_the_first_page(path: str, query: dict[str, str]) -> Reply | None:
+        if "cursor" not in query:
+            return None
+        status, body = registry.answer(path, query)
+        return Reply(status=status, body=json.dumps(body).encode(), drip=0.05)  # ~40 s a page
+
+    registry.misbehave = slow_after_the_first_page
+    finder = Finder(settings_for(tmp_path, registry.url, registry_timeout=3.0))
+    found = await finder.find("read airtable records", 3, Configured())
+    assert found.candidates[0]["name"] == AIRTABLE  # not on page one: the registry's name search found it
+    assert [query["search"] for query, _ in registry.asked() if "search" in query] == ["airtable", "records", "read"]
+    assert found.notices == [f"the registry {registry.url} has been read in part (101 servers so far); the next call "
+                             "reads on"]  # fmt: skip
+
+
 async def test_a_walk_cut_short_says_so_and_the_next_call_reads_on_from_its_cursor(
     registry: StandInRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 import ssl
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -32,6 +33,7 @@ from .source import ServerNotFound
 from .wire import RegistryUnreachable
 
 MAX_NOTICES = 8
+TOP_UP_WORDS = 3  # query words sent as name searches to a registry whose index is not read to its end yet
 AVAILABLE_BOOST = 1.5  # a server the session already has outranks a slightly better match it would have to add
 
 
@@ -99,13 +101,8 @@ class Finder:
     async def find(self, query: str, limit: int, configured: Configured) -> Found:
         notices: list[str] = []
         if self.indexes:
-            deadline = asyncio.get_running_loop().time() + self.timeout
-            async with self.http() as http:
-                outcomes = await asyncio.gather(*(index.update(http, deadline) for index in self.indexes),
-                                                return_exceptions=True)  # fmt: skip
-            for index, outcome in zip(self.indexes, outcomes, strict=True):
-                if isinstance(outcome, BaseException) and not isinstance(outcome, RegistryUnreachable):
-                    raise outcome
+            await self._update(query)
+            for index in self.indexes:
                 notices += _index_notices(index)
         for read in self.catalogs.read():
             notices += read.problems
@@ -128,6 +125,27 @@ class Finder:
         if len(notices) > MAX_NOTICES:
             notices = [*notices[: MAX_NOTICES - 1], f"... and {len(notices) - MAX_NOTICES + 1} more notices"]
         return Found(found, notices)
+
+    async def _update(self, query: str) -> None:
+        """Every index brought up to date within the deadline. While one is still being walked for the first time,
+        the walk gets two thirds of it and the registry's own name search the rest, for the query's longest words:
+        a first call on a large registry then still finds what is named in the query."""
+        start = asyncio.get_running_loop().time()
+        deadline = start + self.timeout
+        walking = any(not index.state.complete for index in self.indexes)
+        async with self.http() as http:
+            updates = (
+                index.update(http, start + self.timeout * 2 / 3 if walking else deadline) for index in self.indexes
+            )
+            outcomes = await asyncio.gather(*updates, return_exceptions=True)
+            unfinished = [index for index in self.indexes if not index.state.complete and not index.state.failing_since]
+            words = sorted(set(re.findall(r"[a-zA-Z0-9]{3,}", query)), key=len, reverse=True)[:TOP_UP_WORDS]
+            if unfinished and words:
+                outcomes += await asyncio.gather(*(index.top_up(http, words, deadline) for index in unfinished),
+                                                 return_exceptions=True)  # fmt: skip
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, RegistryUnreachable):
+                raise outcome
 
     def _ranker(self, configured: Configured) -> tuple[list[_Candidate], Ranker]:
         """The candidates and their index, built again only when one of their sources changed."""

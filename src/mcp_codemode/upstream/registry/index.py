@@ -103,6 +103,7 @@ class RegistryIndex:
                 raise RegistryUnreachable(self.state.failure)  # asked again soon after a failure: the cache answers
             self._tried = now
             self._http = http
+            walked = len(self.state.entries)
             try:
                 async with asyncio.timeout_at(deadline):
                     if self.state.complete:
@@ -110,6 +111,8 @@ class RegistryIndex:
                     else:
                         await self._walk()
             except TimeoutError:
+                if not self.state.complete and len(self.state.entries) > walked:
+                    return  # a walk that got pages is under way, not failing: the next call reads on
                 self._failed("did not finish answering in time")
                 raise RegistryUnreachable("did not finish answering in time") from None
             except RegistryUnreachable as exc:
@@ -117,6 +120,21 @@ class RegistryIndex:
                 raise
             finally:
                 self._http = None
+                self._save()
+
+    async def top_up(self, http: httpx2.AsyncClient, words: list[str], deadline: float) -> None:
+        """Add what the registry's name search finds for ``words`` to an index not yet read to its end."""
+        async with self._lock:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    for word in words:
+                        params = {"search": word[:60], "version": "latest", "limit": str(PAGE_LIMIT)}
+                        answer = await get_json(http, self._servers_url(), params=params, limit=MAX_PAGE_BYTES)
+                        if answer.status == 200:
+                            self._take(answer.body)
+            except TimeoutError:
+                raise RegistryUnreachable("did not answer its name search in time") from None
+            finally:
                 self._save()
 
     async def entry(self, http: httpx2.AsyncClient, name: str, version: str | None, deadline: float) -> ServerEntry:
