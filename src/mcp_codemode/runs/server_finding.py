@@ -62,7 +62,7 @@ class ServerFinding:
         discovery = self.discovery()
         elsewhere: list[tuple[ServerConfig, str]] = []
         others = [discovery]
-        if self.sources is not None and (not self.sources.use_defaults or self.sources.explicit):
+        if self.sources is not None and not self.sources.use_defaults:  # else the bridge's discovery read them all
             others.append(dataclasses.replace(self.sources, use_defaults=True, explicit=()).discover())
         for found in others:
             for config in found.servers:
