@@ -4,8 +4,9 @@ Apart from ``relay.py`` (which only dispatches to ``answer``) because it stands 
 the registries and catalogs of ``upstream/registry/`` and the user's client configuration files. Those files are read
 again on each call (they change while the bridge runs), in a thread, with every client's defaults even when this
 bridge was told to read only the files it was given: a server configured for Claude Desktop but not here is exactly
-what the agent is looking for. Servers the policy refuses are never named, as everywhere else. The bridge hands in
-what it alone knows, its discovery and where it was read from (``Bridge.__init__``).
+what the agent is looking for. They are the local user's files, so only the local owner's calls see them (a token's
+principal on the HTTP face is someone else); servers the policy refuses are never named, as everywhere else. The
+bridge hands in what it alone knows, its discovery and where it was read from (``Bridge.__init__``).
 """
 
 from __future__ import annotations
@@ -15,17 +16,17 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..guest.protocol import ERROR_KIND_ARGUMENT
 from ..settings import Settings
 from ..upstream.config.discovery import ConfigSources
 from ..upstream.model import Discovery, ServerConfig
 from ..upstream.registry.finder import Configured, Finder, FinderSource
 from ..upstream.tools.directory import ToolDirectory
-from .relay_params import MAX_QUERY, Refusal, checked_int, checked_text, refuse_unknown
+from .relay_params import MAX_QUERY, checked_int, checked_text, refuse_unknown
 
 if TYPE_CHECKING:
     from ..guest.protocol import CallFrame
 
+LOCAL = "local"  # the owner of a stdio client's calls, and of HTTP calls without tokens (face/placement.py)
 FIND_KEYS = frozenset({"type", "id", "op", "query", "limit"})
 MAX_FOUND = 50
 
@@ -47,17 +48,18 @@ class ServerFinding:
     async def answer(self, owner: str, message: CallFrame) -> dict[str, Any]:
         refuse_unknown(message, FIND_KEYS, "find_servers", "query and limit")
         query = checked_text(message.get("query"), "query", MAX_QUERY)
-        if not query.strip():
-            raise Refusal(ERROR_KIND_ARGUMENT, "find_servers() needs a query: say what the server should work with")
         limit = checked_int(message.get("limit", 10), "limit", 1, MAX_FOUND)
-        configured = await asyncio.to_thread(self._configured)
+        configured = await asyncio.to_thread(self._configured, owner == LOCAL)
         found = await self.finder.find(query, limit, configured)
         return {"servers": found.candidates, "notices": found.notices}
 
-    def _configured(self) -> Configured:
-        """What the bridge serves, and what the user's clients configure that it does not run (and may name)."""
+    def _configured(self, local: bool) -> Configured:
+        """What the bridge serves, and what the user's clients configure that it does not run (and may name): to the
+        local user only, whose files they are; a principal of the HTTP face (a token's) is someone else."""
         hub = self.directory.hub
         served = tuple(hub.config(name) for name in hub.names())
+        if not local:
+            return Configured(served=served)
         taken = {config.name for config in served} | set(self.directory.refused)
         discovery = self.discovery()
         elsewhere: list[tuple[ServerConfig, str]] = []
