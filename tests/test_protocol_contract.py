@@ -146,6 +146,17 @@ def _ops_answered() -> set[object]:
             ops |= {key.value for key in node.value.keys if isinstance(key, ast.Constant)}
         if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "op":
             ops |= {c.value for c in node.comparators if isinstance(c, ast.Constant)}
+    # The tables relay.py takes in whole: the saved tools' handlers and the added servers' (``self.ops``).
+    for node in ast.walk(parse((SRC / "runs" / "saved_tools.py").read_text())):
+        if isinstance(node, ast.FunctionDef) and node.name == "saved_tool_requests":
+            table = node.body[-1]
+            assert isinstance(table, ast.Return) and isinstance(table.value, ast.Dict)
+            ops |= {key.value for key in table.value.keys if isinstance(key, ast.Constant)}
+    for node in ast.walk(parse((SRC / "runs" / "added_servers.py").read_text())):
+        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Dict):
+            continue
+        if isinstance(node.targets[0], ast.Attribute) and node.targets[0].attr == "ops":
+            ops |= {key.value for key in node.value.keys if isinstance(key, ast.Constant)}
     return ops
 
 

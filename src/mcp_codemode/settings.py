@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .adding_settings import ASK, AddPolicy
 from .errors import SettingsError
 from .hibernation_settings import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, store_dir, store_dir_problem
 from .mounts import Mount
@@ -180,6 +181,7 @@ class Settings:
     console: bool = False
     console_port: int = 0
     console_operators: tuple[str, ...] = ()  # the token names that may restart upstream servers from the console
+    add_servers: AddPolicy = ASK  # runtime.add_server: ask (the default), off, or an allow list (adding_settings.py)
     approvals: str = ""  # who answers ask_tools: client, console or either; "": client, or either with the console
     # Where find_servers() looks (registry_settings.py): registries in order, local catalog files, the cache's life.
     registries: tuple[str, ...] = (OFFICIAL_REGISTRY,)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from .adding_settings import ADDING_FIELDS
 from .console_settings import CONSOLE_FIELDS
 from .errors import SettingsError
 from .hibernation_settings import HIBERNATION_FIELDS
@@ -382,6 +383,7 @@ FIELDS: tuple[Field, ...] = (
     *(Field(*line) for line in HIBERNATION_FIELDS),
     *(Field(*row) for row in CONSOLE_FIELDS),
     *(Field(*row) for row in REGISTRY_FIELDS),
+    *(Field(*row) for row in ADDING_FIELDS),
 )
 SECRET_FIELDS = frozenset({"http_tokens", "peer_token", "metrics_tokens"})
 FIELD_BY_NAME = {f.name: f for f in FIELDS}

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 # sandbox image baked by another release, on the kubernetes backend) before it runs a cell. A host frame that every
 # guest drops unread (KEEPALIVE: ``control_loop`` has ignored unknown types since the first release) does not bump
 # it either: no side can misread it.
-PROTOCOL_VERSION: Final = 3  # 2: the FILES / FILE_REPLY frames (a session's /workspace); 3: SNAPSHOT_OPS
+PROTOCOL_VERSION: Final = 4  # 2: the FILES / FILE_REPLY frames (a session's /workspace); 3: SNAPSHOT_OPS; 4: finding
+# and adding servers (the find_servers, add_server, remove_server and added_servers ops)
 
 # Frame types the guest sends to the host, and the host to the guest: each frame is a JSON object whose
 # ``type`` is one of these.
@@ -99,6 +100,9 @@ CALL_OPS = frozenset(
         "saved_tools",
         "delete_saved_tool",
         "find_servers",
+        "add_server",
+        "remove_server",
+        "added_servers",
     }
 )
 
@@ -215,6 +219,8 @@ if TYPE_CHECKING:
         name: NotRequired[str]
         source: NotRequired[str]
         description: NotRequired[str]
+        version: NotRequired[str]  # add_server: the registry entry's version
+        alias: NotRequired[str]  # add_server: the proxy's alias
 
     class CellPolicy(TypedDict):
         max_argument_depth: int

@@ -47,8 +47,10 @@ from ..telemetry.tracing import CALL_ID, new_call_id
 from ..upstream.config.discovery import ConfigSources
 from ..upstream.config.refresh import Changes
 from ..upstream.model import Discovery, ServerConfig
+from ..upstream.registry.source import EntrySource, StaticSource
 from ..upstream.servers.redaction import secret_values
 from ..upstream.tools.directory import ToolDirectory
+from .added_servers import AddedServers
 from .audit import AuditLog
 from .call_board import CallBoard
 from .call_outcomes import call_outcome, output_bytes
@@ -101,6 +103,7 @@ class Bridge:
         discovery: Discovery | None = None,
         choice: Choice | None = None,
         sources: ConfigSources | None = None,
+        entries: EntrySource | None = None,
     ) -> None:
         """``choice``: a backend already chosen (``run`` chooses first, to fail before anything starts).
         ``sources``: where ``discovery`` was read from, read again while the bridge runs when
@@ -119,7 +122,9 @@ class Bridge:
         self.saved_tools = self.shared.saved_tools
         # The directory owns the hub (one connection per server) and the catalog cache of their listings; it
         # leaves out the servers the policy refuses, which nothing here may name to the agent either.
-        self.directory = ToolDirectory(self.discovery.servers, settings, sign_ins=self.shared.sign_ins)
+        self.added = AddedServers(settings, entries or StaticSource((), where="no registry"))  # add_server's, per owner
+        servers = [*self.discovery.servers, *self.added.configs()]
+        self.directory = ToolDirectory(servers, settings, sign_ins=self.shared.sign_ins)
         self.hub = self.directory.hub
         self.upstreams = Upstreams(self.directory, self.shared.sign_ins, lambda: self.discovery, settings.search_wait)
         allowed = self._learn_servers()
@@ -133,7 +138,11 @@ class Bridge:
         traced = tracing(settings.tracing, otel_export(settings.otel) if settings.tracing else None,
                          settings.trace_digests, settings.replica)  # fmt: skip
         self.telemetry = telemetry(settings.metrics, traced)
-        self.relay = Relay(self.directory, self.shared.saved_tools, settings, self.audit, self.telemetry)
+        self.relay = Relay(self.directory, self.shared.saved_tools, settings, self.audit, self.telemetry, self.added)
+        self.added.source = entries or self.relay.finding.source  # the registries and catalogs find_servers reads
+        self.added.approvals = lambda: self.relay.guard.approvals
+        self.added.configured = lambda: [s for s in self.discovery.servers if s.name in self.hub.names()
+                                         or s.name in self.directory.refused]  # fmt: skip
         self.relay.guard.approvals = self.board.approvals if self.board is not None else None  # ask_tools answers
         self.relay.finding.discovery, self.relay.finding.sources = (lambda: self.discovery), sources  # find_servers
         self._note = ""  # what the summary says after the backend's name (auto passed over a better one)
@@ -153,7 +162,7 @@ class Bridge:
     def _learn_servers(self) -> list[ServerConfig]:
         """The hub's servers, by name and alias, for the ``servers`` hint and the summary; their secrets never reach
         a log line (telemetry/logs.py)."""
-        allowed = [self.hub.config(name) for name in self.hub.names()]
+        allowed = [self.hub.config(name) for name in self.hub.names() if not self.added.is_added(name)]
         hide_in_logs(value for server in allowed for value in secret_values(server))
         self.servers: tuple[str, ...] = tuple(server.name for server in allowed)
         self._by_name_or_alias = {server.alias: server.name for server in allowed}
@@ -213,7 +222,7 @@ class Bridge:
         admitted = self._admitted(discovery)
         running = {name: self.hub.config(name) for name in self.hub.names()}
         wanted = [server for server in admitted.servers if running.get(server.name) == server or self._may_add(server)]
-        found = self.directory.reconfigure(wanted)
+        found = self.directory.reconfigure([*wanted, *self.added.configs()])
         self.discovery = admitted
         if found:
             self._learn_servers()

@@ -45,6 +45,7 @@ from ..upstream.tools import catalog
 from ..upstream.tools.directory import ToolDirectory
 from ..upstream.tools.listing import Listing
 from ..upstream.tools.validate import ArgumentProblem, check_arguments
+from .added_servers import AddedServers
 from .audit import AuditLog
 from .relay_params import (
     MAX_LIMIT,
@@ -62,7 +63,7 @@ from .relay_params import (
     refuse_unknown,
 )
 from .relay_run import Caller, Run, upstream_progress
-from .saved_tools import SavedToolProblem, SavedTools, SavedToolsUnavailable
+from .saved_tools import SavedToolProblem, SavedTools, SavedToolsUnavailable, saved_tool_requests
 from .server_finding import ServerFinding
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ class Relay:
     """Answers the requests of every session of one bridge; ``for_run`` binds one client and one run."""
 
     def __init__(self, directory: ToolDirectory, store: SavedTools, settings: Settings, audit: AuditLog | None = None,
-                 telemetry: Telemetry | None = None) -> None:  # fmt: skip
+                 telemetry: Telemetry | None = None, added: AddedServers | None = None) -> None:  # fmt: skip
         self.directory = directory
         self.hub = directory.hub
         self.store = store
@@ -86,6 +87,10 @@ class Relay:
         # Built again only when the configured servers change (a refresh); a worker sends them when they differ.
         self._entries, self._entries_of = self._server_entries(), self.hub.generation
         self.finding = ServerFinding(directory, settings)  # find_servers: registries, catalogs, other clients' servers
+        # Servers code added with a person's consent (added_servers.py), from where find_servers looks: each principal
+        # sees only its own.
+        self.added = added or AddedServers(settings, self.finding.source)
+        self.added.directory, self.added.audit = directory, self.guard.audit
         self._ops: dict[str, Callable[[str, CallFrame], Awaitable[Any]]] = {
             "servers": self._servers,
             "describe": self._describe,
@@ -96,9 +101,7 @@ class Relay:
             "resources": self._resources,
             "resource_templates": self._resource_templates,
             "prompts": self._prompts,
-            "save_tool": self._save_tool,
-            "saved_tools": self._saved_tools,
-            "delete_saved_tool": self._delete_saved_tool,
+            **saved_tool_requests(store),
             "find_servers": self.finding.answer,
         }
         # Uses of a server: policed, budgeted and audited as one kind each (CallGuard.audited).
@@ -115,7 +118,8 @@ class Relay:
         (read from the store each time: another replica may have saved or deleted one)."""
         if self._entries_of != self.hub.generation:
             self._entries, self._entries_of = self._server_entries(), self.hub.generation
-        context: CellContext = {"servers": self._entries, "versions": dict(self.directory.versions)}
+        mine = [entry for entry in self._entries if self.added.visible(owner, entry["name"])]
+        context: CellContext = {"servers": mine, "versions": dict(self.directory.versions)}
         # The guest checks the depth too, because its own JSON encoder fails on what is too deep to send.
         context["policy"] = {"max_argument_depth": self.policy.max_argument_depth, "where": self.policy.where}
         if fresh:
@@ -155,26 +159,32 @@ class Relay:
 
     async def handle(self, owner: str, message: CallFrame, run: Run | None = None) -> Reply:
         op = message.get("op")
+        try:
+            message = self.added.door(owner, message)  # a name of another principal's added server: not found
+        except UnknownServer as exc:
+            return self._unknown_server(exc.server, owner).reply()
+        if op in self.added.ops:
+            return await self._answer(self.added.handle(str(op), run or Run(owner, ""), message), message, owner)
         use = self._uses.get(op) if isinstance(op, str) else None
         if use is not None:
             kind, answer = use
             used = run if run is not None else Run(owner, "")
             return await self.guard.audited(
-                used, lambda note: self._answer(answer(used, message, note), message), kind=kind
+                used, lambda note: self._answer(answer(used, message, note), message, owner), kind=kind
             )
         handler = self._ops.get(op) if isinstance(op, str) else None
         if handler is None:
             return Refusal(ERROR_KIND_MCP, f"unknown request {op!r:.40}").reply()
-        return await self._answer(handler(owner, message), message)
+        return await self._answer(handler(owner, message), message, owner)
 
-    async def _answer(self, work: Awaitable[Any], message: CallFrame) -> ReplyBody:
+    async def _answer(self, work: Awaitable[Any], message: CallFrame, owner: str) -> ReplyBody:
         """The reply to one request: its value, or the error the guest raises as a runtime exception."""
         try:
             return {"ok": True, "value": await work}
         except Refusal as refusal:
             return refusal.reply()
         except UnknownServer as exc:
-            return self._unknown_server(exc.server).reply()
+            return self._unknown_server(exc.server, owner).reply()
         except ServerUnavailable as exc:
             return Refusal(ERROR_KIND_SERVER_UNAVAILABLE, str(exc), clipped_text(message, "server")).reply()
         except UpstreamTimeout as exc:
@@ -196,7 +206,7 @@ class Relay:
 
     async def _servers(self, owner: str, message: CallFrame) -> list[ServerEntry]:
         await self.directory.load()
-        entries = self._server_entries()
+        entries = [entry for entry in self._server_entries() if self.added.visible(owner, entry["name"])]
         for entry in entries:
             state = self.hub.state(entry["name"])
             known = self.directory.known(entry["name"])
@@ -235,7 +245,8 @@ class Relay:
     async def _loaded(self, owner: str, message: CallFrame) -> list[dict[str, Any]]:
         """``describe`` of every loaded server: one the hub runs or is starting (a ``servers`` hint, an earlier
         call or search started it). Nothing is started here; a server whose start fails is left out."""
-        names = [name for name in self.hub.names() if self.hub.state(name).status in ("ready", "connecting")]
+        names = [name for name in self.hub.names() if self.hub.state(name).status in ("ready", "connecting")
+                 and self.added.visible(owner, name)]  # fmt: skip
         described = await asyncio.gather(*(self._description(name) for name in names), return_exceptions=True)
         loaded = []
         for name, entry in zip(names, described, strict=True):
@@ -275,7 +286,7 @@ class Relay:
         page = await self.directory.search(
             query, limit=limit, offset=offset, server=server, wait=self.settings.search_wait
         )
-        return page.reply(detail)
+        return self.added.only_visible(owner, page.reply(detail))
 
     async def _call(self, run: Run, message: CallFrame, note: CallNote) -> dict[str, Any]:
         name = checked_text(message.get("server"), "server", MAX_NAME)
@@ -318,7 +329,7 @@ class Relay:
         progress = upstream_progress(news, server, tool.name) if news is not None else None
         link = self.guard.link(run, server, config.alias, tool.name)
         result = await self.hub.call_tool(server, tool.name, arguments, timeout=timeout, progress=progress, link=link)
-        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return self.added.scrub(server, result.model_dump(mode="json", by_alias=True, exclude_none=True))
 
     async def _read_resource(self, run: Run, message: CallFrame, note: CallNote) -> dict[str, Any]:
         name = checked_text(message.get("server"), "server", MAX_NAME)
@@ -331,7 +342,7 @@ class Relay:
             raise self.guard.refused(f"resource {uri!r:.300} of {server!r}", refused, note, server)
         self.guard.spend(run, f"resource {uri!r:.300} of {server!r}", note)
         result = await self.hub.read_resource(server, uri)
-        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return self.added.scrub(server, result.model_dump(mode="json", by_alias=True, exclude_none=True))
 
     async def _get_prompt(self, run: Run, message: CallFrame, note: CallNote) -> dict[str, Any]:
         name = checked_text(message.get("server"), "server", MAX_NAME)
@@ -359,7 +370,7 @@ class Relay:
             hint = did_you_mean(close)
             raise Refusal(ERROR_KIND_ARGUMENT, f"the {server!r} server has no prompt {prompt!r}.{hint} Its prompts: "
                           f"{', '.join(known) or 'none'}.", server, suggestions=close) from None  # fmt: skip
-        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return self.added.scrub(server, result.model_dump(mode="json", by_alias=True, exclude_none=True))
 
     def _call_target(self, name: str, tool: str, note: CallNote) -> ServerConfig:
         """The server a call names; one the policy refuses is refused here, without being started or listed."""
@@ -396,21 +407,6 @@ class Relay:
         prompts = await self.hub.list_prompts(server)
         return [item for item in prompts if self.policy.prompt_refusal(server, alias, item.name) is None]
 
-    async def _save_tool(self, owner: str, message: CallFrame) -> dict[str, Any]:
-        tool = await self.store.save(owner, message.get("name"), message.get("source"), message.get("description", ""))
-        return {"name": tool.name, "saved": True}
-
-    async def _saved_tools(self, owner: str, message: CallFrame) -> list[dict[str, Any]]:
-        tools, problems = await self.store.load(owner)
-        listed: list[dict[str, Any]] = [
-            {"name": tool.name, "description": tool.description, "saved_at": tool.saved_at} for tool in tools
-        ]
-        listed += [{"problem": problem} for problem in problems]
-        return listed
-
-    async def _delete_saved_tool(self, owner: str, message: CallFrame) -> bool:
-        return await self.store.delete(owner, message.get("name"))
-
     # ------------------------------------------------------------------------------------------ helpers
 
     def _server(self, message: CallFrame) -> str:
@@ -420,13 +416,13 @@ class Relay:
     def _server_named(self, wanted: object) -> str:
         return self.hub.config(checked_text(wanted, "server", MAX_NAME)).name
 
-    def _unknown_server(self, name: str) -> Refusal:
+    def _unknown_server(self, name: str, owner: str) -> Refusal:
         """ServerNotFound in the words sandboxed code sees everywhere (the same as ``mcp_servers[...]``), or the
         policy's refusal for a server it hides; suggestions never name a hidden server."""
         found = self.directory.refused.get(name)
         if found is not None:
             return self.guard.refused(f"server {found[0].name!r}", found[1], server=found[0].name)
-        names = self.hub.names()
+        names = [name for name in self.hub.names() if self.added.visible(owner, name)]
         close = close_matches(name, names)
         hint = did_you_mean(close)
         return Refusal(ERROR_KIND_SERVER_NOT_FOUND, f"no MCP server named {name!r}.{hint} Configured servers: "

@@ -18,6 +18,7 @@ import hashlib
 import json
 import keyword
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -157,3 +158,24 @@ def check_name(name: Any) -> str:
             "that does not start with '_' (for example 'summarize_folder')"
         )
     return name
+
+
+def saved_tool_requests(store: SavedTools) -> dict[str, Callable[[str, Any], Awaitable[Any]]]:
+    """The relay's handlers of sandboxed code's saved-tool requests (``save_tool``, ``saved_tools``,
+    ``delete_saved_tool``): each an owner and a call frame in, the reply's value out."""
+
+    async def save(owner: str, message: Any) -> dict[str, Any]:
+        tool = await store.save(owner, message.get("name"), message.get("source"), message.get("description", ""))
+        return {"name": tool.name, "saved": True}
+
+    async def listed(owner: str, message: Any) -> list[dict[str, Any]]:
+        tools, problems = await store.load(owner)
+        found: list[dict[str, Any]] = [
+            {"name": tool.name, "description": tool.description, "saved_at": tool.saved_at} for tool in tools
+        ]
+        return found + [{"problem": problem} for problem in problems]
+
+    async def delete(owner: str, message: Any) -> bool:
+        return await store.delete(owner, message.get("name"))
+
+    return {"save_tool": save, "saved_tools": listed, "delete_saved_tool": delete}

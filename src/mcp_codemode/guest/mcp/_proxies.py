@@ -39,6 +39,7 @@ __all__ = [
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import types
+    from collections.abc import Callable
     from typing import Any
 # ------------------------------------------------------------------------------------------ servers
 
@@ -51,6 +52,9 @@ class ServerRegistry:
         self.versions: dict[str, int] = {}
         self._tools: dict[str, tuple[int, dict[str, Any]]] = {}  # server -> (version, {alias: function})
         self._proxies: dict[str, ServerProxy] = {}
+        # Binds the proxies into the cells' namespace again (set by ``runtime``): a server added mid-cell is usable
+        # in the same cell.
+        self.rebind: Callable[[], None] = lambda: None
 
     def configure(self, servers: list[dict[str, Any]], versions: dict[str, int]) -> None:
         self.servers = [s for s in servers if isinstance(s, dict) and isinstance(s.get("name"), str)]

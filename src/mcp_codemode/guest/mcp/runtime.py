@@ -67,6 +67,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ._adding import add_server, added_servers, remove_server
     from ._docs import DETAILS as DETAILS
     from ._docs import MAX_LIMIT as MAX_LIMIT
     from ._docs import (
@@ -101,6 +102,7 @@ _LATER = dict.fromkeys(
 )
 _LATER.update(dict.fromkeys(("_load_saved", "delete_saved_tool", "list_saved_tools", "save_tool"), "_saved"))
 _LATER.update(dict.fromkeys(("FoundServers", "find_servers", "find_servers_sync"), "_finding"))
+_LATER.update(dict.fromkeys(("add_server", "added_servers", "remove_server"), "_adding"))
 
 
 def __getattr__(name: str) -> Any:
@@ -138,6 +140,8 @@ __all__ = [
     "ToolError",
     "ToolNotFound",
     "ToolTimeout",
+    "add_server",
+    "added_servers",
     "call_tool",
     "call_tool_sync",
     "capability_summary",
@@ -165,6 +169,7 @@ __all__ = [
     "query_tool_docs_sync",
     "read_resource",
     "read_resource_sync",
+    "remove_server",
     "save_tool",
     "search_tool_docs",
     "search_tool_docs_sync",
@@ -361,6 +366,7 @@ def _bind_names(namespace: dict[str, Any]) -> None:
     The bridge sends the servers only when they change, so this runs on its own too: a name the code deleted
     or that a reset never had comes back, and a name the code rebound to something else is left alone.
     """
+    _proxies.catalog.rebind = lambda: _rebound(namespace)  # add_server's new proxy is bound at once, in this namespace
     if not _state.bound:
         return
     namespace.setdefault("runtime", sys.modules[__name__])
@@ -376,6 +382,12 @@ def _bind_names(namespace: dict[str, Any]) -> None:
     for key in [k for k, v in namespace.items() if isinstance(v, ServerProxy) and k.startswith("mcp_")]:
         if key not in configured:
             del namespace[key]
+
+
+def _rebound(namespace: dict[str, Any]) -> None:
+    _proxies.install_finder()
+    _state.bound = True
+    _bind_names(namespace)
 
 
 def _configure(context: dict[str, Any], namespace: dict[str, Any]) -> list[str]:
