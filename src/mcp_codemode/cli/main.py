@@ -164,6 +164,13 @@ def _provision_commands(commands: Any) -> None:
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     for parser in (add, remove, listing):
         parser.add_argument("--backend", choices=(*BACKENDS, "bwrap"), help=backend_help)
+    added = commands.add_parser("added", help="list or remove the MCP servers code added with your consent")
+    added_actions = added.add_subparsers(dest="added_command", required=True, metavar="ACTION")
+    added_list = added_actions.add_parser("list", help="each principal's added servers: what runs, from what, when")
+    added_list.add_argument("--json", action="store_true", help="machine-readable output")
+    forget = added_actions.add_parser("remove", help="forget an added server (by its name, alias or name@principal)")
+    forget.add_argument("name", help="the server's name, alias, or name@principal as `added list` shows it")
+    forget.add_argument("--principal", default="local", help="whose server (default: local, the stdio user)")
 
 
 def _config_option(parser: argparse.ArgumentParser) -> None:
@@ -305,6 +312,10 @@ def _command(settings: Settings, args: argparse.Namespace) -> int:
         listing = asyncio.run(servers_report(settings, found, connect=not args.no_connect, refresh=args.refresh))
         print(json.dumps(listing.as_json(), indent=2) if args.json else listing.as_text())
         return EXIT_OK
+    if args.command == "added":
+        from .added import added_command
+
+        return added_command(settings, args, sys.stdout)
     if args.command == "console":
         from ..console.launch import open_console
 
