@@ -9,14 +9,28 @@ it at its next start; ``runtime.remove_server`` in a cell stops it at once). A d
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import TextIO
 
 from ..errors import CodemodeError
 from ..runs.server_consent import run_lines
 from ..settings import Settings
+from ..upstream.model import Discovery, ServerConfig
 from ..upstream.registry.added import AddedServer, AddedStore, AddedStoreError
 from .exits import EXIT_OK
+
+
+def with_added(settings: Settings, discovery: Discovery) -> Discovery:
+    """``discovery`` and every principal's added remote servers, which ``login`` signs in to like configured ones (by
+    their name, ``weather@local``); a secret header that is missing does not matter to signing in."""
+    added: list[ServerConfig] = []
+    for _path, servers in AddedStore(settings.state_dir / "added-servers").everyone():
+        for server in servers if isinstance(servers, list) else []:
+            if server.plan.kind == "remote":
+                plain = dataclasses.replace(server, plan=dataclasses.replace(server.plan, secrets=()))
+                added.append(plain.config(None))
+    return dataclasses.replace(discovery, servers=(*discovery.servers, *added))
 
 
 def added_command(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:

@@ -325,9 +325,10 @@ def _command(settings: Settings, args: argparse.Namespace) -> int:
 
         return asyncio.run(search(settings, _discovery(settings, args), args))
     if args.command in ("login", "logout"):
+        from .added import with_added
         from .login import login, logout, remote_server
 
-        server = remote_server(_discovery(settings, args), args.server)
+        server = remote_server(with_added(settings, _discovery(settings, args)), args.server)
         if args.command == "logout":
             return asyncio.run(logout(server, settings, out=sys.stdout))
         secret = None

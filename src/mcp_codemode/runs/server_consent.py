@@ -32,6 +32,8 @@ def consent_question(server: AddedServer, description: str, packages: str) -> st
         f"from {visible(plan.source)}) as mcp_{server.alias}, for {visible(server.owner)}.",
         *run_lines(plan, packages),
     ]
+    if plan.kind == "remote":
+        lines.append(f"If it asks you to sign in, run: mcp-codemode login {visible(server.hub_name)}")
     if description:
         lines.append(f"Its description (the registry's words, not checked): {visible(description)}")
     lines.append(f"Consent code: {plan.digest()[:16]}. Add and start this server?")
