@@ -189,6 +189,12 @@ def test_a_missing_secret_is_named_before_the_person_is_asked_and_a_name_taken_i
     assert "needs the secret 'Authorization'" in reply["error"]["message"] and person.asked == []
     taken = ask(relay, ALICE, add("com.example/maps", alias="time"), person)  # a configured server's alias
     assert taken["error"]["kind"] == "ArgumentError" and "already called 'time'" in taken["error"]["message"]
+    odd = ask(relay, ALICE, add("com.example/maps", alias="_My_Maps_"), person)  # any identifier makes a good name
+    assert odd["value"]["name"] == f"my-maps@{ALICE}" and odd["value"]["alias"] == "_My_Maps_", odd
+    assert ask(relay, ALICE, add("com.example/maps", alias="_My_Maps_"), person)["ok"]  # the same again: not asked
+    assert len(person.asked) == 1
+    again = Bridge(relay.settings)  # and it reads back after a restart
+    assert f"my-maps@{ALICE}" in again.hub.names()
 
 
 def test_secrets_reach_only_the_servers_configuration_and_its_answers_are_scrubbed(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ it passes on (``upstream/errors.py``, ``Redaction``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import hashlib
 import logging
@@ -92,7 +93,7 @@ class AddedServers:
         self.packages = settings.state_dir / "added-packages"
         self._servers: dict[str, AddedServer] = {}  # hub name -> server
         self._configs: dict[str, ServerConfig] = {}
-        self._lock = asyncio.Lock()
+        self._lock, self._installing = asyncio.Lock(), asyncio.Lock()
         self.directory: ToolDirectory | None = None
         self.audit = AuditLog(None)
         self.approvals: Callable[[], Approvals | None] = lambda: None
@@ -203,35 +204,47 @@ class AddedServers:
             plan = plan_for(entry, self._runnable())
         except CannotAdd as exc:
             raise Refusal(ERROR_KIND_MCP, str(exc)) from None
-        async with self._lock:
-            server = self._new_server(run.owner, plan, message.get("alias"))
-            existing = self._servers.get(server.hub_name)
-            if existing is not None:
-                if existing.digest == server.digest:
-                    return self._entry(existing)
-                raise Refusal(ERROR_KIND_ARGUMENT, f"you already added a server named {server.name!r} (from "
-                              f"{existing.plan.entry} {existing.plan.entry_version}); remove_server({server.name!r}) "
-                              "first, or pass another alias")  # fmt: skip
-            self._check_secrets(plan)
+        # Only the file and the hub are changed under the lock: a person's answer or an install may take minutes, and
+        # must not hold up other principals' adds; installs take turns (two adds of one package share its folder).
+        server = self._new_server(run.owner, plan, message.get("alias"))
+        if self._same_name(server):  # added before, exactly as it would be now: nothing to ask
+            return self._entry(self._servers[server.hub_name])
+        self._check_secrets(plan)
+        try:
+            question = consent_question(server, entry.description, str(self.packages))
+        except QuestionTooLong as exc:
+            raise Refusal(ERROR_KIND_MCP, str(exc)) from None
+        answer = await self._ask(run, server, question)
+        self._audit(run, name, plan, question, answer)
+        if answer not in (ACCEPTED, APPROVED):
+            raise Refusal(ERROR_KIND_APPROVAL, f"not approved: adding {name!r}: {answer}", rule="add_server")
+        if plan.kind != "remote":
             try:
-                question = consent_question(server, entry.description, str(self.packages))
-            except QuestionTooLong as exc:
-                raise Refusal(ERROR_KIND_MCP, str(exc)) from None
-            answer = await self._ask(run, server, question)
-            self._audit(run, name, plan, question, answer)
-            if answer not in (ACCEPTED, APPROVED):
-                raise Refusal(ERROR_KIND_APPROVAL, f"not approved: adding {name!r}: {answer}", rule="add_server")
-            if plan.kind != "remote":
-                try:
+                async with self._installing:
                     program = await install(plan, self.packages)
-                except CannotAdd as exc:
-                    raise Refusal(ERROR_KIND_MCP, str(exc)) from None
-                server = AddedServer(server.name, server.alias, server.owner, plan, server.digest, program, now())
+            except CannotAdd as exc:
+                raise Refusal(ERROR_KIND_MCP, str(exc)) from None
+            server = dataclasses.replace(server, program=program)
+        server = dataclasses.replace(server, added_at=now())
+        async with self._lock:
+            if self._same_name(server):
+                return self._entry(self._servers[server.hub_name])
             mine = self._load(run.owner)
             self.store.save(run.owner, [*mine, server])
             self._take(server)
             self._serve()
         return self._entry(server)
+
+    def _same_name(self, server: AddedServer) -> bool:
+        """Whether the principal already has this very server (True); a refusal when it has another by that name."""
+        existing = self._servers.get(server.hub_name)
+        if existing is None:
+            return False
+        if existing.digest == server.digest:
+            return True
+        raise Refusal(ERROR_KIND_ARGUMENT, f"you already added a server named {server.name!r} (from "
+                      f"{existing.plan.entry} {existing.plan.entry_version}); remove_server({server.name!r}) first, "
+                      "or pass another alias")  # fmt: skip
 
     async def _remove(self, run: Run, message: CallFrame) -> bool:
         wanted = checked_text(message.get("name"), "name", 200)
@@ -264,7 +277,7 @@ class AddedServers:
         if alias is not None and (not isinstance(alias, str) or not ALIAS.match(alias)):
             raise Refusal(ERROR_KIND_ARGUMENT, "alias must be a Python identifier of at most 40 characters (the proxy "
                           "is then mcp_<alias>)")  # fmt: skip
-        name = alias.lower().replace("_", "-") if isinstance(alias, str) else default_name(plan.entry)
+        name = default_name(f"x/{alias}") if isinstance(alias, str) else default_name(plan.entry)
         server = AddedServer(name, alias or alias_of(name), owner, plan, plan.digest())
         assert self.directory is not None
         hub = self.directory.hub

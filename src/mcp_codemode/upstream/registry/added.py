@@ -49,7 +49,7 @@ def owner_tag(owner: str) -> str:
 
 def default_name(entry: str) -> str:
     """``io.github.acme/weather-server`` -> ``weather-server``: the server's part of its registry name, made plain."""
-    name = re.sub(r"[^a-z0-9_-]+", "-", entry.rsplit("/", 1)[-1].lower()).strip("-_")[:40]
+    name = re.sub(r"[^a-z0-9-]+", "-", entry.rsplit("/", 1)[-1].lower()).strip("-")[:40].rstrip("-")
     return name if NAME.match(name) else "server"
 
 
@@ -79,7 +79,7 @@ class AddedServer:
         plan = self.plan
         values = {name: read_secret(secrets_dir, name, header=plan.kind == "remote") for name in plan.secrets}
         source = f"added by {self.owner} from {plan.entry} {plan.entry_version}"
-        description = f"{plan.entry} {plan.entry_version} (added from {plan.source})"
+        description = f"{plan.entry} {plan.entry_version}, added from a registry with a person's consent"
         if plan.kind == "remote":
             transport: Transport = "http" if plan.transport == "streamable-http" else "sse"
             return ServerConfig(
