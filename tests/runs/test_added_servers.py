@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
+import pytest
 
 from mcp_codemode.adding_settings import add_policy
 from mcp_codemode.runs.added_servers import AddedServers
@@ -27,9 +28,9 @@ from mcp_codemode.runs.saved_tools import FileSavedTools, SavedToolStore
 from mcp_codemode.runs.server_consent import consent_question
 from mcp_codemode.settings import Settings
 from mcp_codemode.upstream.model import ServerConfig
-from mcp_codemode.upstream.registry.added import AddedServer
+from mcp_codemode.upstream.registry.added import AddedServer, AddedStore
 from mcp_codemode.upstream.registry.entries import parse_server_json
-from mcp_codemode.upstream.registry.plans import plan_for
+from mcp_codemode.upstream.registry.plans import LaunchPlan, plan_for
 from mcp_codemode.upstream.registry.source import StaticSource
 from mcp_codemode.upstream.tools.directory import ToolDirectory
 
@@ -254,3 +255,28 @@ def test_added_servers_come_back_after_a_restart_for_their_principal_only(tmp_pa
     assert ask(bridge.relay, ALICE, {"op": "remove_server", "name": "weather"}, None)["value"] is True
     assert f"weather@{ALICE}" not in bridge.hub.names()
     assert f"weather@{ALICE}" not in Bridge(settings).hub.names()
+
+
+@pytest.mark.backend  # it starts a process (a server that fails), though no sandbox
+def test_an_added_server_that_fails_with_its_secret_on_stderr_never_shows_it_to_code(tmp_path: Path) -> None:
+    """The hub's redaction covers an added server's secrets as it covers a configured server's ``env``: the error of a
+    server that dies printing its token says why it died, with the token hidden, to code and in the log alike."""
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    (secrets / "LEAKY_TOKEN").write_text("leaky-SECRET-9f8e7d6c5b\n")
+    plan = LaunchPlan(entry="com.example/leaky", entry_version="1.0.0", source="test", kind="npm", package="leaky",
+                      version="1.0.0", arguments=("-c", 'echo "starting with token=$LEAKY_TOKEN" >&2; exit 3'),
+                      secrets=("LEAKY_TOKEN",))  # fmt: skip
+    state = tmp_path / "state"
+    AddedStore(state / "added-servers").save("local", [AddedServer("leaky", "leaky", "local", plan, plan.digest(),
+                                                                   "/bin/sh", "now")])  # fmt: skip
+    bridge = Bridge(Settings(state_dir=state, secrets_dir=secrets))
+
+    async def main() -> dict[str, Any]:
+        async with bridge.directory:
+            frame: CallFrame = {"type": "call", "id": 1, "op": "tools", "server": "leaky"}
+            return dict(await bridge.relay.handle("local", frame, Run("local", "s")))
+
+    reply = asyncio.run(main())
+    assert reply["error"]["kind"] == "ServerUnavailable", reply
+    assert "leaky-SECRET" not in json.dumps(reply) and "token=<hidden>" in reply["error"]["message"], reply
