@@ -14,6 +14,7 @@ import dataclasses
 import html
 import json
 import re
+import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -25,8 +26,19 @@ import pytest
 from mcp import Client
 
 from mcp_codemode.face.principals import principal_of
-from tests.support import upstreams
-from tests.support.clients import HttpServer, assert_no_orphans, bearer, http_client_for, require_bubblewrap, text_of
+from mcp_codemode.upstream.model import ServerConfig
+from mcp_codemode.upstream.servers.sign_ins import sign_in_key
+from tests.support import oauth_server, upstreams
+from tests.support.backends import sandbox_settings
+from tests.support.clients import (
+    HttpServer,
+    assert_no_orphans,
+    bearer,
+    free_port,
+    http_client_for,
+    require_bubblewrap,
+    text_of,
+)
 from tests.support.patience import patient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backend]
@@ -39,13 +51,22 @@ CALL_LINK = re.compile(r'/console/calls/([0-9a-f]{16})"')
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+def oauth_url() -> Iterator[str]:
+    """The SDK's authorization server and OAuth-only MCP server (tests/support/oauth_server.py)."""
+    with oauth_server.running(free_port(), patience=patient(60)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, oauth_url: str) -> Iterator[HttpServer]:
     require_bubblewrap()
     folder = tmp_path_factory.mktemp("console-http")
     config = upstreams.write_config(folder / "servers.json", upstreams.everything())
-    # A server that never starts, with secrets in its env and its command line.
+    # A server that never starts, with secrets in its env and its command line; and one that wants OAuth sign-in.
     vault = {"command": "/bin/false", "args": ["--token", ARG_SECRET], "env": {"API_KEY": SERVER_SECRET}}
-    config.write_text(json.dumps({"mcpServers": {**json.loads(config.read_text())["mcpServers"], "vault": vault}}))
+    signed = {"type": "http", "url": oauth_url}
+    config.write_text(json.dumps({"mcpServers": {**json.loads(config.read_text())["mcpServers"], "vault": vault,
+                                                 "signed": signed}}))  # fmt: skip
     policy = folder / "codemode.toml"  # everything/echo waits for approval: in the console (the default with it on)
     policy.write_text('[policy]\nask_tools = ["everything/echo"]\n', encoding="utf-8")
     with HttpServer(
@@ -360,3 +381,56 @@ async def test_search_ranks_every_servers_tools_as_code_would_and_shows_the_quer
 def test_the_server_log_names_no_sign_in_link_when_tokens_guard_the_face(server: HttpServer) -> None:
     log = Path(server.log).read_text(encoding="utf-8")
     assert "web console at http://127.0.0.1" in log and "sign-in?code=" not in log
+
+
+REFRESH_TO = re.compile(r'<meta http-equiv="refresh" content="0;url=([^"]+)">')
+
+
+async def test_an_operator_signs_a_remote_server_in_and_nobody_else_can_start_or_finish_the_sign_in(
+    server: HttpServer, browsers: tuple[Browser, Browser], oauth_url: str
+) -> None:
+    alice, bob = browsers  # Alice's token is the operator's; Bob's is not
+    page = (await alice.page("/console/servers")).text
+    assert 'action="/console/servers/sign-in"' in page and "not signed in" in page
+    start = "/console/servers/sign-in"
+    assert (await bob.act(start, name="signed")).status_code == 403  # no operator: refused before any flow
+    assert (await alice.http.post(start, data={"name": "signed"}, headers={"Origin": alice.origin})).status_code == 403
+    foreign = await alice.http.post(start, data={"name": "signed", "csrf": alice.csrf},
+                                    headers={"Origin": "http://evil.example"})  # fmt: skip
+    assert foreign.status_code == 403
+    assert (await alice.act(start, name="everything")).status_code == 404  # stdio: nothing to sign in to
+    assert (await alice.act(start, name="no-such-server")).status_code == 404
+    started = await alice.act(start, name="signed")
+    assert started.status_code == 200, started.text
+    moved = REFRESH_TO.search(started.text)
+    assert moved is not None, started.text
+    async with httpx2.AsyncClient() as provider:  # the authorization server consents at once: a redirect back
+        consent = await provider.get(html.unescape(moved.group(1)))
+    callback = consent.headers["location"]
+    assert callback.startswith(f"{alice.origin}/console/servers/signed-in?"), callback
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(callback).query)
+    code = query["code"][0]
+    wrong = await alice.http.get("/console/servers/signed-in", params={"code": code, "state": "x" * 43})
+    assert wrong.status_code == 400 and code not in wrong.text
+    assert (await bob.http.get(callback)).status_code == 403  # another principal's browser, the right state
+    async with httpx2.AsyncClient() as stranger:  # the link opened in a browser that did not start the sign-in
+        assert (await stranger.get(callback)).status_code == 403
+    done = await alice.http.get(callback)  # still waiting: the refused callbacks did not end it
+    assert done.status_code == 200 and "Signed in to signed" in done.text, done.text
+    assert (await alice.http.get(callback)).status_code == 400  # replayed
+    for answer in (done, wrong):
+        assert code not in answer.text
+    listed = (await alice.page("/console/servers")).text  # listed before the callback's page answered
+    assert "whoami" in listed, listed
+    assert "signed in" in listed and "not signed in" not in listed
+    async with http_client_for(server.url, headers=bearer(TOKEN_A)) as client:
+        answer = await client.call_tool("run_python", {"code": "print(await mcp_signed.whoami())", "session": "o"})
+    assert "signed by client" in text_of(answer), text_of(answer)
+    remote = ServerConfig(name="signed", alias="signed", transport="http", source="x", url=oauth_url)
+    record = json.loads((sandbox_settings().state_dir / "oauth" / f"{sign_in_key(remote)}.json").read_text())
+    tokens = [record["tokens"]["access_token"], record["tokens"]["refresh_token"]]
+    assert tokens
+    logged = server.log_text()
+    assert code not in logged and not any(token in logged for token in tokens)
+    assert "signed in to upstream server 'signed'" in logged
+

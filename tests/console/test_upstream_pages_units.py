@@ -3,11 +3,15 @@ configuration (no secret), the hub's states as a person reads them, and escaping
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import hashlib
 import logging
 
 import pytest
 
-from mcp_codemode.console.pages import search_page, servers_page
+from mcp_codemode.console.oauth_routes import Pending, PendingSignIns
+from mcp_codemode.console.pages import moving_on, search_page, servers_page
 from mcp_codemode.console.upstream_routes import operators
 from mcp_codemode.errors import SettingsError
 from mcp_codemode.runs.upstream_view import ServerView, shown, state_name
@@ -85,3 +89,66 @@ def test_search_results_and_the_query_are_shown_as_text() -> None:
         assert raw not in page
     assert "&lt;svg onload=x&gt;" in page and "1.5" in page and "slow" in page and "Prompts and resources" in page
     assert "search_tool_docs" in search_page("", None, "/console")
+
+
+def test_sign_in_is_offered_to_operators_for_remote_servers_without_tokens_and_its_name_is_escaped() -> None:
+    remote = ServerView('<x">', "http", "https://mcp.example/mcp", "failed", signed_in=False, restartable=True,
+                        sign_in=True)  # fmt: skip
+    page = servers_page([remote], True, "/console", "csrf-1")
+    assert 'action="/console/servers/sign-in"' in page and 'value="&lt;x&quot;&gt;"' in page
+    assert "not signed in" in page and '<x">' not in page
+    assert "servers/sign-in" not in servers_page([remote], False, "/console", "csrf-1")  # read-only: no sign-in
+    signed = dataclasses.replace(remote, state="ready", signed_in=True, sign_in=False)
+    assert "servers/sign-in" not in servers_page([signed], True, "/console", "csrf-1")
+
+
+def test_a_page_that_moves_on_escapes_its_address_and_runs_no_script() -> None:
+    page = moving_on("Sign in", "on to <b>it</b>", 'https://as.example/authorize?a=1&state=x"><script>', "Go",
+                     "/console")  # fmt: skip
+    assert '<meta http-equiv="refresh" content="0;url=https://as.example/authorize?a=1&amp;state=x&quot;&gt;' in page
+    assert "<script>" not in page.replace('<script src="/console/static/console.js" defer></script>', "")
+    assert "on to &lt;b&gt;it&lt;/b&gt;" in page
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _pending(server: str, principal: str, browser: str, expires: float) -> Pending:
+    loop = asyncio.get_running_loop()
+    return Pending(server, principal, hashlib.sha256(browser.encode()).digest(), expires, loop.create_future(),
+                   loop.create_task(asyncio.sleep(3600)))  # fmt: skip
+
+
+def test_a_sign_in_callback_is_taken_once_from_the_browser_and_principal_that_started_it_before_it_expires() -> None:
+    async def main() -> None:
+        clock = _Clock()
+        waiting = PendingSignIns(clock)
+        first = _pending("signed", OPERATOR, "browser-1", clock.now + 600)
+        waiting.add("state-1", first)
+        assert waiting.take("state-2", "browser-1", OPERATOR) == "this sign-in is unknown or was finished already"
+        assert "someone else" in str(waiting.take("state-1", None, OPERATOR))  # no cookie of the browser
+        assert "someone else" in str(waiting.take("state-1", "browser-2", OPERATOR))  # another browser's
+        assert "someone else" in str(waiting.take("state-1", "browser-1", OTHER))  # another principal's console
+        assert waiting.take("state-1", "browser-1", None) is first  # the provider's redirect: no console cookie
+        assert waiting.take("state-1", "browser-1", None) == "this sign-in is unknown or was finished already"
+        late = _pending("other", OPERATOR, "browser-1", clock.now + 600)
+        waiting.add("state-3", late)
+        clock.now += 601
+        assert waiting.take("state-3", "browser-1", OPERATOR) == "this sign-in expired"
+        await asyncio.sleep(0)
+        assert late.flow.cancelled()  # its flow ends with it
+        again = _pending("other", OPERATOR, "browser-1", clock.now + 600)
+        newer = _pending("other", OPERATOR, "browser-1", clock.now + 600)
+        waiting.add("state-4", again)
+        waiting.add("state-5", newer)  # the same server's sign-in, started again: the earlier one ends
+        assert waiting.take("state-4", "browser-1", OPERATOR) == "this sign-in is unknown or was finished already"
+        assert waiting.take("state-5", "browser-1", OPERATOR) is newer
+        for each in (first, newer):
+            each.flow.cancel()
+
+    asyncio.run(main())

@@ -17,17 +17,15 @@ import webbrowser
 from collections.abc import AsyncIterator
 from typing import TextIO
 
-from mcp import Client
 from mcp.shared.auth import AuthorizationCodeResult
 
 from ..errors import CodemodeError
 from ..runs.shared_state import shared_state
 from ..settings import Settings
 from ..upstream.model import Discovery, ServerConfig
-from ..upstream.servers.launch import ServerLog
-from ..upstream.servers.oauth import SigningIn, client_metadata, configured_client, sign_in_of
+from ..upstream.servers.oauth import configured_client, sign_in_of
+from ..upstream.servers.oauth_flow import authorize
 from ..upstream.servers.sign_ins import SignInStore
-from ..upstream.servers.transport import open_transport
 
 PAGE = b"<!doctype html><title>mcp-codemode</title><p>Signed in. You can close this tab.</p>\n"
 MAX_REQUEST = 16 << 10  # the redirect is one short GET line; anything longer is not it
@@ -127,7 +125,6 @@ async def sign_in(config: ServerConfig, store: SignInStore, *, port: int, browse
                             "the client id", fix="give --port PORT, where http://127.0.0.1:PORT/callback is the "
                             "redirect URI registered for that client")  # fmt: skip
     async with Redirect(port).listening() as redirect:
-        await storage.forget_tokens()  # a sign-in, even when the last one's tokens still work
         if client_id is not None:
             await storage.keep_client(configured_client(client_id, client_secret, redirect.uri))
         elif configured is None:
@@ -140,35 +137,10 @@ async def sign_in(config: ServerConfig, store: SignInStore, *, port: int, browse
                     webbrowser.open(url)
             print(f"Waiting for the sign-in to come back to {redirect.uri} ...", file=out, flush=True)
 
-        auth = SigningIn(config.url, client_metadata(redirect.uri), storage, redirect_handler=show,
-                         callback_handler=redirect.code, wanted=await storage.wanted_scope())  # fmt: skip
-        # The bridge's own way to a remote server (transport.py), signed by the sign-in's provider.
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                transport = await open_transport(stack, config, ServerLog(config, None), start=0, call_timeout=60.0,
-                                                 setpriv=None, auth=auth)  # fmt: skip
-                async with Client(transport, mode=config.protocol) as client:
-                    await client.list_tools()
-        except CodemodeError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any failure of the flow is told as one, with its cause
-            cause = _innermost(exc)
-            raise CodemodeError(f"signing in to {config.name} at {config.url} failed: {type(cause).__name__}: "
-                                f"{cause!s:.300}", fix="check the server's url, then try again") from None  # fmt: skip
-    await storage.want_scope(None)  # asked for, and granted or not: the server says again if it wants more
-    if not await storage.signed_in():
-        raise CodemodeError(f"{config.name} did not ask for a sign-in: its tools are listed without one",
-                            fix="nothing to do: the bridge reaches it as it is")  # fmt: skip
+        await authorize(config, storage, redirect.uri, show, redirect.code)
     print(f"Signed in to {config.name}. The bridge now uses (and refreshes) the tokens kept in {storage.where}.",
           file=out)  # fmt: skip
     return 0
-
-
-def _innermost(exc: BaseException) -> BaseException:
-    """The first real failure inside the task groups the transport and the SDK wrap it in."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
 
 
 async def logout(config: ServerConfig, settings: Settings, out: TextIO = sys.stdout) -> int:

@@ -44,6 +44,7 @@ from ..settings import Settings
 from . import pages
 from .audit_reader import Search, audited_calls, search
 from .guards import host_ok, origin_ok
+from .oauth_routes import SignInRoutes
 from .signins import COOKIE, SignIns, Visitor, cleared_cookie, cookie, csrf_ok
 from .upstream_routes import UpstreamRoutes, operators
 
@@ -86,7 +87,8 @@ class Console:
         self.launcher_key = "" if self.tokens else secrets.token_urlsafe(32)
         self.assets = {name: _asset(name) for name in _ASSETS}
         principals = [principal for _, principal in self.tokens]
-        upstream = UpstreamRoutes(self, operators(LOCAL, principals, settings.console_operators))
+        may_act = operators(LOCAL, principals, settings.console_operators)
+        upstream, oauth = UpstreamRoutes(self, may_act), SignInRoutes(self, may_act)
         base = CONSOLE_PATH
         self.router = Starlette(routes=[
             Route(base, self.home), Route(base + "/", self.home),
@@ -105,7 +107,7 @@ class Console:
             Route(base + "/tools", self.tools),
             Route(base + "/tools/delete", self.delete_tool, methods=["POST"]),
             Route(base + "/doctor", self.doctor_page),
-            Route(base + "/events", self.events), *upstream.routes,
+            Route(base + "/events", self.events), *upstream.routes, *oauth.routes,
         ])  # fmt: skip
 
     @property
@@ -164,10 +166,11 @@ class Console:
             )
         return visitor, form, None
 
-    def respond(self, title: str, body: str, visitor: Visitor, *, live: bool = False, status: int = 200) -> Response:
+    def respond(self, title: str, body: str, visitor: Visitor, *, live: bool = False, status: int = 200,
+                watch: str = "") -> Response:  # fmt: skip
         version = self.board.version if live else None  # what the page shows: the stream tells of any later change
         text = pages.layout(title, body, live=version, signed_in=_shown(visitor.principal), csrf=visitor.csrf,
-                            base=CONSOLE_PATH)  # fmt: skip
+                            base=CONSOLE_PATH, watch=watch)  # fmt: skip
         return HTMLResponse(text, status)
 
     def _not_found(self, visitor: Visitor) -> Response:
@@ -383,18 +386,23 @@ class Console:
         again, and sees only its own), for ``STREAM_LIFE`` seconds; the browser then reconnects.
 
         From the version the page was rendered at (``since``; on a reconnect, the last event's id), so a change
-        between the page's rendering and the stream's start is told at once, not lost."""
+        between the page's rendering and the stream's start is told at once, not lost. The Servers page also names
+        the servers' state it shows (``servers``), which changes without a call: compared each second it is open."""
         if self._visitor(request) is None:
             return PlainTextResponse("sign in first", 403)
         board = self.board
         given = request.headers.get("last-event-id") or request.query_params.get("since", "")
         since = int(given) if given.isdigit() and len(given) < 19 else board.version
+        servers = request.query_params.get("servers")
+        upstreams = self.bridge.upstreams if servers is not None else None
 
         async def stream() -> AsyncIterator[str]:
             yield "retry: 1000\n\n"
-            version, ends = since, time.monotonic() + STREAM_LIFE
+            version, ends, shown = since, time.monotonic() + STREAM_LIFE, servers
             while (left := ends - time.monotonic()) > 0:
-                now = await board.wait_change(version, min(left, 5.0))
+                now = await board.wait_change(version, min(left, 5.0 if upstreams is None else 1.0))
+                if upstreams is not None and shown != (seen := upstreams.fingerprint()):
+                    shown, version = seen, -1  # told as a change, whatever the board did
                 if now != version:
                     version = now
                     yield f"id: {now}\nevent: change\ndata: {json.dumps(now)}\n\n"

@@ -46,9 +46,20 @@ def ago(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def layout(title: str, body: str, *, live: int | None = None, signed_in: str = "", csrf: str = "", base: str) -> str:
+def layout(
+    title: str,
+    body: str,
+    *,
+    live: int | None = None,
+    signed_in: str = "",
+    csrf: str = "",
+    base: str,
+    watch: str = "",
+    head: str = "",
+) -> str:
     """A whole page; a ``live`` one (the board's version it shows) is refreshed by the script whenever the server's
-    event stream says the board changed since."""
+    event stream says the board changed since (``watch``: more for the stream to follow, as a query string, such as
+    the servers' states the page shows). ``head``: markup for the head (a page that moves on by itself)."""
     nav = ""
     if signed_in:
         places = (("sessions", "Sessions"), ("calls", "Calls"), ("approvals", "Approvals"), ("servers", "Servers"),
@@ -56,13 +67,13 @@ def layout(title: str, body: str, *, live: int | None = None, signed_in: str = "
         links = "".join(f'<a href="{base}/{page}">{label}</a>' for page, label in places)
         sign_out = f'<form method="post" action="{base}/sign-out">{csrf_field(csrf)}<button>Sign out</button></form>'
         nav = f'<nav>{links}<span class="who">{esc(signed_in)}</span>{sign_out}</nav>'
-    attributes = f' data-live="{base}/events?since={live}"' if live is not None else ""
+    attributes = f' data-live="{base}/events?since={live}{esc(watch)}"' if live is not None else ""
     return (
         "<!doctype html>\n"
         f'<html lang="en"><head><meta charset="utf-8"><title>{esc(title)} · mcp-codemode</title>'
         f'<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<link rel="stylesheet" href="{base}/static/console.css">'
-        f'<script src="{base}/static/console.js" defer></script></head>'
+        f'<script src="{base}/static/console.js" defer></script>{head}</head>'
         f"<body>{nav}<main{attributes}><h1>{esc(title)}</h1>{body}</main></body></html>\n"
     )
 
@@ -264,17 +275,29 @@ def servers_page(servers: Sequence[ServerView], may_restart: bool, base: str, cs
         names = ", ".join(server.tools)
         tools = (f"<details><summary>{len(server.tools)} ({esc(server.listing)})</summary>{esc(names)}</details>"
                  if server.tools else esc("not listed yet"))  # fmt: skip
-        restart = _action(base, "servers/restart", "Restart", csrf, {"name": server.name})
+        actions = ""
+        if may_restart and server.sign_in:
+            actions += _action(base, "servers/sign-in", "Sign in", csrf, {"name": server.name})
+        if may_restart and server.restartable:
+            actions += _action(base, "servers/restart", "Restart", csrf, {"name": server.name})
         rows.append([f'<span class="server">{esc(server.name)}</span>', esc(server.transport),
                      f'<code>{esc(server.target)}</code>', esc(state), tools, esc(server.restarts),
-                     esc(server.error), restart if may_restart and server.restartable else ""])  # fmt: skip
-    note = ('<p class="note">A remote server that needs OAuth is signed in from a terminal on the bridge\'s machine: '
-            "<code>mcp-codemode login NAME</code> (not from this page).</p>")  # fmt: skip
+                     esc(server.error), actions])  # fmt: skip
+    note = ('<p class="note">A remote server that needs OAuth: <em>Sign in</em> opens its sign-in in this browser '
+            "and brings you back here (the same sign-in as <code>mcp-codemode login NAME</code> on the bridge's "
+            "machine, and the same store of tokens).</p>")  # fmt: skip
     if not may_restart:
         note += ('<p class="note">Read-only: the upstream servers are shared by every token of this bridge, so only '
-                 "its operators (MCP_BRIDGE_CONSOLE_OPERATORS) may restart them.</p>")  # fmt: skip
+                 "its operators (MCP_BRIDGE_CONSOLE_OPERATORS) may restart them or sign them in.</p>")  # fmt: skip
     return note + _table(("Server", "Transport", "Runs", "State", "Tools", "Restarts", "Last error", ""), rows,
                          "No MCP server is configured.")  # fmt: skip
+
+
+def moving_on(title: str, text: str, to: str, label: str, base: str) -> str:
+    """A page that goes on to ``to`` by itself (a meta refresh: no script), with a link should it not."""
+    head = f'<meta http-equiv="refresh" content="0;url={esc(to)}">'
+    body = f'<p>{esc(text)}</p><p><a href="{esc(to)}">{esc(label)}</a></p>'
+    return layout(title, body, base=base, head=head)
 
 
 def search_page(query: str, found: dict[str, Any] | None, base: str) -> str:

@@ -21,7 +21,7 @@ from ..console_settings import CONSOLE_PATH
 from ..runs.bridge import Bridge
 from ..runs.relay_params import MAX_QUERY
 from . import pages
-from .signins import Visitor
+from .signins import SignIns, Visitor
 
 log = logging.getLogger("mcp_codemode.console")
 
@@ -38,18 +38,33 @@ def operators(local: str, tokens: list[str], named: tuple[str, ...]) -> frozense
 
 
 class Console(Protocol):
-    """What these pages use of the console (``app.Console``): its bridge, its sign-in gate, its guard of actions
-    (sign-in and CSRF token) and its page layout."""
+    """What these pages use of the console (``app.Console``): its bridge, its sign-ins and sign-in gate, its guard
+    of actions (sign-in and CSRF token) and its page layout."""
 
     bridge: Bridge
+    signins: SignIns
 
     def gate(self, request: Request) -> Visitor | Response: ...
 
     async def acting(self, request: Request) -> tuple[Visitor | None, dict[str, str], Response | None]: ...
 
     def respond(
-        self, title: str, body: str, visitor: Visitor, *, live: bool = False, status: int = 200
+        self, title: str, body: str, visitor: Visitor, *, live: bool = False, status: int = 200, watch: str = ""
     ) -> Response: ...
+
+
+async def operator_acting(console: Console, operators: frozenset[str], request: Request,
+                          act: str) -> tuple[Visitor, dict[str, str]] | Response:  # fmt: skip
+    """An operator's action on a server (``act`` it: restart, sign in) and its form, or the refusal: not signed
+    in, no CSRF token, or a token that is no operator's (before the server is even looked up)."""
+    visitor, form, refused = await console.acting(request)
+    if refused is not None or visitor is None:
+        return refused or PlainTextResponse("sign in first", 403)
+    if visitor.principal not in operators:
+        log.warning("console: refused to %s a server for a token that is no operator's", act)
+        return PlainTextResponse("refused: the upstream servers are shared by every token of this bridge; only an "
+                                 f"operator (MCP_BRIDGE_CONSOLE_OPERATORS) may {act} one", 403)  # fmt: skip
+    return visitor, form
 
 
 class UpstreamRoutes:
@@ -69,18 +84,17 @@ class UpstreamRoutes:
         visitor = self.console.gate(request)
         if isinstance(visitor, Response):
             return visitor
-        shown = await self.console.bridge.upstreams.servers()
-        body = pages.servers_page(shown, visitor.principal in self.operators, CONSOLE_PATH, visitor.csrf)
-        return self.console.respond("Servers", body, visitor, live=True)
+        upstreams = self.console.bridge.upstreams
+        watch = f"&servers={upstreams.fingerprint()}"  # taken first: a change while the page is built is told
+        body = pages.servers_page(await upstreams.servers(), visitor.principal in self.operators, CONSOLE_PATH,
+                                  visitor.csrf)  # fmt: skip
+        return self.console.respond("Servers", body, visitor, live=True, watch=watch)
 
     async def restart(self, request: Request) -> Response:
-        visitor, form, refused = await self.console.acting(request)
-        if refused is not None or visitor is None:
-            return refused or PlainTextResponse("sign in first", 403)
-        if visitor.principal not in self.operators:
-            log.warning("console: refused a restart by a token that is no operator's")
-            return PlainTextResponse("refused: the upstream servers are shared by every token of this bridge; only "
-                                     "an operator (MCP_BRIDGE_CONSOLE_OPERATORS) may restart one", 403)  # fmt: skip
+        acting = await operator_acting(self.console, self.operators, request, "restart")
+        if isinstance(acting, Response):
+            return acting
+        visitor, form = acting
         name = form.get("name", "")
         if not await self.console.bridge.upstreams.restart(name):
             return self.console.respond("Not found", '<p class="empty">No such server runs here.</p>', visitor,

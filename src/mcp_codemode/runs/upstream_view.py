@@ -13,15 +13,19 @@ of the log (``telemetry/logs.py``), which knows every server's env, header, URL 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import CodemodeError
 from ..telemetry.logs import HIDDEN, MIN_SECRET, without_secrets
 from ..upstream.errors import UnknownServer
 from ..upstream.model import Discovery, ServerConfig
 from ..upstream.servers.hub import Hub
 from ..upstream.servers.oauth import sign_in_of
+from ..upstream.servers.oauth_flow import Code, Show, authorize
 from ..upstream.servers.redaction import secret_values
 from ..upstream.servers.sign_ins import SignInStore
 from ..upstream.servers.state import ServerState
@@ -38,7 +42,8 @@ class ServerView:
     code-mode bridge, disabled, shadowed) or refused (by the policy). ``tools``: the names of the tools the directory
     serves for it (from the live listing, or the catalog cache: ``listing`` says which; empty while unknown).
     ``signed_in``: for a remote server, whether the bridge holds OAuth tokens for it (None: stdio). ``restartable``:
-    the hub runs it (a skipped or refused entry has no process to restart)."""
+    the hub runs it (a skipped or refused entry has no process to restart). ``sign_in``: a remote server the hub runs
+    that has no tokens, or whose tokens no longer open it: one a person may sign in to from the console."""
 
     name: str
     transport: str
@@ -51,6 +56,7 @@ class ServerView:
     retry_in: float | None = None
     signed_in: bool | None = None
     restartable: bool = False
+    sign_in: bool = False
 
 
 def state_name(state: ServerState) -> str:
@@ -89,11 +95,13 @@ class Upstreams:
         for name in self.hub.names():
             config, state = self.hub.config(name), self.hub.state(name)
             known = self.directory.known(name)
+            signed_in = await self._signed_in(config)
+            lapsed = signed_in is True and state.status == "failed" and "mcp-codemode login" in state.detail
             views.append(ServerView(
                 name, config.transport, shown(config.target, config), state_name(state),
                 tuple(tool.name for tool in known.tools) if known is not None else (),
                 known.origin if known is not None else "unknown", state.restarts, shown(state.detail, config),
-                state.retry_in, await self._signed_in(config), restartable=True,
+                state.retry_in, signed_in, restartable=True, sign_in=signed_in is False or lapsed,
             ))  # fmt: skip
         for name, (config, verdict) in self.directory.refused.items():
             if name == config.name:  # refused is keyed by name and by alias
@@ -104,6 +112,17 @@ class Upstreams:
             views.append(ServerView(config.name, config.transport, shown(config.target, config), "skipped",
                                     error=shown(skip.reason, config)))  # fmt: skip
         return views
+
+    def fingerprint(self) -> str:
+        """A digest of what the Servers page shows that changes without any call of the page's viewer (a server
+        starting, failing, restarted, listing its tools, a configuration refresh), for its event stream to compare
+        while someone watches the page: read from the hub's state, nothing is counted for it."""
+        seen: list[object] = [self.hub.generation]
+        for name in self.hub.names():
+            state, known = self.hub.state(name), self.directory.known(name)
+            listing = (known.origin, len(known.tools)) if known is not None else None
+            seen.append((name, state.status, state.restarts, state.detail, state.retry_in is None, listing))
+        return hashlib.sha256(repr(seen).encode()).hexdigest()[:16]
 
     async def _signed_in(self, config: ServerConfig) -> bool | None:
         if config.transport not in ("http", "sse"):
@@ -119,6 +138,36 @@ class Upstreams:
         except UnknownServer:  # removed by a configuration refresh meanwhile
             return False
         return True
+
+    def remote(self, name: str) -> ServerConfig | None:
+        """The remote server the hub runs under ``name`` (its name, not its alias), which may sign in; else None."""
+        if name not in self.hub.names():
+            return None
+        config = self.hub.config(name)
+        return config if config.transport in ("http", "sse") and config.url is not None else None
+
+    async def sign_in(self, config: ServerConfig, redirect_uri: str, show: Show, code: Code) -> None:
+        """Sign in to ``config``'s server as ``mcp-codemode login`` does (the same flow and store), redirecting
+        to ``redirect_uri``, then restart it, so that its calls use the new tokens and its tools are listed again.
+
+        The client is registered afresh for ``redirect_uri``, unless an admin's client id is stored (``login
+        --client-id``): the provider redirects that one only to the address it was registered with, the CLI's.
+        Its tools are listed before this returns, so the page the person goes back to shows them. Errors come
+        without the server's secrets."""
+        storage = sign_in_of(config, self.sign_ins)
+        configured = await storage.configured_client()
+        if configured is not None:
+            raise CodemodeError(f"{config.name} signs in with a client id its provider's admin registered for "
+                                "another redirect address", fix=f"run `mcp-codemode login {config.name}` on the "
+                                "bridge's machine")  # fmt: skip
+        await storage.keep_client(None)  # a registration from an earlier sign-in names another redirect address
+        try:
+            await authorize(config, storage, redirect_uri, show, code)
+        except CodemodeError as exc:
+            raise CodemodeError(shown(str(exc), config)) from None
+        await self.restart(config.name)
+        with contextlib.suppress(CodemodeError):  # signed in all the same: the page shows why it is not listed
+            await self.directory.listing(config.name, live=True)
 
     async def search(self, query: str, limit: int = SEARCH_LIMIT) -> dict[str, Any]:
         """The tools of every server ranked for ``query``, exactly as ``runtime.search_tool_docs(query)`` answers code

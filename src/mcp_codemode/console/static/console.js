@@ -27,13 +27,19 @@ async function refresh() {
   if (fresh && main) {
     main.replaceWith(fresh);
     tick();
+    // A page that names what it shows beyond the board (the servers' state) follows from what it shows now.
+    if (events && fresh.dataset.live && fresh.dataset.live.includes("&servers=")) {
+      events.close();
+      follow();
+    }
   }
 }
 
+let events = null;
 function follow() {
   const main = document.querySelector("main[data-live]");
   if (!main) return;
-  const events = new EventSource(main.dataset.live);
+  events = new EventSource(main.dataset.live);
   events.addEventListener("change", () => {
     if (pending === null) pending = setTimeout(refresh, 150);
   });
