@@ -5,7 +5,8 @@ client. One browser and one bridge for the module: starting chromium costs secon
 What a person must see: a session appear on the open Sessions page after a call (live, by the event stream, without
 reloading), a running call cancelled with the page's button ending in the client with the cancellation, a cell
 that prints ``<script>`` shown as text, with the script never run, and an ``ask_tools`` call of a client without
-elicitation approved from the Approvals page (the call completes) or denied there (it fails with the reason).
+elicitation approved from the Approvals page (the call completes) or denied there (it fails with the reason), and
+a remote server signed in from the Servers page against the suite's OAuth server (its tools then listed there).
 """
 
 from __future__ import annotations
@@ -24,9 +25,16 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from mcp_codemode.console.launch import console_link
-from tests.support import upstreams
+from tests.support import oauth_server, upstreams
 from tests.support.backends import fail_unless, sandbox_settings
-from tests.support.clients import HttpServer, assert_no_orphans, http_client_for, require_bubblewrap, text_of
+from tests.support.clients import (
+    HttpServer,
+    assert_no_orphans,
+    free_port,
+    http_client_for,
+    require_bubblewrap,
+    text_of,
+)
 from tests.support.patience import patient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backend]
@@ -35,10 +43,19 @@ WAIT = patient(60.0)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+def oauth_url() -> Iterator[str]:
+    """The SDK's authorization server and OAuth-only MCP server (tests/support/oauth_server.py)."""
+    with oauth_server.running(free_port(), patience=patient(60)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, oauth_url: str) -> Iterator[HttpServer]:
     require_bubblewrap()
     folder = tmp_path_factory.mktemp("console-browser")
     config = upstreams.write_config(folder / "servers.json", upstreams.everything())
+    servers = json.loads(config.read_text())["mcpServers"]  # and one that wants an OAuth sign-in
+    config.write_text(json.dumps({"mcpServers": {**servers, "signed": {"type": "http", "url": oauth_url}}}))
     policy = folder / "codemode.toml"  # everything/echo waits for approval, in the console
     policy.write_text('[policy]\nask_tools = ["everything/echo"]\n', encoding="utf-8")
     with HttpServer(
@@ -180,3 +197,26 @@ async def test_an_approval_granted_on_the_page_lets_the_call_finish_and_a_denied
         outcomes[button] = answers[0]
     assert "from-the-page" in outcomes["Approve"] and "ApprovalDenied" not in outcomes["Approve"], outcomes
     assert "ApprovalDenied: not approved: everything/echo: denied in the console" in outcomes["Deny"], outcomes
+
+
+async def test_a_remote_server_is_signed_in_from_the_servers_page_and_its_tools_are_listed_there(
+    server: HttpServer, browser: webdriver.Chrome
+) -> None:
+    browser.get(_origin(server) + "/console/servers")
+    row = "//tr[.//span[@class='server' and text()='signed']]"
+    assert "not signed in" in browser.find_element(By.XPATH, row).text
+
+    def sign_in() -> None:
+        def click(driver: webdriver.Chrome) -> bool:  # looked for again if the live page replaced it meanwhile
+            driver.find_element(By.XPATH, row + "//button[text()='Sign in']").click()
+            return True
+
+        _waiting(browser).until(click)
+        # On to the authorization server, which consents at once, back to the callback, then to the Servers page,
+        # where the console's cookie went along again (the page is not the sign-in form).
+        _waiting(browser).until(lambda d: d.current_url.endswith("/console/servers") and "whoami" in d.find_element(
+            By.XPATH, row).text)  # fmt: skip
+
+    await anyio.to_thread.run_sync(sign_in)
+    text = browser.find_element(By.XPATH, row).text
+    assert "signed in" in text and "not signed in" not in text and "Sign in" not in text, text

@@ -228,12 +228,18 @@ class Running:
     answers: list[types.CallToolResult]
 
 
-async def test_a_running_call_is_cancelled_by_its_owner_only_and_the_client_sees_it(
+async def test_a_running_call_shows_its_latest_progress_and_is_cancelled_by_its_owner_only(
     server: HttpServer, browsers: tuple[Browser, Browser]
 ) -> None:
     alice, bob = browsers
-    async with running(server, alice, "slow", LONG) as it:
-        await bob.page("/console/calls")
+    # Its client asked for no progress: the upstream server's still reaches the board, which keeps the latest.
+    code = "await mcp_everything.trigger_long_running_operation(duration=1, steps=2)\n" + LONG
+    async with running(server, alice, "slow", code) as it:
+        with anyio.fail_after(patient(60)):
+            while "trigger-long-running-operation: " not in (page := (await alice.page("/console/calls")).text):
+                await anyio.sleep(0.1)
+        assert "everything/trigger-long-running-operation: " in page.split("Finished")[0]
+        assert "trigger-long-running-operation" not in (await bob.page("/console/calls")).text
         assert (await bob.act(f"/console/calls/{it.call}/cancel")).status_code == 404
         assert (await alice.act(f"/console/calls/{it.call}/cancel")).status_code == 303
     (answer,) = it.answers
@@ -433,4 +439,3 @@ async def test_an_operator_signs_a_remote_server_in_and_nobody_else_can_start_or
     logged = server.log_text()
     assert code not in logged and not any(token in logged for token in tokens)
     assert "signed in to upstream server 'signed'" in logged
-

@@ -12,11 +12,12 @@ import pytest
 
 from mcp_codemode.console.audit_reader import Search, audited_calls, search
 from mcp_codemode.console.guards import host_ok, origin_ok
-from mcp_codemode.console.pages import esc, output_blocks
+from mcp_codemode.console.pages import calls_page, esc, output_blocks
 from mcp_codemode.console.signins import CODE_TTL, SESSION_IDLE, SignIns, cookie, csrf_ok
 from mcp_codemode.errors import SettingsError
 from mcp_codemode.runs.audit import AuditLog
 from mcp_codemode.runs.call_board import CANCELLED, CallBoard
+from mcp_codemode.runs.relay_run import Caller, News
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.session_keys import SessionKey
 from mcp_codemode.settings import Settings
@@ -194,3 +195,42 @@ def test_a_watcher_wakes_when_the_board_changes(tmp_path: Path) -> None:
 
     before, after = asyncio.run(scenario())
     assert after > before
+
+
+def test_a_running_calls_latest_progress_is_kept_on_the_board_and_passed_on_only_to_a_client_that_asked(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        board = CallBoard(AuditLog(None), lambda key: True)
+        key = SessionKey.principal("t-a", "work")
+        heard: list[str] = []
+
+        async def told(line: str) -> None:
+            heard.append(line)
+
+        silent = board.relaying("c1", None)  # a client that asked for no progress
+        asking = board.relaying("c2", Caller(news=told, asker="x"))
+        assert asking.asker == "x" and silent.news is not None and asking.news is not None
+        go = asyncio.Event()
+
+        async def reporting(news: News) -> ExecutionResult:
+            await news("everything/longRunningOperation: step 1 (1/3)")
+            await news("everything/longRunningOperation: <b>step 2</b> (2/3)")
+            await go.wait()
+            return ExecutionResult("ok")
+
+        one = asyncio.ensure_future(board.track(reporting(silent.news), "c1", key, "t-a", "1"))
+        two = asyncio.ensure_future(board.track(reporting(asking.news), "c2", key, "t-a", "2"))
+        await asyncio.sleep(0.01)
+        running = {c.call: c.progress for c in board.running_of("t-a")}
+        assert running == dict.fromkeys(("c1", "c2"), "everything/longRunningOperation: <b>step 2</b> (2/3)")
+        assert heard == ["everything/longRunningOperation: step 1 (1/3)",
+                         "everything/longRunningOperation: <b>step 2</b> (2/3)"]  # fmt: skip
+        page = calls_page(board.running_of("t-a"), [], [], Search(), True, 0.0, "/console", "x")
+        assert "&lt;b&gt;step 2&lt;/b&gt; (2/3)" in page and "<b>step" not in page
+        go.set()
+        await asyncio.gather(one, two)
+        await silent.news("late")  # the call ended: nothing to keep, nothing kept
+        assert board.running_of("t-a") == []
+
+    asyncio.run(scenario())

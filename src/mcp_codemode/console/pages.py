@@ -121,8 +121,10 @@ def calls_page(running: Sequence[CallSeen], finished: Sequence[AuditedCall], kep
     """Running calls (cancel each), then the finished ones: from the audit log, or from memory when it is off."""
     rows = [[_call_link(base, c.call), esc(c.key.name), esc(when(c.started)),
              f'<span class="elapsed" data-since="{c.started:.3f}">{esc(ago(now - c.started))}</span>',
+             f'<span class="progress">{esc(c.progress)}</span>' if c.progress else "",
              _action(base, f"calls/{c.call}/cancel", "Cancel", csrf)] for c in running]  # fmt: skip
-    parts = ["<h2>Running</h2>", _table(("Call", "Session", "Started", "Elapsed", ""), rows, "No call is running.")]
+    parts = ["<h2>Running</h2>", _table(("Call", "Session", "Started", "Elapsed", "Progress", ""), rows,
+                                        "No call is running.")]  # fmt: skip
     parts.append("<h2>Finished</h2>" + _search_form(wanted, base))
     if audit_on:
         done = [[esc(f.time.replace("T", " ")), _call_link(base, f.call), esc(session_name(f.session)),

@@ -283,9 +283,12 @@ class Bridge:
         outcome: CallOutcome = "bridge_error"  # what raises here is the bridge's, not the code's
         result = None
         try:
-            work = self._run(request, key, on_output, owner, caller)
             board = self.board
-            result = await (work if board is None else board.track(work, CALL_ID.get(), key, owner, request.code))
+            if board is None:
+                result = await self._run(request, key, on_output, owner, caller)
+            else:  # seen on the console's board: running, its latest progress, then ended
+                work = self._run(request, key, on_output, owner, board.relaying(CALL_ID.get(), caller))
+                result = await board.track(work, CALL_ID.get(), key, owner, request.code)
             outcome = call_outcome(result)
             return result
         except asyncio.CancelledError:

@@ -31,6 +31,7 @@ from ..session_keys import SessionKey
 from ..telemetry.tracing import SPAN_IDS
 from .approvals import Approvals
 from .audit import AuditLog
+from .relay_run import Caller
 
 SEEN_BOUND = 1000  # sessions remembered before those that ended are forgotten
 KEPT = 200  # finished calls whose code and result stay in memory for the console
@@ -65,6 +66,7 @@ class CallSeen:
     result: ExecutionResult | None = None
     outcome: str = ""
     duration: float = 0.0
+    progress: str = ""  # the latest progress line its client was sent, or would have been (``relaying``)
 
 
 class CallBoard:
@@ -121,6 +123,25 @@ class CallBoard:
             if self.audit.enabled:
                 self.audit.write(functools.partial(_run_line, entry))  # built after the reply, with the queue
             self._bump()
+
+    def relaying(self, call: str, caller: Caller | None) -> Caller:
+        """``caller`` with its news (upstream progress and log lines, an approval's wait) kept as call ``call``'s
+        latest progress too, and passed on as before (a client that asked for no progress still gets none).
+
+        Kept, not queued: a notification costs one dictionary lookup and a version bump, which wakes only a page
+        that watches; the page reads the latest line when it is drawn."""
+        given = caller or Caller()
+        passed_on = given.news
+
+        async def news(line: str) -> None:
+            entry = self.running.get(call)
+            if entry is not None:
+                entry.progress = line
+                self._bump()
+            if passed_on is not None:
+                await passed_on(line)
+
+        return dataclasses.replace(given, news=news)
 
     def cancel(self, call: str, owner: str) -> bool:
         """Cancel ``owner``'s running call ``call``; False when there is none such (ended, or another's)."""
