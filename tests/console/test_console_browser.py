@@ -12,6 +12,7 @@ a remote server signed in from the Servers page against the suite's OAuth server
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,6 +116,7 @@ async def test_the_open_sessions_page_shows_a_session_after_its_first_call(
         lambda d: d.find_element(By.XPATH, "//tr[.//span[@class='session' and text()='notebook-7']]").text
     )
     assert "bubblewrap" in row and "running" in row
+    assert re.search(r"\d+\.\d MiB", row), row  # its sandbox's memory, as its cgroup (or its processes) count it
 
 
 async def test_a_running_call_is_cancelled_from_the_page_and_its_client_sees_it(

@@ -60,6 +60,7 @@ async def test_the_log_link_signs_in_once_and_the_console_command_gets_fresh_one
                     while "hibernated" not in (sessions := http.get(sessions_page)).text:
                         await anyio.sleep(0.2)
                 assert sessions.status_code == 200 and ">default<" in sessions.text
+                assert re.search(r'class="memory">\d+(\.\d [KM]i)? ?B on disk<', sessions.text)  # its snapshot's size
                 env = clean_environ(**settings)
                 printed = [cli_here(env, "console", "--no-browser") for _ in range(2)]
                 links = [PRINTED.search(done.stdout) for done in printed]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import mcp_types as types
@@ -12,11 +13,11 @@ import pytest
 
 from mcp_codemode.console.audit_reader import Search, audited_calls, search
 from mcp_codemode.console.guards import host_ok, origin_ok
-from mcp_codemode.console.pages import calls_page, esc, output_blocks
+from mcp_codemode.console.pages import calls_page, esc, output_blocks, sessions_page, size
 from mcp_codemode.console.signins import CODE_TTL, SESSION_IDLE, SignIns, cookie, csrf_ok
 from mcp_codemode.errors import SettingsError
 from mcp_codemode.runs.audit import AuditLog
-from mcp_codemode.runs.call_board import CANCELLED, CallBoard
+from mcp_codemode.runs.call_board import CANCELLED, CallBoard, SessionSeen
 from mcp_codemode.runs.relay_run import Caller, News
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.session_keys import SessionKey
@@ -234,3 +235,19 @@ def test_a_running_calls_latest_progress_is_kept_on_the_board_and_passed_on_only
         assert board.running_of("t-a") == []
 
     asyncio.run(scenario())
+
+
+def test_the_sessions_memory_is_its_sandboxes_or_its_snapshots_and_unknown_rather_than_a_guess() -> None:
+    def seen(name: str) -> SessionSeen:
+        return SessionSeen(SessionKey.stdio(name), "local", 0.0, 0.0)
+
+    rows = [
+        (seen("live"), "running", 47 << 20),
+        (seen("asleep"), "hibernated: its next call restores it", 3 << 10),
+        (seen("podman"), "running", None),
+        (seen("fresh"), "reset: starts fresh on its next call", None),
+    ]
+    page = sessions_page(rows, "bubblewrap", 0.0, "/console", "x")
+    cells = re.findall(r'<span class="memory">([^<]*)</span>', page)
+    assert cells == ["47.0 MiB", "3.0 KiB on disk", "unknown", ""]
+    assert size(512) == "512 B" and size(3 << 30) == "3.0 GiB"

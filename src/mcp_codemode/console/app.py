@@ -259,7 +259,10 @@ class Console:
                 shown.append((seen, seen.fresh_next or "no sandbox"))
             else:
                 board.forget(seen.key)  # it ended (expired, evicted, closed with its connection)
-        body = pages.sessions_page(shown, bridge.backend_name, time.time(), CONSOLE_PATH, visitor.csrf)
+        # Read now, for this page only (never per call): a cgroup's count, a process tree's RSS, a snapshot's size.
+        used = await anyio.to_thread.run_sync(lambda: [bridge.session_memory(seen.key) for seen, _ in shown])
+        rows = [(seen, state, memory) for (seen, state), memory in zip(shown, used, strict=True)]
+        body = pages.sessions_page(rows, bridge.backend_name, time.time(), CONSOLE_PATH, visitor.csrf)
         return self.respond("Sessions", body, visitor, live=True)
 
     async def session_action(self, request: Request) -> Response:

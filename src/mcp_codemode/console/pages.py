@@ -96,19 +96,31 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], empty: str) ->
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def sessions_page(seen: Sequence[tuple[SessionSeen, str]], backend: str, now: float, base: str, csrf: str) -> str:
-    """The principal's sessions, each with its state (running, hibernated, reset...)."""
+def size(value: int | None) -> str:
+    """Bytes as a person reads them; "unknown" rather than a guess when they could not be read."""
+    if value is None:
+        return "unknown"
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= factor:
+            return f"{value / factor:.1f} {unit}"
+    return f"{value} B"
+
+
+def sessions_page(seen: Sequence[tuple[SessionSeen, str, int | None]], backend: str, now: float, base: str,
+                  csrf: str) -> str:  # fmt: skip
+    """The principal's sessions, each with its state (running, hibernated, reset...) and the memory it takes: its
+    sandbox's while it runs, its snapshot's on disk while it sleeps, nothing without a sandbox."""
     rows = []
-    for session, state in seen:
+    for session, state, memory in seen:
         key = str(session.key)
         actions = _action(base, "sessions/reset", "Reset", csrf, {"session": key})
         actions += _action(base, "sessions/end", "End", csrf, {"session": key})
         name = f'<span class="session">{esc(session.key.name)}</span>'
         last = esc(ago(now - session.last_call)) + " ago"
-        rows.append(
-            [name, esc(ago(now - session.created)), last, esc(session.calls), esc(backend), esc(state), actions]
-        )
-    return _table(("Session", "Age", "Last call", "Calls", "Backend", "State", ""), rows,
+        used = size(memory) if state == "running" else f"{size(memory)} on disk" if state.startswith("hib") else ""
+        rows.append([name, esc(ago(now - session.created)), last, esc(session.calls), esc(backend), esc(state),
+                     f'<span class="memory">{esc(used)}</span>', actions])  # fmt: skip
+    return _table(("Session", "Age", "Last call", "Calls", "Backend", "State", "Memory", ""), rows,
                   "No sessions yet: they appear here after their first call.")  # fmt: skip
 
 

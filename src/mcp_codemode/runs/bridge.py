@@ -384,6 +384,10 @@ class Bridge:
         hibernation = self.sessions.hibernation if self.sessions is not None else None
         return hibernation is not None and hibernation.has(str(key))
 
+    def session_memory(self, key: SessionKey) -> int | None:
+        """The bytes ``key`` takes here now (``Sessions.memory``: blocking, so in a thread), None when unknown."""
+        return self.sessions.memory(str(key)) if self.sessions is not None else None
+
     def session_running(self, key: SessionKey) -> bool:
         """Whether ``key``'s sandbox runs here now (without counting this as use of the session)."""
         return self.sessions is not None and self.sessions.live_worker(str(key), use=False) is not None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import Literal
 
@@ -45,6 +46,13 @@ class Hibernation:
 
     def has(self, session: str) -> bool:
         return self.store.has(session)
+
+    def size(self, session: str) -> int | None:
+        """The bytes ``session``'s snapshot takes on disk; None without one."""
+        try:
+            return os.path.getsize(self.store.file(session))
+        except OSError:
+            return None
 
     def drop(self, session: str) -> None:
         """Forget a session's snapshot (``reset``, a session that opted out, a connection that ended)."""

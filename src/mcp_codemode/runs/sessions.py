@@ -146,6 +146,14 @@ class SessionManager:
             entry.last_used = time.monotonic()
         return entry.worker
 
+    def memory(self, name: str) -> int | None:
+        """The bytes session ``name`` takes: its running sandbox's memory, or its snapshot's size on disk when it
+        sleeps; None when unknown (no sandbox, or a backend that cannot say). Blocking reads of /sys or /proc."""
+        worker = self.live_worker(name, use=False)
+        if worker is not None:
+            return worker.memory()
+        return self.hibernation.size(name) if self.hibernation is not None else None
+
     async def execute(
         self,
         code: str,

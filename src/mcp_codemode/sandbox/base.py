@@ -72,6 +72,8 @@ class Launch:
     kill: Callable[[], Awaitable[None]]
     cleanup: Callable[[], Awaitable[None]]
     death_cause: Callable[[], str | None]  # e.g. "out of memory (limit 512m)" once the process has died
+    # The bytes the sandbox uses now, read when asked (the console's Sessions page); None: this backend cannot say.
+    memory: Callable[[], int | None] = lambda: None
 
 
 class Backend(abc.ABC):

@@ -37,6 +37,7 @@ from ..state_files import passage_problem
 from . import cgroups
 from .base import GUEST_MOUNT, SANDBOX_ENV, WORKSPACE, Availability, Backend, EnforcedLimit, Launch, guest_argv
 from .channel import PipeChannel
+from .processes import tree_rss
 from .seccomp import SeccompUnavailable, bpf_pipe, denylist_bpf
 from .staged_trust import UntrustedStaging
 from .staging import stage_guest
@@ -293,7 +294,11 @@ class BubblewrapBackend(Backend):
                 return f"out of memory (limit {format_size(self.settings.memory)})"
             return None
 
-        return Launch(PipeChannel(process), kill, cleanup, death_cause)
+        def memory() -> int | None:
+            used = group.memory_current() if group is not None else None
+            return used if used is not None else tree_rss(process.pid)
+
+        return Launch(PipeChannel(process), kill, cleanup, death_cause, memory)
 
     async def reap_orphans(self) -> int:
         if self.cgroup_support.parents:

@@ -144,6 +144,13 @@ class WorkerCgroup:
                 return True
         return False
 
+    def memory_current(self) -> int | None:
+        """What the group's processes use now, page cache and tmpfs pages included (the kernel's count, which its
+        limit is enforced on); None without a memory group."""
+        name = "memory.current" if self.mode == "v2" else "memory.usage_in_bytes"
+        text = self._read(self.directories.get("unified" if self.mode == "v2" else "memory"), name).strip()
+        return int(text) if text.isdigit() else None
+
     def memory_peak(self) -> int | None:
         name = "memory.peak" if self.mode == "v2" else "memory.max_usage_in_bytes"
         text = self._read(self.directories.get("unified" if self.mode == "v2" else "memory"), name).strip()

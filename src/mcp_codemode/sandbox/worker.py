@@ -397,6 +397,10 @@ class Worker:
             return f"killed by {signal.Signals(code - 128).name} (exit status {code})"
         return f"exit status {code}"
 
+    def memory(self) -> int | None:
+        """The bytes the sandbox uses now, as its backend reads them (blocking: a file or two of /sys or /proc)."""
+        return self._launch.memory() if self._launch is not None and self.alive else None
+
     async def kill(self) -> None:
         if self._launch is None:
             return
