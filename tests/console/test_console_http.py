@@ -439,3 +439,21 @@ async def test_an_operator_signs_a_remote_server_in_and_nobody_else_can_start_or
     logged = server.log_text()
     assert code not in logged and not any(token in logged for token in tokens)
     assert "signed in to upstream server 'signed'" in logged
+
+
+async def test_the_servers_page_is_told_of_a_restart_made_elsewhere_by_its_event_stream(
+    server: HttpServer, browsers: tuple[Browser, Browser]
+) -> None:
+    alice, bob = browsers  # Bob watches the Servers page; Alice, an operator, restarts a server from hers
+    live = re.search(r'<main data-live="([^"]+)"', (await bob.page("/console/servers")).text)
+    assert live is not None and "&amp;servers=" in live.group(1)
+    await alice.page("/console/servers")
+    async with bob.http.stream("GET", html.unescape(live.group(1))) as events:
+        lines = events.aiter_lines()
+        with anyio.fail_after(patient(30)):
+            while (await anext(lines)) != ": still here":  # nothing changed since his page was drawn
+                pass
+        assert (await alice.act("/console/servers/restart", name="everything")).status_code == 303  # no call
+        with anyio.fail_after(patient(30)):
+            while (await anext(lines)) != "event: change":
+                pass
