@@ -3,8 +3,8 @@
 Usage: .venv/bin/python scripts/console_screenshots.py [OUT_DIR]  (default docs/images). Needs bubblewrap, chromium
 and chromium-driver (scripts/setup.sh installs them). It starts `mcp-codemode serve --transport http` on a free
 loopback port in a temporary state directory, with server-everything configured (the test suite's copy, so
-scripts/setup.sh must have run) and a policy that asks before `everything/echo`, makes the calls an agent might, and
-saves one PNG per page.
+scripts/setup.sh must have run) and the suite's OAuth-only server (not signed in), and a policy that asks before
+`everything/echo`, makes the calls an agent might, and saves one PNG per page.
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ def wait_for(driver: webdriver.Chrome, xpath: str) -> None:
 
 async def long_call(url: str) -> None:
     async with httpx2.AsyncClient(timeout=120) as http, Client(streamable_http_client(url, http_client=http)) as client:
-        await client.call_tool("run_python", {"code": "import time\ntime.sleep(20)", "session": "scratch"})
+        code = "await mcp_everything.trigger_long_running_operation(duration=20, steps=10)"  # it reports progress
+        await client.call_tool("run_python", {"code": code, "session": "scratch"})
 
 
 def main() -> None:
@@ -96,7 +97,11 @@ def main() -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_BRIDGE_")}
     config = base / "servers.json"
-    config.write_text(json.dumps({"mcpServers": {"everything": EVERYTHING}}), encoding="utf-8")
+    oauth_port = free_port()  # the test suite's OAuth-only server, not signed in: the Servers page offers Sign in
+    signed = {"type": "http", "url": f"http://127.0.0.1:{oauth_port}/mcp"}
+    config.write_text(json.dumps({"mcpServers": {"everything": EVERYTHING, "signed": signed}}), encoding="utf-8")
+    oauth = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "oauth_server.py"), str(oauth_port)],
+                             stderr=subprocess.DEVNULL)  # fmt: skip
     catalog = base / "catalog.json"
     catalog.write_text(json.dumps(CATALOG), encoding="utf-8")
     policy = base / "codemode.toml"
@@ -123,8 +128,7 @@ def main() -> None:
         driver.save_screenshot(str(out / "console-sessions.png"))
         running = subprocess.Popen([sys.executable, __file__, "--long", url])
         driver.get(origin + "/calls")
-        while not driver.find_elements(By.XPATH, "//table//button[text()='Cancel']"):  # the page follows, live
-            time.sleep(0.2)
+        wait_for(driver, "//table//span[@class='progress']")  # the page follows, live, with the call's progress
         time.sleep(2)
         driver.save_screenshot(str(out / "console-calls.png"))
         running.wait()
@@ -159,6 +163,8 @@ def main() -> None:
             driver.quit()
         server.terminate()
         server.wait(30)
+        oauth.terminate()
+        oauth.wait(30)
         shutil.rmtree(base, ignore_errors=True)
 
 
