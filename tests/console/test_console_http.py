@@ -421,6 +421,9 @@ async def test_an_operator_signs_a_remote_server_in_and_nobody_else_can_start_or
     assert (await bob.http.get(callback)).status_code == 403  # another principal's browser, the right state
     async with httpx2.AsyncClient() as stranger:  # the link opened in a browser that did not start the sign-in
         assert (await stranger.get(callback)).status_code == 403
+    path = callback.removeprefix(alice.origin)
+    rebound = await alice.http.get(path, headers={"Host": f"evil.example:{server.port}"})  # DNS rebinding
+    assert rebound.status_code == 421
     done = await alice.http.get(callback)  # still waiting: the refused callbacks did not end it
     assert done.status_code == 200 and "Signed in to signed" in done.text, done.text
     assert (await alice.http.get(callback)).status_code == 400  # replayed

@@ -128,8 +128,12 @@ class SignInRoutes:
         if config is None:
             return self.console.respond("Not found", '<p class="empty">No such remote server runs here.</p>', visitor,
                                         status=404)  # fmt: skip
-        # The Origin was checked to be the console's own (app.py): the address this browser reaches it by.
-        redirect_uri = request.headers["origin"] + CONSOLE_PATH + CALLBACK
+        # The address this browser reaches the console by: its Origin, checked in app.py (one of the operator's
+        # allowed origins is not the console's own: then the Host, as the request came).
+        host, origin = request.headers.get("host", ""), request.headers["origin"]
+        if origin not in (f"http://{host}", f"https://{host}"):
+            origin = f"{request.url.scheme}://{host}"
+        redirect_uri = origin + CONSOLE_PATH + CALLBACK
         loop = asyncio.get_running_loop()
         address: asyncio.Future[str] = loop.create_future()
         code: asyncio.Future[AuthorizationCodeResult] = loop.create_future()
@@ -157,7 +161,7 @@ class SignInRoutes:
         text = f"Signing in to {config.name}: on to its authorization server, which sends you back here."
         page = pages.moving_on(f"Sign in to {config.name}", text, address.result(), "Continue", CONSOLE_PATH)
         response = HTMLResponse(page)
-        secure = "; Secure" if request.headers["origin"].startswith("https:") else ""
+        secure = "; Secure" if origin.startswith("https:") else ""
         response.headers.append("set-cookie", f"{BROWSER}={browser}; Path={CONSOLE_PATH}{CALLBACK}; HttpOnly; "
                                 f"SameSite=Lax; Max-Age={int(TTL)}{secure}")  # fmt: skip
         return response

@@ -101,7 +101,8 @@ class Upstreams:
                 name, config.transport, shown(config.target, config), state_name(state),
                 tuple(tool.name for tool in known.tools) if known is not None else (),
                 known.origin if known is not None else "unknown", state.restarts, shown(state.detail, config),
-                state.retry_in, signed_in, restartable=True, sign_in=signed_in is False or lapsed,
+                state.retry_in, signed_in, restartable=True,
+                sign_in=(signed_in is False and state.status != "ready") or lapsed,  # ready without: needs none
             ))  # fmt: skip
         for name, (config, verdict) in self.directory.refused.items():
             if name == config.name:  # refused is keyed by name and by alias
