@@ -380,9 +380,15 @@ class Bridge:
         return self.sessions is not None and self.sessions.worker(str(key)) is not None
 
     def session_hibernated(self, key: SessionKey) -> bool:
-        """Whether ``key`` sleeps on disk here (``hibernation.py``), to be restored by its next call."""
-        hibernation = self.sessions.hibernation if self.sessions is not None else None
-        return hibernation is not None and hibernation.has(str(key))
+        """Whether ``key`` sleeps on disk here (``hibernation.py``), or is being written there, to be restored by its
+        next call (while it is written it has no sandbox and no snapshot yet: not "ended")."""
+        sessions = self.sessions
+        hibernation = sessions.hibernation if sessions is not None else None
+        return (
+            sessions is not None
+            and hibernation is not None
+            and (hibernation.has(str(key)) or sessions.hibernating(str(key)))
+        )
 
     def session_memory(self, key: SessionKey) -> int | None:
         """The bytes ``key`` takes here now (``Sessions.memory``: blocking, so in a thread), None when unknown."""

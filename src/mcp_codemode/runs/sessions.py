@@ -146,6 +146,11 @@ class SessionManager:
             entry.last_used = time.monotonic()
         return entry.worker
 
+    def hibernating(self, name: str) -> bool:
+        """Whether session ``name`` is being written to disk now (it left the live sessions; its snapshot is not
+        there yet)."""
+        return name in self._hibernating
+
     def memory(self, name: str) -> int | None:
         """The bytes session ``name`` takes: its running sandbox's memory, or its snapshot's size on disk when it
         sleeps; None when unknown (no sandbox, or a backend that cannot say). Blocking reads of /sys or /proc."""
