@@ -284,11 +284,10 @@ class Bridge:
         result = None
         try:
             board = self.board
-            if board is None:
-                result = await self._run(request, key, on_output, owner, caller)
-            else:  # seen on the console's board: running, its latest progress, then ended
-                work = self._run(request, key, on_output, owner, board.relaying(CALL_ID.get(), caller))
-                result = await board.track(work, CALL_ID.get(), key, owner, request.code)
+            if board is not None:  # seen on the console's board: running, its latest progress, then ended
+                caller = board.relaying(CALL_ID.get(), caller)
+            work = self._run(request, key, on_output, owner, caller)
+            result = await (work if board is None else board.track(work, CALL_ID.get(), key, owner, request.code))
             outcome = call_outcome(result)
             return result
         except asyncio.CancelledError:
@@ -380,15 +379,9 @@ class Bridge:
         return self.sessions is not None and self.sessions.worker(str(key)) is not None
 
     def session_hibernated(self, key: SessionKey) -> bool:
-        """Whether ``key`` sleeps on disk here (``hibernation.py``), or is being written there, to be restored by its
-        next call (while it is written it has no sandbox and no snapshot yet: not "ended")."""
-        sessions = self.sessions
-        hibernation = sessions.hibernation if sessions is not None else None
-        return (
-            sessions is not None
-            and hibernation is not None
-            and (hibernation.has(str(key)) or sessions.hibernating(str(key)))
-        )
+        """Whether ``key`` sleeps on disk here (``hibernation.py``), or is being written there (``Sessions.asleep``),
+        to be restored by its next call."""
+        return self.sessions is not None and self.sessions.asleep(str(key))
 
     def session_memory(self, key: SessionKey) -> int | None:
         """The bytes ``key`` takes here now (``Sessions.memory``: blocking, so in a thread), None when unknown."""

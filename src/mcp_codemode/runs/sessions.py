@@ -146,10 +146,11 @@ class SessionManager:
             entry.last_used = time.monotonic()
         return entry.worker
 
-    def hibernating(self, name: str) -> bool:
-        """Whether session ``name`` is being written to disk now (it left the live sessions; its snapshot is not
-        there yet)."""
-        return name in self._hibernating
+    def asleep(self, name: str) -> bool:
+        """Whether session ``name`` sleeps on disk, or is being written there now: it left the live sessions before
+        its snapshot is there, and a look in between must not take it for ended."""
+        hibernation = self.hibernation
+        return hibernation is not None and (name in self._hibernating or hibernation.has(name))
 
     def memory(self, name: str) -> int | None:
         """The bytes session ``name`` takes: its running sandbox's memory, or its snapshot's size on disk when it
