@@ -33,10 +33,12 @@ What is reported
     Per side: ``throughput_per_s``, ``latency`` (p50, p95, p99, max over the non-timeout calls, ms) and per kind and
     per era, ``errors`` by kind (with a few details), ``cross_session`` (answers with another client's id: must be
     0), ``cpu`` (seconds and cores used during the window by the server processes, by what they started, and by this
-    process, which runs all clients) and ``memory`` (RSS/PSS of the server processes and what they started, before,
-    after and at the peak). ``targets``: throughput >= 0.8x the floor's, p99 <= 1.5x the floor's p99, no answer
-    from another session. The clients share the machine with both servers: on 2 cores both sides are measured
-    with the same clients in the same run, so the ratios, not the absolute figures, are what to compare.
+    process, which runs all clients; ``ms_per_call`` divides them by the calls that ended in the window: on a shared
+    machine the steadiest figure of the two sides' work) and ``memory`` (RSS/PSS of the server processes and what
+    they started, before, after and at the peak). ``targets``: throughput >= 0.8x the floor's, p99 <= 1.5x the
+    floor's p99, no answer from another session. The clients share the machine with both servers: on 2 cores both
+    sides are measured with the same clients in the same run, so the ratios, not the absolute figures, are what to
+    compare.
 
 Usage
     python benchmarks/load.py [--clients 64] [--stdio 8] [--seconds 30] [--backend NAME] [--quick] [--out FILE]
@@ -348,6 +350,21 @@ def throughput(states: Sequence[work.ClientState], outcomes: Sequence[work.Outco
     return round(total, 1)
 
 
+def calls_ended_in(outcomes: Sequence[work.Outcome], window: float) -> int:
+    """The calls whose whole cost fell inside the window the CPU was read over (deliberate timeouts included)."""
+    return sum(1 for outcome in outcomes if outcome.started + outcome.latency_ms / 1000 <= window)
+
+
+def per_call(cpu: dict[str, float], calls: int) -> dict[str, float]:
+    """CPU ms per call of each part and in all: the figure a busy machine moves least, unlike calls per second.
+
+    On saturated cores a side's throughput follows its total CPU per call (servers, what they started and the
+    clients), so this is what says which side does more work per call, however busy the machine was.
+    """
+    parts = {part: round(value * 1000 / calls, 3) if calls else 0.0 for part, value in cpu.items()}
+    return {**parts, "total": round(sum(cpu.values()) * 1000 / calls, 3) if calls else 0.0}
+
+
 def errors_by_kind(outcomes: Sequence[work.Outcome]) -> dict[str, Any]:
     counted: dict[str, int] = {}
     details: dict[str, list[str]] = {}
@@ -367,6 +384,7 @@ def summarize_side(side: work.Side, states: Sequence[work.ClientState], outcomes
     warm_upstream = sum(1 for kind in WARMUP if kind in work.UPSTREAM_KINDS) if side == "bridge" else 0
     timeouts = [outcome for outcome in outcomes if outcome.kind == "timeout"]
     cpu = {part: round(after["cpu"][part] - before["cpu"][part], 3) for part in before["cpu"]}
+    ended = calls_ended_in(outcomes, window.seconds)
     return {
         "side": side,
         "calls": len(outcomes),
@@ -393,7 +411,12 @@ def summarize_side(side: work.Side, states: Sequence[work.ClientState], outcomes
         },
         "late": sum(1 for outcome in outcomes if outcome.late),
         "cross_session": sum(1 for outcome in outcomes if outcome.error == "wrong_session"),
-        "cpu": {"seconds": cpu, "cores": {part: round(value / window.seconds, 3) for part, value in cpu.items()}},
+        "cpu": {
+            "seconds": cpu,
+            "cores": {part: round(value / window.seconds, 3) for part, value in cpu.items()},
+            "calls_ended_in_window": ended,
+            "ms_per_call": per_call(cpu, ended),
+        },
         "memory": {
             "rss_mb": {
                 "before": {k: mib(v) for k, v in before["rss_kib"].items()},

@@ -67,6 +67,14 @@ def test_throughput_takes_the_deliberate_wait_out_of_each_clients_time() -> None
     assert load.throughput(states, outcomes, 1.0) == pytest.approx(10 / 1.0 + 5 / 0.5, abs=0.1)
 
 
+def test_cpu_per_call_counts_only_the_calls_that_ended_in_the_window() -> None:
+    work, load = bench_module("load_work"), bench_module("load")
+    outcomes = [work.Outcome(0, "stdio", "cell", 0.5 * i, 400.0, None) for i in range(4)]  # end at 0.4 ... 1.9 s
+    assert load.calls_ended_in(outcomes, 1.0) == 2  # the calls still running when the CPU was read are left out
+    assert load.per_call({"servers": 0.3, "clients": 0.1}, 2) == {"servers": 150.0, "clients": 50.0, "total": 200.0}
+    assert load.per_call({"servers": 0.3}, 0) == {"servers": 0.0, "total": 0.0}
+
+
 @pytest.mark.backend
 def test_a_tiny_run_reports_both_sides_and_no_answer_from_another_session(tmp_path: Path) -> None:
     require_bubblewrap()
@@ -84,6 +92,7 @@ def test_a_tiny_run_reports_both_sides_and_no_answer_from_another_session(tmp_pa
         assert set(figures["latency_by_era"]) == {"http-legacy", "http-modern", "stdio"}
         assert {"count", "by_kind", "examples"} <= set(figures["errors"])
         assert set(figures["cpu"]["seconds"]) == {"servers", "started", "clients"}
+        assert set(figures["cpu"]["ms_per_call"]) == {"servers", "started", "clients", "total"}
         assert figures["memory"]["rss_mb"]["after"]["servers"] > 0
     bridge = document["bridge"]
     assert bridge["cross_session"] == 0 and "wrong_count" not in bridge["errors"]["by_kind"]
