@@ -57,6 +57,8 @@ class Guard:
         self.app = app
         self.metrics = metrics  # GET /metrics, with rules of its own (metrics_endpoint.py)
         self.tokens = [(token.encode(), principal_of(token)) for token in settings.http_tokens]
+        # The SDK's user object of each principal, made once: a request only says which one is asking.
+        self.users = {principal: principal_user(principal) for _, principal in self.tokens}
         self.origins = list(settings.allowed_origins)
         if is_loopback(settings.http_host):
             self.origins.extend(_local_origins())
@@ -83,7 +85,7 @@ class Guard:
                 await _reply(send, 401, UNAUTHORIZED, hint, challenge)
                 return
             scope.setdefault("state", {})[PRINCIPAL_STATE_KEY] = principal
-            scope["user"] = principal_user(principal)  # the SDK binds an MCP session to the user that opened it
+            scope["user"] = self.users[principal]  # the SDK binds an MCP session to the user that opened it
         await self.app(scope, receive, send)
 
     def _principal(self, authorization: str) -> str | None:
