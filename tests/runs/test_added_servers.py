@@ -68,8 +68,10 @@ class Person:
 
 def make_relay(tmp_path: Path, **settings: Any) -> tuple[Relay, Path]:
     secrets = tmp_path / "secrets"
-    secrets.mkdir(parents=True, exist_ok=True)
-    (secrets / "Authorization").write_text(f"Bearer {SECRET}\n")
+    for folder in (secrets / ALICE, secrets / BOB):  # each token principal's own (the bridge's are not theirs)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "Authorization").write_text(f"Bearer {SECRET}\n")
+    settings.setdefault("add_servers", add_policy("ask-all"))  # token holders may propose (ask: the local user only)
     config = Settings(state_dir=tmp_path / "state", secrets_dir=secrets, **settings)
     configured = ServerConfig(name="time", alias="time", transport="stdio", source="test", command="/bin/false")
     directory = ToolDirectory([configured], config)
@@ -182,9 +184,25 @@ def test_the_policy_forbids_or_restricts_before_anything_is_looked_up_or_asked(t
     assert ask(listed, ALICE, add("io.github.acme/fs"), person)["ok"] and len(person.asked) == 1
 
 
+def test_by_default_a_token_holder_cannot_propose_and_his_server_never_gets_the_bridges_secrets(
+    tmp_path: Path,
+) -> None:
+    person = Person()
+    default, _ = make_relay(tmp_path / "ask", add_servers=add_policy("ask"))
+    refused = ask(default, BOB, add("com.example/maps"), person)
+    assert refused["error"]["kind"] == "PolicyError" and "ask-all" in refused["error"]["message"]
+    assert person.asked == [] and ask(default, "local", add("com.example/maps"), person)["ok"]
+    relay, _ = make_relay(tmp_path / "all")
+    (tmp_path / "all" / "secrets" / "Authorization").write_text("Bearer the-operators-own-token-0123\n")
+    (tmp_path / "all" / "secrets" / BOB / "Authorization").unlink()  # Bob was given none of his own
+    bob = ask(relay, BOB, add("com.example/weather"), person)
+    assert f"{BOB}/Authorization" in bob["error"]["message"] and len(person.asked) == 1, bob
+    assert f"weather@{BOB}" not in relay.hub.names()
+
+
 def test_a_missing_secret_is_named_before_the_person_is_asked_and_a_name_taken_is_refused(tmp_path: Path) -> None:
     relay, _ = make_relay(tmp_path)
-    (tmp_path / "secrets" / "Authorization").unlink()
+    (tmp_path / "secrets" / ALICE / "Authorization").unlink()
     person = Person()
     reply = ask(relay, ALICE, add("com.example/weather"), person)
     assert "needs the secret 'Authorization'" in reply["error"]["message"] and person.asked == []

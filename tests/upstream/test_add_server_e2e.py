@@ -87,13 +87,14 @@ def bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HttpServe
     catalog = folder / "catalog.json"
     catalog.write_text(json.dumps(CATALOG), encoding="utf-8")
     secrets = folder / "secrets"
-    secrets.mkdir()
-    (secrets / "EVERYTHING_TOKEN").write_text(SECRET + "\n", encoding="utf-8")
+    (secrets / principal(ALICE)).mkdir(parents=True)  # a token principal's added servers read only their own
+    (secrets / principal(ALICE) / "EVERYTHING_TOKEN").write_text(SECRET + "\n", encoding="utf-8")
     audit = folder / "audit.jsonl"
     with private_state_dir() as state, HttpServer(
         folder / "serve.log", "--no-discover", MCP_BRIDGE_STATE_DIR=str(state), MCP_BRIDGE_AUDIT_LOG=str(audit),
         MCP_BRIDGE_HTTP_TOKEN=f"{ALICE},{BOB}", MCP_BRIDGE_REGISTRY_CATALOG=str(catalog),
         MCP_BRIDGE_SECRETS_DIR=str(secrets), MCP_BRIDGE_MAX_TIMEOUT="900", MCP_BRIDGE_REGISTRIES="off",
+        MCP_BRIDGE_ADD_SERVERS="ask-all",
     ) as server:  # fmt: skip
         yield server, audit
 

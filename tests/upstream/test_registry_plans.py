@@ -188,11 +188,86 @@ def test_an_added_servers_config_reads_its_secrets_from_the_secret_settings_and_
 
 def test_the_setting_asks_by_default_and_can_forbid_or_restrict() -> None:
     assert Settings.load(env={}).add_servers == AddPolicy()
-    assert Settings.load(env={"MCP_BRIDGE_ADD_SERVERS": "off"}).add_servers.refusal("a.b/c").startswith("adding")
+    off = Settings.load(env={"MCP_BRIDGE_ADD_SERVERS": "off"}).add_servers
+    assert off.refusal("a.b/c", local=True).startswith("adding")
     allowed = add_policy("io.github.acme/*, com.example/weather")
-    assert allowed.refusal("io.github.acme/fs") == "" and allowed.refusal("com.example/weather") == ""
+    for local in (True, False):  # an allow list is the operator's: it lets token holders propose those names too
+        assert allowed.refusal("io.github.acme/fs", local) == "" and allowed.refusal("com.example/weather", local) == ""
     for lookalike in ("io.github.acme-evil/fs", "io.github.acrne/fs", "io.github.acme.evil/fs", "com.example/weather2",
                       "com.example/Weather", "io.github/acme/fs"):  # fmt: skip
-        assert "not among" in allowed.refusal(lookalike), lookalike
+        assert "not among" in allowed.refusal(lookalike, True), lookalike
     with pytest.raises(SettingsError, match="MCP_BRIDGE_ADD_SERVERS"):
         Settings.load(env={"MCP_BRIDGE_ADD_SERVERS": "io.github.acme*"})
+
+
+def test_ask_lets_only_the_local_user_propose_anything_and_ask_all_lets_token_holders_too() -> None:
+    # A token holder can publish a package and say yes to it in his own client: his yes is no operator's consent
+    # to run code as the bridge's user, which reads every secret and every other principal's state.
+    ask = Settings.load(env={}).add_servers
+    assert ask.refusal("io.github.bob/steal", local=True) == ""
+    assert "allow list" in ask.refusal("io.github.bob/steal", local=False)
+    assert add_policy("ask-all").refusal("io.github.bob/steal", local=False) == ""
+    assert Settings.load(env={"MCP_BRIDGE_ADD_SERVERS": "ASK-ALL"}).add_servers == AddPolicy("ask-all")
+
+
+# ---------------------------------------------------------------------------- what a hostile entry may not do
+
+
+def with_package(**package: Any) -> dict[str, Any]:
+    base = {"registryType": "npm", "identifier": "x-server", "version": "1.0.0", "transport": {"type": "stdio"}}
+    return {"name": "io.github.mallory/x", "description": "", "version": "1.0.0", "packages": [{**base, **package}]}
+
+
+@pytest.mark.parametrize(
+    "name", ["LD_PRELOAD", "ld_library_path", "NODE_OPTIONS", "node_path", "PYTHONPATH", "PYTHONSTARTUP", "PATH",
+             "npm_config_registry", "NPM_CONFIG_SCRIPT_SHELL", "PIP_INDEX_URL", "BASH_ENV", "HTTPS_PROXY",
+             "https_proxy", "NODE_EXTRA_CA_CERTS", "GIT_SSH_COMMAND", "DYLD_INSERT_LIBRARIES",
+             "MCP_BRIDGE_SECRETS_DIR"],
+)  # fmt: skip
+def test_an_entry_cannot_set_a_variable_that_changes_what_runs(name: str) -> None:
+    for need in ({"name": name, "default": "/tmp/evil.so"}, {"name": name, "isSecret": True}):
+        with pytest.raises(CannotAdd, match="never lets a registry entry set it"):
+            plan_for(entry(with_package(environmentVariables=[need])), ["npm"])
+    ignored = plan_for(entry(with_package(environmentVariables=[{"name": name}])), ["npm"])  # optional, unset
+    assert ignored.env == () and ignored.secrets == ()
+    assert plan_for(entry(with_package(environmentVariables=[{"name": "NODE_ENV", "default": "x"}])), ["npm"]).env
+
+
+def test_a_remote_cannot_set_the_headers_the_http_client_owns() -> None:
+    for name in ("Host", "content-length", "Transfer-Encoding", "Mcp-Session-Id"):
+        data = {**REMOTE, "remotes": [{**REMOTE["remotes"][0], "headers": [{"name": name, "value": "x"}]}]}
+        with pytest.raises(CannotAdd, match="never lets"):
+            plan_for(entry(data), [])
+
+
+@pytest.mark.parametrize(
+    ("kind", "version"),
+    [("npm", "1"), ("npm", "1.2"), ("npm", "canary"), ("npm", "beta"), ("npm", "v1.0.0"), ("npm", "01.0.0"),
+     ("pypi", "dev"), ("pypi", "main")],
+)  # fmt: skip
+def test_a_version_a_package_manager_reads_as_a_range_or_a_tag_is_refused(kind: str, version: str) -> None:
+    identifier = "x-server"
+    with pytest.raises(CannotAdd, match="not one exact release"):
+        plan_for(entry(with_package(registryType=kind, identifier=identifier, version=version)), ["npm", "pypi"])
+
+
+def test_exact_versions_still_plan() -> None:
+    for kind, version in (("npm", "1.0.0-rc.1+b7"), ("pypi", "2026.10.19"), ("pypi", "1.0rc1"), ("pypi", "2")):
+        plan = plan_for(entry(with_package(registryType=kind, version=version)), ["npm", "pypi"])
+        assert plan.version == version
+
+
+def test_a_token_principals_server_gets_only_the_secrets_provisioned_for_it(tmp_path: Path) -> None:
+    # Bob publishes an entry asking for the operator's EVERYTHING_TOKEN and says yes to it himself: his server must
+    # not be given the bridge's own value, only one the operator put in Bob's own folder.
+    (tmp_path / "EVERYTHING_TOKEN").write_text("operator-token-123\n")
+    bob = "t-bbbbbbbbbbbb"
+    with pytest.raises(SecretError):
+        added(bob, EVERYTHING).config(tmp_path)
+    (tmp_path / bob).mkdir()
+    (tmp_path / bob / "EVERYTHING_TOKEN").write_text("bobs-own-token-456\n")
+    assert added(bob, EVERYTHING).config(tmp_path).env["EVERYTHING_TOKEN"] == "bobs-own-token-456"
+    assert added("local", EVERYTHING).config(tmp_path).env["EVERYTHING_TOKEN"] == "operator-token-123"
+    (tmp_path / "t-aaaaaaaaaaaa").symlink_to(tmp_path)  # a principal cannot name its way into another's folder
+    with pytest.raises(SecretError):
+        added("t-aaaaaaaaaaaa/..", EVERYTHING).config(tmp_path)

@@ -40,6 +40,7 @@ from ..upstream.errors import HIDDEN, MIN_SECRET, UnknownServer
 from ..upstream.model import ServerConfig
 from ..upstream.registry.added import (
     ALIAS,
+    LOCAL,
     MAX_ADDED,
     AddedServer,
     AddedStore,
@@ -47,6 +48,8 @@ from ..upstream.registry.added import (
     alias_of,
     default_name,
     now,
+    owner_tag,
+    secrets_of,
 )
 from ..upstream.registry.entries import NAME as ENTRY_NAME
 from ..upstream.registry.installs import install
@@ -189,7 +192,7 @@ class AddedServers:
         if not ENTRY_NAME.match(name):
             raise Refusal(ERROR_KIND_ARGUMENT, f"{name[:80]!r} is not a registry name: a reverse-DNS namespace, one "
                           "slash and a name, exactly as find_servers() returned it")  # fmt: skip
-        refused = self.settings.add_servers.refusal(name)
+        refused = self.settings.add_servers.refusal(name, local=run.owner == LOCAL)
         if refused:
             self._audit(run, name, None, "", "refused", refused)
             raise Refusal(ERROR_KIND_POLICY, f"add_server({name!r}) is refused: {refused}", rule="add_servers")
@@ -209,7 +212,7 @@ class AddedServers:
         server = self._new_server(run.owner, plan, message.get("alias"))
         if self._same_name(server):  # added before, exactly as it would be now: nothing to ask
             return self._entry(self._servers[server.hub_name])
-        self._check_secrets(plan)
+        self._check_secrets(run.owner, plan)
         try:
             question = consent_question(server, entry.description, str(self.packages))
         except QuestionTooLong as exc:
@@ -292,14 +295,17 @@ class AddedServers:
             raise Refusal(ERROR_KIND_POLICY, f"you already added {MAX_ADDED} servers; remove one first")
         return server
 
-    def _check_secrets(self, plan: LaunchPlan) -> None:
+    def _check_secrets(self, owner: str, plan: LaunchPlan) -> None:
+        where = name_in = ""
+        if owner != LOCAL:  # a token principal's secrets are its own (added.py says why)
+            name_in, where = f"{owner_tag(owner)}/", " provisioned for you"
         for name in plan.secrets:
             try:
-                read_secret(self.settings.secrets_dir, name, header=plan.kind == "remote")
+                read_secret(secrets_of(self.settings.secrets_dir, owner), name, header=plan.kind == "remote")
             except SecretError:
                 raise Refusal(ERROR_KIND_MCP, f"{plan.entry!r} needs the secret {name!r}, which the bridge's secret "
-                              f"settings do not hold; ask the person to put it in the file {name} of the bridge's "
-                              "secrets directory (MCP_BRIDGE_SECRETS_DIR), then call add_server again"
+                              f"settings{where} do not hold; ask the person to put it in the file {name_in}{name} of "
+                              "the bridge's secrets directory (MCP_BRIDGE_SECRETS_DIR), then call add_server again"
                               ) from None  # fmt: skip
 
     async def _ask(self, run: Run, server: AddedServer, question: str) -> str:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..settings import Settings
 from ..upstream.config.discovery import ConfigSources
 from ..upstream.model import Discovery, ServerConfig
+from ..upstream.registry.added import LOCAL  # the owner of stdio calls and of HTTP calls without tokens
 from ..upstream.registry.finder import Configured, Finder, FinderSource
 from ..upstream.tools.directory import ToolDirectory
 from .relay_params import MAX_QUERY, checked_int, checked_text, refuse_unknown
@@ -26,7 +27,6 @@ from .relay_params import MAX_QUERY, checked_int, checked_text, refuse_unknown
 if TYPE_CHECKING:
     from ..guest.protocol import CallFrame
 
-LOCAL = "local"  # the owner of a stdio client's calls, and of HTTP calls without tokens (face/placement.py)
 FIND_KEYS = frozenset({"type", "id", "op", "query", "limit"})
 MAX_FOUND = 50
 

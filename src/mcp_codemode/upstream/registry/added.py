@@ -10,6 +10,12 @@ An added server runs in the hub beside the configured ones under a name of its p
 relay shows each principal only its own (``runs/added_servers.py``). The record keeps the plan the person was shown
 and its digest, the program the install produced, and no secret: their values are read from the secret settings
 each time the server's configuration is built.
+
+Whose secrets: the local user's added servers read ``MCP_BRIDGE_SECRETS_DIR`` itself, as the servers the user
+configured do; a token principal's read only its own subdirectory of it (``<secrets dir>/t-3f2a.../NAME``), which the
+operator fills for that principal. The entry names the variable, and anyone may publish an entry: were a token
+holder's server given the bridge's own ``GITHUB_TOKEN`` because his entry asks for a secret of that name, every
+credential the operator provisioned would be one ``add_server`` away from every token holder.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from ..model import ServerConfig, Transport
 from .plans import CannotAdd, LaunchPlan
 
 FORMAT = 1
+LOCAL = "local"  # the principal of stdio calls and of HTTP calls without tokens: the host's own user
 NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 MAX_ADDED = 50  # servers one principal may add: each is a process on the host
@@ -45,6 +52,14 @@ def owner_tag(owner: str) -> str:
     if re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,31}", owner):
         return owner
     return "p" + hashlib.sha256(owner.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+
+
+def secrets_of(secrets_dir: Path | None, owner: str) -> Path | None:
+    """The directory ``owner``'s added servers read their secrets from: the secrets directory for the local user, a
+    subdirectory named after the principal (its ``owner_tag``) for anyone else."""
+    if secrets_dir is None or owner == LOCAL:
+        return secrets_dir
+    return secrets_dir / owner_tag(owner)
 
 
 def default_name(entry: str) -> str:
@@ -75,9 +90,10 @@ class AddedServer:
         return f"{self.name}@{owner_tag(self.owner)}"
 
     def config(self, secrets_dir: Path | None) -> ServerConfig:
-        """The server as the hub runs it; the secrets are read now (``SecretError`` names a missing one)."""
-        plan = self.plan
-        values = {name: read_secret(secrets_dir, name, header=plan.kind == "remote") for name in plan.secrets}
+        """The server as the hub runs it; the secrets are read now, from its principal's own (``SecretError`` names a
+        missing one)."""
+        plan, mine = self.plan, secrets_of(secrets_dir, self.owner)
+        values = {name: read_secret(mine, name, header=plan.kind == "remote") for name in plan.secrets}
         source = f"added by {self.owner} from {plan.entry} {plan.entry_version}"
         description = f"{plan.entry} {plan.entry_version}, added from a registry with a person's consent"
         if plan.kind == "remote":

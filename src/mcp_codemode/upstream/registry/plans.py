@@ -18,6 +18,15 @@ supports here, from the entry alone, and refuses clearly what it cannot run or w
   the public one (the same name in the user's registry could be another package: dependency confusion), an argument
   or variable with a value the person would have to invent.
 
+The entry also names the variables and headers it is given, and anyone may publish an entry, so a name that changes
+what runs rather than what the server is told is refused, whatever its value (``denied_variable``): the loader's and
+interpreters' own (``LD_PRELOAD``, ``NODE_OPTIONS``, ``PYTHONPATH``, ``PATH``: which ``node`` a script's shebang
+finds), the installers' (``npm_config_*``, ``PIP_*``) and the ones that move trust or traffic (CA bundles, proxies).
+A person asked to consent to ``node /.../server.js`` should not have to know that ``NODE_OPTIONS`` beside it means
+another program runs first. And an npm version must be one full ``x.y.z``: npm reads ``1`` or ``1.2`` as a range
+and ``next`` as a moving tag, so what installs would not be what was shown, and its install scripts run before the
+installed version can be compared.
+
 Secrets are never in a plan: only their names. Their values come from the bridge's secret settings
 (``MCP_BRIDGE_SECRETS_DIR``, a file per name) when the server starts.
 """
@@ -28,7 +37,7 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from ...errors import CodemodeError
@@ -43,6 +52,23 @@ PUBLIC_REGISTRIES: Mapping[str, tuple[str, ...]] = {
 NPM_NAME = re.compile(r"^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]{0,213}$")
 PYPI_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,200}[A-Za-z0-9])?$")
 EXACT_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_-]{0,100}$")
+SEMVER = re.compile(
+    r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]{1,60})?(\+[0-9A-Za-z.-]{1,60})?$"
+)
+PEP440 = re.compile(r"^v?[0-9][A-Za-z0-9.+_-]{0,100}$", re.IGNORECASE)  # pip's == on anything else is an error
+# Variables a registry entry may not set (matched without case): they change which program runs or what it loads.
+DENIED_VARIABLES = frozenset({
+    "PATH", "HOME", "ENV", "BASH_ENV", "SHELLOPTS", "BASHOPTS", "IFS", "PS4", "CDPATH", "GCONV_PATH", "LOCPATH",
+    "NLSPATH", "HOSTALIASES", "RESOLV_HOST_CONF", "TMPDIR", "NODE_OPTIONS", "NODE_PATH", "NODE_EXTRA_CA_CERTS",
+    "NODE_TLS_REJECT_UNAUTHORIZED", "NODE_REPL_EXTERNAL_MODULE", "NODE_V8_COVERAGE", "PERL5OPT", "PERL5LIB",
+    "PERLLIB", "RUBYOPT", "RUBYLIB", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "DOTNET_STARTUP_HOOKS",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY",
+    "ALL_PROXY", "NO_PROXY", "VIRTUAL_ENV", "CONDA_PREFIX", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+})  # fmt: skip
+DENIED_PREFIXES = ("LD_", "DYLD_", "PYTHON", "NPM_CONFIG_", "PIP_", "UV_", "GIT_", "MALLOC_", "GLIBC_", "MCP_BRIDGE_")
+# Headers the HTTP client owns (framing, routing): an entry setting them would be smuggling, not configuring.
+DENIED_HEADERS = frozenset({"HOST", "CONTENT-LENGTH", "TRANSFER-ENCODING", "CONNECTION", "UPGRADE", "TE", "TRAILER",
+                            "PROXY-AUTHORIZATION", "MCP-SESSION-ID", "MCP-PROTOCOL-VERSION"})  # fmt: skip
 VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 HEADER = re.compile(r"^[A-Za-z0-9-]{1,128}$")
 
@@ -155,9 +181,10 @@ def _package_plan(entry: ServerEntry, package: PackageRun, runnable: Sequence[Ki
                         "from your registry could install another package")  # fmt: skip
     if not (NPM_NAME if kind == "npm" else PYPI_NAME).match(package.identifier):
         raise CannotAdd(f"{what} is not a valid {package.registry_type} package name")
-    if not EXACT_VERSION.match(package.version):
+    exact = SEMVER if kind == "npm" else PEP440
+    if not EXACT_VERSION.match(package.version) or not exact.match(package.version):
         raise CannotAdd(f"{what} names the version {package.version[:60]!r}, which is not one exact release")
-    env, secrets = _inputs(package.environment, VARIABLE, f"{what}: the environment variable")
+    env, secrets = _inputs(package.environment, VARIABLE, f"{what}: the environment variable", denied_variable)
     return LaunchPlan(
         entry=entry.name,
         entry_version=entry.version,
@@ -174,7 +201,9 @@ def _package_plan(entry: ServerEntry, package: PackageRun, runnable: Sequence[Ki
 def _remote_plan(entry: ServerEntry, remote: RemoteRun) -> LaunchPlan:
     if any(mark in remote.url for mark in ("{", "}", " ")):
         raise CannotAdd(f"the remote URL {remote.url[:100]!r} has a placeholder the person would have to fill in")
-    headers, secrets = _inputs(remote.headers, HEADER, "the remote's header")
+    headers, secrets = _inputs(
+        remote.headers, HEADER, "the remote's header", lambda name: name.upper() in DENIED_HEADERS
+    )
     return LaunchPlan(
         entry=entry.name,
         entry_version=entry.version,
@@ -187,15 +216,24 @@ def _remote_plan(entry: ServerEntry, remote: RemoteRun) -> LaunchPlan:
     )
 
 
-def _inputs(needs: Sequence[InputNeed], pattern: re.Pattern[str], what: str) -> tuple[
+def denied_variable(name: str) -> bool:
+    """Whether an entry may not set the environment variable ``name`` (the module says why)."""
+    upper = name.upper()
+    return upper in DENIED_VARIABLES or upper.startswith(DENIED_PREFIXES)
+
+
+def _inputs(needs: Sequence[InputNeed], pattern: re.Pattern[str], what: str, denied: Callable[[str], bool]) -> tuple[
         tuple[tuple[str, str], ...], tuple[str, ...]]:  # fmt: skip
     """The fixed values and the secret names of an entry's variables or headers; one the person would have to type
-    (required, not secret, no value given) is refused."""
+    (required, not secret, no value given) is refused, and so is one it would set whose name is ``denied``."""
     fixed: list[tuple[str, str]] = []
     secrets: list[str] = []
     for need in needs:
         if not pattern.match(need.name):
             raise CannotAdd(f"{what} {need.name[:60]!r} has a name that cannot be used")
+        if denied(need.name) and (need.secret or need.default is not None or need.required):
+            raise CannotAdd(f"{what} {need.name!r} would change what runs or where it connects, not configure the "
+                            "server; the bridge never lets a registry entry set it")  # fmt: skip
         if need.secret:
             secrets.append(need.name)
         elif need.default is not None and "{" not in need.default:
