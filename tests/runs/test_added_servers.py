@@ -48,7 +48,9 @@ MAPS = {"name": "com.example/maps", "description": "Maps.", "version": "2.0.0",
         "remotes": [{"type": "sse", "url": "https://maps.example.com/sse"}]}  # fmt: skip
 ACME = {"name": "io.github.acme/fs", "description": "Files.", "version": "1.0.0",
         "remotes": [{"type": "sse", "url": "https://acme.example.com/sse"}]}  # fmt: skip
-ENTRIES = [parse_server_json(item, "test catalog") for item in (WEATHER, MAPS, ACME)]
+DIGITS = {"name": "com.example/1maps", "description": "", "version": "1.0.0",
+          "remotes": [{"type": "sse", "url": "https://1maps.example.com/sse"}]}  # fmt: skip
+ENTRIES = [parse_server_json(item, "test catalog") for item in (WEATHER, MAPS, ACME, DIGITS)]
 ALICE, BOB = "t-aaaaaaaaaaaa", "t-bbbbbbbbbbbb"
 Elicit = Callable[[types.ElicitRequestParams], Awaitable[types.ElicitResult]]
 
@@ -298,3 +300,23 @@ def test_an_added_server_that_fails_with_its_secret_on_stderr_never_shows_it_to_
     reply = asyncio.run(main())
     assert reply["error"]["kind"] == "ServerUnavailable", reply
     assert "leaky-SECRET" not in json.dumps(reply) and "token=<hidden>" in reply["error"]["message"], reply
+
+
+def test_the_question_shows_where_each_argument_ends_and_whose_secret_folder_is_read() -> None:
+    def question(owner: str, *arguments: str) -> str:
+        plan = LaunchPlan("com.example/fs", "1.0.0", "the test catalog", "npm", package="fs-server", version="1.0.0",
+                          arguments=arguments, secrets=("GITHUB_TOKEN",))  # fmt: skip
+        return consent_question(AddedServer("fs", "fs", owner, plan, plan.digest()), "", "/state/added-packages")
+
+    one, two = question("local", "--root /"), question("local", "--root", "/")
+    assert "fs-server '--root /'." in one and "fs-server --root /." in two
+    assert "from the file GITHUB_TOKEN in" in one and f"from the file {BOB}/GITHUB_TOKEN in" in question(BOB)
+
+
+def test_two_servers_of_one_principal_never_share_a_proxy(tmp_path: Path) -> None:
+    relay, _ = make_relay(tmp_path)
+    first = ask(relay, ALICE, add("com.example/maps", alias="s_1maps"), Person())  # named s-1maps
+    assert first["value"]["alias"] == "s_1maps", first
+    second = ask(relay, ALICE, add("com.example/1maps"), Person())  # named 1maps, whose proxy would be mcp_s_1maps
+    assert second["error"]["kind"] == "ArgumentError" and "already mcp_s_1maps" in second["error"]["message"], second
+    assert ask(relay, BOB, add("com.example/1maps"), Person())["ok"]  # another principal's proxies are his own

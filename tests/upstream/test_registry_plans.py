@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import stat
 from pathlib import Path
@@ -13,6 +14,7 @@ from mcp_codemode.adding_settings import AddPolicy, add_policy
 from mcp_codemode.errors import SettingsError
 from mcp_codemode.settings import Settings
 from mcp_codemode.upstream.config.secrets import SecretError
+from mcp_codemode.upstream.registry import installs
 from mcp_codemode.upstream.registry.added import AddedServer, AddedStore, AddedStoreError, default_name, owner_tag
 from mcp_codemode.upstream.registry.entries import parse_server_json
 from mcp_codemode.upstream.registry.installs import folder_of
@@ -271,3 +273,43 @@ def test_a_token_principals_server_gets_only_the_secrets_provisioned_for_it(tmp_
     (tmp_path / "t-aaaaaaaaaaaa").symlink_to(tmp_path)  # a principal cannot name its way into another's folder
     with pytest.raises(SecretError):
         added("t-aaaaaaaaaaaa/..", EVERYTHING).config(tmp_path)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.backend  # it starts a process (an installer's stand-in), as only backend tests may
+@pytest.mark.parametrize("ending", ["exits", "is cut short"])
+def test_an_install_script_that_leaves_a_child_behind_neither_holds_the_install_nor_outlives_it(
+    tmp_path: Path, ending: str
+) -> None:
+    # A package's install script starts a child that keeps the installer's output open and lives on. Before, the
+    # install waited for that output to close: past its own timeout (asyncio waits for the pipes before it reports an
+    # exit), and every other add waited behind it. Now the install ends with its installer, and the child with it.
+    plan = plan_for(entry(TIME), ["pypi"])
+    pidfile = tmp_path / "child.pid"
+    script = f"sleep 600 & echo $! > {pidfile}" + ("; wait" if ending == "is cut short" else "")
+
+    async def main() -> int:
+        async with asyncio.timeout(120):  # not a measure: a hang is turned into a failure
+            task = asyncio.create_task(installs._run(plan, ["sh", "-c", script]))
+            while not task.done() and (not pidfile.exists() or not pidfile.read_text().strip()):
+                await asyncio.sleep(0.02)
+            if ending == "is cut short":
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            else:
+                await task
+        return int(pidfile.read_text())
+
+    child = asyncio.run(main())
+    for _ in range(500):  # SIGKILL is delivered at once, but the exit is the kernel's to finish
+        if _gone(child):
+            break
+        asyncio.run(asyncio.sleep(0.02))
+    assert _gone(child)

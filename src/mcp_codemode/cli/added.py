@@ -60,6 +60,6 @@ def added_command(settings: Settings, args: argparse.Namespace, out: TextIO) -> 
     for server in found:
         print(f"{server.hub_name} (mcp_{server.alias}): {server.plan.entry} {server.plan.entry_version}, added "
               f"{server.added_at} by {server.owner}, consent code {server.digest[:16]}", file=out)  # fmt: skip
-        for line in run_lines(server.plan, str(settings.state_dir / "added-packages")):
+        for line in run_lines(server.plan, str(settings.state_dir / "added-packages"), server.owner):
             print(f"  {line}", file=out)
     return EXIT_OK

@@ -291,6 +291,10 @@ class AddedServers:
             if server.alias == config.alias or server.name == config.name:
                 raise Refusal(ERROR_KIND_ARGUMENT, f"a configured server is already called {config.name!r} "
                               f"(mcp_{config.alias}); pass alias='...' to add this one under another name")  # fmt: skip
+        for other in self._servers.values():  # two of one principal's servers under one proxy: one hides the other
+            if other.owner == owner and other.alias == server.alias and other.hub_name != server.hub_name:
+                raise Refusal(ERROR_KIND_ARGUMENT, f"your added server {other.name!r} is already "
+                              f"mcp_{other.alias}; pass alias='...' to add this one under another name")  # fmt: skip
         if sum(s.owner == owner for s in self._servers.values()) >= MAX_ADDED:
             raise Refusal(ERROR_KIND_POLICY, f"you already added {MAX_ADDED} servers; remove one first")
         return server

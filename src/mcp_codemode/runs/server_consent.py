@@ -11,8 +11,10 @@ whose values the question never holds.
 
 from __future__ import annotations
 
+import shlex
+
 from ..errors import CodemodeError
-from ..upstream.registry.added import AddedServer
+from ..upstream.registry.added import LOCAL, AddedServer, owner_tag
 from ..upstream.registry.plans import LaunchPlan
 from .approval_question import visible
 
@@ -30,7 +32,7 @@ def consent_question(server: AddedServer, description: str, packages: str) -> st
     lines = [
         f"Sandboxed code asks to add the MCP server {visible(plan.entry)} (version {visible(plan.entry_version)}, "
         f"from {visible(plan.source)}) as mcp_{server.alias}, for {visible(server.owner)}.",
-        *run_lines(plan, packages),
+        *run_lines(plan, packages, server.owner),
     ]
     if plan.kind == "remote":
         lines.append(f"If it asks you to sign in, run: mcp-codemode login {visible(server.hub_name)}")
@@ -47,8 +49,9 @@ def consent_question(server: AddedServer, description: str, packages: str) -> st
     return text
 
 
-def run_lines(plan: LaunchPlan, packages: str) -> list[str]:
-    """What would run or be contacted, line by line: also what ``mcp-codemode added`` lists."""
+def run_lines(plan: LaunchPlan, packages: str, owner: str) -> list[str]:
+    """What would run or be contacted, line by line: also what ``mcp-codemode added`` lists. Each argument is quoted
+    as a shell would need it, so ``["--root /"]`` never reads as the two arguments ``["--root", "/"]``."""
     if plan.kind == "remote":
         lines = [f"It is a remote server: the bridge would connect to {visible(plan.url)} ({plan.transport})."]
         lines += [f"Header {visible(name)}: {visible(value)}" for name, value in plan.headers]
@@ -59,7 +62,7 @@ def run_lines(plan: LaunchPlan, packages: str) -> list[str]:
             else "pip install into a new venv (from your Python package index)"
         )
         pin = f"{plan.package}@{plan.version}" if plan.kind == "npm" else f"{plan.package}=={plan.version}"
-        arguments = " ".join(visible(argument) for argument in plan.arguments)
+        arguments = " ".join(shlex.quote(visible(argument)) for argument in plan.arguments)
         lines = [
             f"It would run on this machine, as the bridge's user: {installer} of {visible(pin)} under {packages}, "
             f"then its program {visible(plan.package)} {arguments}".rstrip()
@@ -67,9 +70,10 @@ def run_lines(plan: LaunchPlan, packages: str) -> list[str]:
         ]
         lines += [f"Environment variable {visible(name)}={visible(value)}" for name, value in plan.env]
     what = "header" if plan.kind == "remote" else "environment variable"
+    folder = "" if owner == LOCAL else f"{owner_tag(owner)}/"  # a token principal's are its own (added.py)
     for name in plan.secrets:
         lines.append(
-            f"Secret {what} {visible(name)}: its value is read from the file {visible(name)} in the bridge's secrets "
-            "directory (MCP_BRIDGE_SECRETS_DIR), never shown to the code"
+            f"Secret {what} {visible(name)}: its value is read from the file {folder}{visible(name)} in the bridge's "
+            "secrets directory (MCP_BRIDGE_SECRETS_DIR), never shown to the code"
         )
     return lines

@@ -10,11 +10,15 @@ the user's registry and paths, so it goes to the bridge's log; the code that ask
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
 import re
 import shutil
+import signal
 import sys
+import tempfile
 from pathlib import Path
 
 from ...state_files import make_private_dir
@@ -23,6 +27,7 @@ from .plans import CannotAdd, LaunchPlan
 log = logging.getLogger(__name__)
 INSTALL_TIMEOUT = 600.0  # seconds: a first install fetches the package and its dependencies
 MARK = ".installed"
+MAX_OUTPUT = 1 << 20  # bytes of an installer's output kept: its end, where the error and the scripts' list are
 # Console scripts of the installed distribution, by name (run by the venv's own Python, not ours).
 _SCRIPTS = (
     "import json, sys\nfrom importlib.metadata import distribution\n"
@@ -97,18 +102,25 @@ async def _program(plan: LaunchPlan, folder: Path) -> str:
 
 
 async def _run(plan: LaunchPlan, command: list[str]) -> str:
-    """Run one installer step; its output is the host's (logged on failure), the caller is told only what failed."""
-    process = await asyncio.create_subprocess_exec(
-        *command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-    )
-    try:
-        output, _ = await asyncio.wait_for(process.communicate(), INSTALL_TIMEOUT)
-    except BaseException:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        raise
-    text = output.decode("utf-8", "replace")
+    """Run one installer step; its output is the host's (logged on failure), the caller is told only what failed.
+
+    The step ends when its process does, not when its output closes: an install script that leaves a child behind
+    holding the output (``sleep 600 &``) would otherwise hold the install, the timeout included (asyncio waits for
+    the pipes before it reports an exit), and with it every other add, which take turns. So the output goes to a
+    file, and the step runs in a process group of its own, killed whole when it ends, times out or is cancelled."""
+    with tempfile.TemporaryFile() as output:
+        process = await asyncio.create_subprocess_exec(
+            *command, stdin=asyncio.subprocess.DEVNULL, stdout=output, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            await asyncio.wait_for(process.wait(), INSTALL_TIMEOUT)
+        finally:
+            _kill_group(process.pid)
+            if process.returncode is None:
+                await process.wait()
+        output.seek(max(0, output.seek(0, os.SEEK_END) - MAX_OUTPUT))
+        text = output.read().decode("utf-8", "replace")
     if process.returncode != 0:
         log.warning("installing %s %s failed (%s): %s", plan.package, plan.version, command[0], text[-4000:])
         raise CannotAdd(
@@ -116,3 +128,8 @@ async def _run(plan: LaunchPlan, command: list[str]) -> str:
             fix="the bridge's log has the installer's output; check the package registry settings of its host",
         )
     return text
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
