@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -37,10 +38,14 @@ _SCRIPTS = (
 
 
 def folder_of(plan: LaunchPlan, root: Path) -> Path:
-    """Where ``plan``'s package is (or will be) installed; the name is the package's, made safe as one path part."""
+    """Where ``plan``'s package is (or will be) installed: the package's name made safe as one path part, and the
+    start of a hash of the exact name, since making it safe folds names together (``@a_b/c`` and ``@a/b_c``, ``a~b``
+    and ``a_b`` are all npm packages); a folder already installed is used as it is, so two packages sharing one
+    would start the first one's program for a person who consented to the second."""
     separator = "@" if plan.kind == "npm" else "=="
-    safe = re.sub(r"[^A-Za-z0-9._=@-]", "_", f"{plan.package}{separator}{plan.version}".replace("/", "+"))
-    return root / plan.kind / safe
+    exact = f"{plan.package}{separator}{plan.version}"
+    safe = re.sub(r"[^A-Za-z0-9._=@-]", "_", exact.replace("/", "+"))
+    return root / plan.kind / f"{safe}-{hashlib.sha256(exact.encode()).hexdigest()[:10]}"
 
 
 async def install(plan: LaunchPlan, root: Path) -> str:
