@@ -320,3 +320,12 @@ def test_two_servers_of_one_principal_never_share_a_proxy(tmp_path: Path) -> Non
     second = ask(relay, ALICE, add("com.example/1maps"), Person())  # named 1maps, whose proxy would be mcp_s_1maps
     assert second["error"]["kind"] == "ArgumentError" and "already mcp_s_1maps" in second["error"]["message"], second
     assert ask(relay, BOB, add("com.example/1maps"), Person())["ok"]  # another principal's proxies are his own
+
+
+def test_another_principals_search_neither_starts_nor_counts_my_added_servers(tmp_path: Path) -> None:
+    # A search ranks every server's tools: Bob's used to start Alice's added server (with her credentials) to list
+    # it, and its total counted her hits before they were filtered out, telling Bob what she had added.
+    relay, _ = make_relay(tmp_path)
+    assert ask(relay, ALICE, add("com.example/weather"), Person())["ok"]
+    ask(relay, BOB, {"op": "search", "query": "weather"}, None)
+    assert relay.hub.state(f"weather@{ALICE}").status == "idle", relay.hub.state(f"weather@{ALICE}")

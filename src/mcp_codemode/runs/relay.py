@@ -284,8 +284,9 @@ class Relay:
         wanted = message.get("server")
         server = None if wanted is None else self._server(message)
         page = await self.directory.search(
-            query, limit=limit, offset=offset, server=server, wait=self.settings.search_wait
-        )
+            query, limit=limit, offset=offset, server=server, wait=self.settings.search_wait,
+            among=lambda name: self.added.visible(owner, name),
+        )  # fmt: skip
         return self.added.only_visible(owner, page.reply(detail))
 
     async def _call(self, run: Run, message: CallFrame, note: CallNote) -> dict[str, Any]:

@@ -34,7 +34,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 
 from mcp import types
@@ -233,18 +233,20 @@ class ToolDirectory:
     # -- searching ---------------------------------------------------------------------------------------------
 
     async def search(
-        self, query: str, *, limit: int = 5, offset: int = 0, server: str | None = None, wait: float | None = 0.0
-    ) -> SearchPage:
+        self, query: str, *, limit: int = 5, offset: int = 0, server: str | None = None, wait: float | None = 0.0,
+        among: Callable[[str], bool] = lambda name: True,
+    ) -> SearchPage:  # fmt: skip
         """Rank the tools of every configured server (or of ``server`` only) for ``query``; one page of hits.
 
         Servers whose listing is unknown are started in the background, and the search waits up to ``wait``
         seconds for their listings (0: not at all; None: until every listing this search asked for, stale
         ones included, has arrived or failed, each bounded by the connect and tool timeouts), and then, in what
         is left of that wait, for those servers' prompts and resources. What is still missing then is reported
-        as pending or unavailable.
+        as pending or unavailable. Only servers ``among`` admits are started, ranked and counted: another
+        principal's added servers neither start for this search nor show in its total.
         """
         only = self.hub.config(server).name if server is not None else None
-        names = [only] if only is not None else list(self.hub.names())
+        names = [name for name in ([only] if only is not None else self.hub.names()) if among(name)]
         await self.load()
         awaited: list[asyncio.Task[bool]] = []
         for name in names:
@@ -282,7 +284,7 @@ class ToolDirectory:
             else:
                 unavailable.append((name, self._reason(name)))
         index = await self._index(only)
-        ranked = index.ranker.search(query)
+        ranked = [hit for hit in index.ranker.search(query) if among(index.entries[hit[1]].server)]
         hits = []
         for score, position in ranked[offset : offset + limit]:
             entry = index.entries[position]
