@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import mcp_types as types
 import pytest
 
@@ -94,7 +95,7 @@ def bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HttpServe
         folder / "serve.log", "--no-discover", MCP_BRIDGE_STATE_DIR=str(state), MCP_BRIDGE_AUDIT_LOG=str(audit),
         MCP_BRIDGE_HTTP_TOKEN=f"{ALICE},{BOB}", MCP_BRIDGE_REGISTRY_CATALOG=str(catalog),
         MCP_BRIDGE_SECRETS_DIR=str(secrets), MCP_BRIDGE_MAX_TIMEOUT="900", MCP_BRIDGE_REGISTRIES="off",
-        MCP_BRIDGE_ADD_SERVERS="ask-all",
+        MCP_BRIDGE_ADD_SERVERS="ask-all", MCP_BRIDGE_CONSOLE="on",
     ) as server:  # fmt: skip
         yield server, audit
 
@@ -156,3 +157,26 @@ async def test_another_token_holder_neither_sees_nor_reaches_them_and_a_no_adds_
         assert alice not in rows[name][1].replace(repr(name), ""), rows[name]  # only the name Bob asked for
     assert rows["add"][0] == "ApprovalDenied" and "declined" in rows["add"][1]
     assert len(asked) == 1 and "mcp-server-time" in asked[0]
+
+
+async def console_pages(server: HttpServer, token: str) -> tuple[str, str]:
+    """The console's Servers page and its Search page for ``time``, as ``token``'s holder sees them."""
+    origin = server.url.rsplit("/", 1)[0]
+    async with httpx2.AsyncClient(base_url=origin) as browser:
+        signed = await browser.post("/console/sign-in", data={"token": token}, headers={"Origin": origin})
+        assert signed.status_code == 303, signed.text
+        servers = await browser.get("/console/servers")
+        search = await browser.get("/console/search", params={"q": "current time in a timezone"})
+    assert servers.status_code == search.status_code == 200
+    return servers.text, search.text
+
+
+@pytest.mark.anyio
+async def test_the_console_shows_a_token_holder_only_the_servers_he_added(
+    bridge: tuple[HttpServer, Path], alice_added: tuple[dict[str, Any], list[str]]
+) -> None:
+    alice = principal(ALICE)
+    servers, search = await console_pages(bridge[0], ALICE)
+    assert f"time@{alice}" in servers and f"time@{alice}" in search and "get_current_time" in search
+    servers, search = await console_pages(bridge[0], BOB)  # another principal's servers are neither named nor searched
+    assert alice not in servers and alice not in search and "get_current_time" not in search

@@ -86,8 +86,8 @@ class UpstreamRoutes:
             return visitor
         upstreams = self.console.bridge.upstreams
         watch = f"&servers={upstreams.fingerprint()}"  # taken first: a change while the page is built is told
-        body = pages.servers_page(await upstreams.servers(), visitor.principal in self.operators, CONSOLE_PATH,
-                                  visitor.csrf)  # fmt: skip
+        shown = await upstreams.servers(visitor.principal)
+        body = pages.servers_page(shown, visitor.principal in self.operators, CONSOLE_PATH, visitor.csrf)
         return self.console.respond("Servers", body, visitor, live=True, watch=watch)
 
     async def restart(self, request: Request) -> Response:
@@ -107,5 +107,5 @@ class UpstreamRoutes:
         if isinstance(visitor, Response):
             return visitor
         query = request.query_params.get("q", "").strip()[:MAX_QUERY]
-        found = await self.console.bridge.upstreams.search(query) if query else None
+        found = await self.console.bridge.upstreams.search(query, visitor.principal) if query else None
         return self.console.respond("Search", pages.search_page(query, found, CONSOLE_PATH), visitor)

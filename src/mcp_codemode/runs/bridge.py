@@ -141,6 +141,7 @@ class Bridge:
         self.relay = Relay(self.directory, self.shared.saved_tools, settings, self.audit, self.telemetry, self.added)
         self.added.source = entries or self.relay.finding.source  # the registries and catalogs find_servers reads
         self.added.approvals = lambda: self.relay.guard.approvals
+        self.upstreams.visible = self.added.visible  # the console's pages show a principal only its own added servers
         self.added.configured = lambda: [s for s in self.discovery.servers if s.name in self.hub.names()
                                          or s.name in self.directory.refused]  # fmt: skip
         self.relay.guard.approvals = self.board.approvals if self.board is not None else None  # ask_tools answers

@@ -83,16 +83,22 @@ class Upstreams:
         self.search_wait = search_wait
         self.sign_ins = sign_ins
         self.discovery = discovery  # what was found and skipped now (a configuration refresh swaps it)
+        # Whether a principal may see a server of the hub: every configured one, only its own added ones (the
+        # bridge hands in its added servers' rule; the pages of one principal never name another's servers).
+        self.visible: Callable[[str, str], bool] = lambda principal, name: True
 
     @property
     def hub(self) -> Hub:
         return self.directory.hub
 
-    async def servers(self) -> list[ServerView]:
-        """Every configured server, in configuration order: those the hub runs, then the policy's refused ones,
-        then those skipped when the configuration was read."""
+    async def servers(self, viewer: str) -> list[ServerView]:
+        """Every configured server ``viewer`` may see, in configuration order: those the hub runs (with the
+        servers ``viewer`` added, never another principal's), then the policy's refused ones, then those skipped
+        when the configuration was read."""
         views = []
         for name in self.hub.names():
+            if not self.visible(viewer, name):
+                continue
             config, state = self.hub.config(name), self.hub.state(name)
             known = self.directory.known(name)
             signed_in = await self._signed_in(config)
@@ -170,9 +176,12 @@ class Upstreams:
         with contextlib.suppress(CodemodeError):  # signed in all the same: the page shows why it is not listed
             await self.directory.listing(config.name, live=True)
 
-    async def search(self, query: str, limit: int = SEARCH_LIMIT) -> dict[str, Any]:
+    async def search(self, query: str, viewer: str, limit: int = SEARCH_LIMIT) -> dict[str, Any]:
         """The tools of every server ranked for ``query``, exactly as ``runtime.search_tool_docs(query)`` answers code
         (its reply at ``summary`` detail: plain data, so the console needs none of the directory's types), waiting as
-        long as it would (``search_wait``) for listings not known yet."""
-        page = await self.directory.search(query, limit=limit, wait=self.search_wait)
+        long as it would (``search_wait``) for listings not known yet; another principal's added servers are
+        neither started nor ranked for ``viewer``."""
+        page = await self.directory.search(
+            query, limit=limit, wait=self.search_wait, among=lambda name: self.visible(viewer, name)
+        )
         return page.reply("summary")
