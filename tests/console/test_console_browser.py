@@ -80,7 +80,7 @@ def browser(server: HttpServer) -> Iterator[webdriver.Chrome]:
         options.add_argument(argument)
     driver = webdriver.Chrome(options=options, service=Service(DRIVER))  # the driver given: nothing downloaded
     try:
-        state = sandbox_settings().state_dir / "console" / f"{server.pid}.json"
+        state = sandbox_settings().state_dir / "console" / f"{server.bridge_pid}.json"
         driver.get(console_link(json.loads(state.read_text(encoding="utf-8"))))
         assert driver.current_url.endswith("/console/sessions"), driver.current_url
         yield driver

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from tests.support.clients import (
     server_env,
 )
 from tests.support.patience import patient
+from tests.support.zygote import serve_command
 
 pytestmark = pytest.mark.backend
 
@@ -63,14 +63,11 @@ def http_bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer
 
 
 def stdio_target() -> dict[str, Any]:
-    """The bridge as a framework starts it over stdio: the project's own command, settings in ``env``."""
+    """The bridge as a framework starts it over stdio: a command and its arguments (the suite's, which forks the
+    bridge from the pre-imported fork server), settings in ``env``."""
     require_bubblewrap()
-    return {
-        "transport": "stdio",
-        "command": sys.executable,
-        "args": ["-m", "mcp_codemode", "serve"],
-        "env": server_env(),
-    }
+    command, *args = serve_command()
+    return {"transport": "stdio", "command": command, "args": args, "env": server_env()}
 
 
 def drive(driver: str, where: dict[str, Any], python: Path = CLIENTS_PYTHON) -> dict[str, Any]:

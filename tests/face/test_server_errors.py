@@ -7,7 +7,8 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.support.clients import SERVE, clean_environ
+from tests.support.clients import clean_environ
+from tests.support.zygote import serve_command
 
 pytestmark = pytest.mark.backend
 
@@ -15,7 +16,8 @@ pytestmark = pytest.mark.backend
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 def test_without_a_usable_sandbox_every_call_explains_the_problem_and_the_fix(mode: str) -> None:
     env = clean_environ(MCP_BRIDGE_SANDBOX_PYTHON="/nonexistent/python3")
-    params = StdioServerParameters(command=SERVE[0], args=[*SERVE[1:], "--backend", "bubblewrap"], env=env)
+    command, *args = serve_command()
+    params = StdioServerParameters(command=command, args=[*args, "--backend", "bubblewrap"], env=env)
 
     async def body() -> None:
         with anyio.fail_after(60):

@@ -26,7 +26,6 @@ from tests.support.clients import (
     LEGACY_VERSION,
     LISTING_LIMIT,
     MODES,
-    SERVE,
     HttpServer,
     assert_no_orphans,
     bearer,
@@ -39,6 +38,7 @@ from tests.support.clients import (
 )
 from tests.support.patience import patient
 from tests.support.processes import wait_until_gone
+from tests.support.zygote import REAL_SERVE, serve_command
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backend]
 TOKEN_A = "a" * 16 + uuid.uuid4().hex[:16]
@@ -329,7 +329,7 @@ async def test_calls_into_one_named_session_queue_instead_of_interleaving(plain:
 def worker_groups(server: HttpServer, kind: str) -> set[str]:
     """The server's live worker cgroups for sessions of one kind (``h_``: an MCP session's default)."""
     parents = cgroups.probe().parents
-    return {path.name for parent in parents.values() for path in parent.glob(f"w-{server.pid}-*-{kind}*")}
+    return {path.name for parent in parents.values() for path in parent.glob(f"w-{server.bridge_pid}-*-{kind}*")}
 
 
 async def test_a_legacy_clients_default_sandbox_closes_when_its_mcp_session_ends(plain: HttpServer) -> None:
@@ -462,7 +462,7 @@ def test_listening_beyond_loopback_without_a_token_is_refused_before_binding() -
         holder.bind(("127.0.0.1", 0))
         port = str(holder.getsockname()[1])
         done = subprocess.run(
-            [*SERVE, "--transport", "http", "--host", "0.0.0.0", "--port", port],
+            [*serve_command(), "--transport", "http", "--host", "0.0.0.0", "--port", port],
             env=clean_environ(),
             capture_output=True,
             text=True,
@@ -482,11 +482,11 @@ async def test_sigterm_closes_every_sandbox_before_the_server_exits(tmp_path: Pa
     require_bubblewrap()
     parents = cgroups.probe().parents
     fail_unless(bool(parents), "this host gives us no cgroups, where each worker's group shows it was closed")
-    server = HttpServer(tmp_path / "server.log").start()
+    server = HttpServer(tmp_path / "server.log", serve=REAL_SERVE).start()  # about the process: exec'd for real
     try:
         async with http_client_for(server.url, "auto") as client:
             answer = await client.call_tool("run_python", {"code": "'up'", "session": "until-sigterm"})
-        pid = server.pid
+        pid = server.bridge_pid
         groups_while_running = [path for parent in parents.values() for path in parent.glob(f"w-{pid}-*")]
     finally:
         server.stop()

@@ -31,6 +31,7 @@ from tests.support.clients import (
     stdio_client_for,
     text_of,
 )
+from tests.support.zygote import REAL_SERVE
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backend]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -533,7 +534,7 @@ def test_sigterm_closes_every_sandbox_before_the_server_exits(tmp_path: Path) ->
     parents = cgroups.probe().parents
     fail_unless(bool(parents), "this host gives us no cgroups, where each worker's group shows it was closed")
     exchange = raw_stdio_exchange(
-        [INITIALIZE, INITIALIZED, call(2, "'up'")], {1, 2}, tmp_path / "stderr.log", stop="sigterm"
+        [INITIALIZE, INITIALIZED, call(2, "'up'")], {1, 2}, tmp_path / "stderr.log", stop="sigterm", serve=REAL_SERVE
     )
     answers = {message.get("id"): message for message in map(json.loads, exchange.lines)}
     assert answers[2]["result"]["content"][0]["text"] == "'up'"

@@ -15,7 +15,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -37,8 +36,8 @@ from mcp_codemode.sandbox.select import make_backend
 from .backends import require_usable, sandbox_settings
 from .patience import patient
 from .processes import sandbox_processes, wait_until_gone
+from .zygote import bridge_pid, bridge_pids, serve_command
 
-SERVE = [sys.executable, "-m", "mcp_codemode", "serve"]
 LEGACY_VERSION = "2025-11-25"
 MODERN_VERSION = "2026-07-28"
 MODES = {"legacy": LEGACY_VERSION, "auto": MODERN_VERSION}
@@ -96,7 +95,8 @@ NO_CALLBACKS = ClientCallbacks()
 
 
 def stdio_params(*args: str, **settings: str) -> StdioServerParameters:
-    return StdioServerParameters(command=SERVE[0], args=[*SERVE[1:], *args], env=server_env(**settings))
+    command, *rest = serve_command()
+    return StdioServerParameters(command=command, args=[*rest, *args], env=server_env(**settings))
 
 
 @contextlib.asynccontextmanager
@@ -164,9 +164,11 @@ def free_port() -> int:
 class HttpServer:
     """``mcp-codemode serve --transport http`` on a free 127.0.0.1 port, as a subprocess."""
 
-    def __init__(self, log: Path, *args: str, **settings: str) -> None:
+    def __init__(self, log: Path, *args: str, serve: Sequence[str] | None = None, **settings: str) -> None:
         """``settings``: MCP_BRIDGE_* variables; ``{port}`` in a value becomes the port the server listens on, and
-        ``{peer_port}`` another free port (the replicas' own: MCP_BRIDGE_PEER_PORT)."""
+        ``{peer_port}`` another free port (the replicas' own: MCP_BRIDGE_PEER_PORT). ``serve``: the command that
+        starts the server (the real one, say, for a test about the process itself)."""
+        self.serve = serve
         self.log = log
         self.args = args
         self.settings = settings
@@ -183,7 +185,8 @@ class HttpServer:
             self.port = free_port()
             if any("{peer_port}" in value for value in self.settings.values()):
                 self.peer_port = next(port for port in iter(free_port, None) if port != self.port)
-            command = [*SERVE, "--transport", "http", "--host", "127.0.0.1", "--port", str(self.port), *self.args]
+            serve = self.serve or serve_command()
+            command = [*serve, "--transport", "http", "--host", "127.0.0.1", "--port", str(self.port), *self.args]
             env = {name: value.replace("{port}", str(self.port)).replace("{peer_port}", str(self.peer_port))
                    for name, value in self.settings.items()}  # fmt: skip
             with self.log.open("ab") as errlog:
@@ -226,8 +229,14 @@ class HttpServer:
 
     @property
     def pid(self) -> int:
+        """The process started (the launcher when the fork server starts the bridge: signals reach the bridge)."""
         assert self.process is not None
         return self.process.pid
+
+    @property
+    def bridge_pid(self) -> int:
+        """The bridge's own pid, which names its sandboxes' cgroups."""
+        return bridge_pid(self.pid)
 
     def log_text(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
@@ -295,7 +304,7 @@ def raw_stdio_exchange(
     stderr_log: Path,
     *args: str,
     stop: Literal["close", "sigterm"] = "close",
-    serve: Sequence[str] = SERVE,
+    serve: Sequence[str] | None = None,
     **settings: str,
 ) -> RawExchange:
     """Speak JSON-RPC to ``serve`` over stdio by hand.
@@ -307,7 +316,7 @@ def raw_stdio_exchange(
     """
     with stderr_log.open("wb") as errlog:
         process = subprocess.Popen(
-            [*serve, *args],
+            [*(serve or serve_command()), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=errlog,
@@ -347,7 +356,8 @@ def raw_stdio_exchange(
         os.set_blocking(process.stdout.fileno(), True)
         rest = buffer + process.stdout.read()
         lines.extend(raw.decode() for raw in rest.split(b"\n") if raw)
-        return RawExchange(lines, stderr_log.read_text(encoding="utf-8", errors="replace"), status, process.pid)
+        text = stderr_log.read_text(encoding="utf-8", errors="replace")
+        return RawExchange(lines, text, status, bridge_pid(process.pid))
     finally:
         if process.poll() is None:
             process.kill()
@@ -372,7 +382,8 @@ def remember_stdio_servers() -> None:
             command = (entry / "cmdline").read_bytes().split(b"\0")
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == me and b"mcp_codemode" in command and b"serve" in command:
+        launched = b"mcp_codemode" in command or any(word.endswith(b"bridge_launcher.py") for word in command)
+        if ppid == me and launched and b"serve" in command:
             STARTED_SERVERS.add(int(entry.name))
 
 
@@ -393,14 +404,15 @@ def _parent(pid: int) -> int:
 
 def _server_of(pid: int) -> int | None:
     """The server of ours a sandbox process belongs to: named by its per-worker cgroup, or an ancestor."""
+    servers = bridge_pids(STARTED_SERVERS)  # a launcher's bridge is the fork server's child, not the launcher's
     with contextlib.suppress(OSError):
         owners = {int(found) for found in _CGROUP_OWNER.findall(Path(f"/proc/{pid}/cgroup").read_text())}
-        for owner in owners & STARTED_SERVERS:
+        for owner in owners & servers:
             return owner
     current = pid
     for _depth in range(64):
         current = _parent(current)
-        if current in STARTED_SERVERS:
+        if current in servers:
             return current
         if current <= 1:
             break

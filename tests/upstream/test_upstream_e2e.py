@@ -32,7 +32,6 @@ from tests.support import upstreams
 from tests.support.cells import private_state_dir
 from tests.support.cli_here import cli_here
 from tests.support.clients import (
-    SERVE,
     STARTED_SERVERS,
     HttpServer,
     assert_no_orphans,
@@ -46,6 +45,7 @@ from tests.support.inspector import BRIDGE, inspector, result_of
 from tests.support.patience import patient
 from tests.support.processes import Proc, descendants
 from tests.support.upstreams import write_config
+from tests.support.zygote import REAL_SERVE
 
 pytestmark = pytest.mark.backend
 
@@ -73,13 +73,14 @@ def wait_until(condition: Any, seconds: float = DEADLINE) -> bool:
 
 
 class RawBridge:
-    """``mcp-codemode serve`` over stdio, spoken to line by line, so the test holds the process and its pid."""
+    """``mcp-codemode serve`` over stdio, spoken to line by line, so the test holds the process and its pid (exec'd
+    for real: its tests kill it and close its stdin, and look at the processes below it)."""
 
     def __init__(self, config: Path, state: Path, log: Path) -> None:
         self.log = log
         with log.open("ab") as errlog:
             self.process = subprocess.Popen(
-                [*SERVE, "--config", str(config), "--no-discover"],
+                [*REAL_SERVE, "--config", str(config), "--no-discover"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=errlog,
