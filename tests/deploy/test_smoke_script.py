@@ -198,7 +198,8 @@ async def test_smoke_script_against_a_kubectl_stand_in_and_two_real_face_replica
         state: dict[str, Any] = {
             "api": emulator.address, "admin_token": emulator.admin_token, "face_token": emulator.token,
             "account": emulator.grants.account, "namespace": "mcp-codemode", "tokens": f"{TOKEN},another-{TOKEN}",
-            "pods": {"replica-a": {"port": a.port, "pid": a.pid}, "replica-b": {"port": b.port, "pid": b.pid}},
+            "pods": {name: {"port": server.port, "pid": server.bridge_pid}  # a pod's deletion kills the bridge
+                     for name, server in (("replica-a", a), ("replica-b", b))},
             "deleted": [], "guest_boot": str(DEPLOY.parents[1] / "src" / "mcp_codemode" / "guest" / "boot.py"),
             "guest_boot_in_pod": "/opt/mcp-codemode/boot.py",
         }  # fmt: skip

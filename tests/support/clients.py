@@ -220,6 +220,8 @@ class HttpServer:
         if process is None:
             return None
         if process.poll() is None:
+            if sig == signal.SIGKILL and bridge_pid(process.pid) != process.pid:
+                os.kill(bridge_pid(process.pid), sig)  # a launcher cannot pass it on: the bridge dies at once
             process.send_signal(sig)
             try:
                 return process.wait(timeout=patient(15))
