@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from mcp_codemode.guest import protocol
@@ -106,6 +106,7 @@ def requests(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(requests())
+@example(message={"type": "call", "id": 1, "op": []})  # an op no dictionary can hash once crashed the dispatch
 def test_every_request_gets_a_well_formed_reply(relay: tuple[LoopThread, Relay], message: dict[str, Any]) -> None:
     loop, handler = relay
     try:  # exactly what the worker's frame reader would hand the relay (lone surrogates repaired, bounds checked)

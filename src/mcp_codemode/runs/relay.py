@@ -163,7 +163,7 @@ class Relay:
             message = self.added.door(owner, message)  # a name of another principal's added server: not found
         except UnknownServer as exc:
             return self._unknown_server(exc.server, owner).reply()
-        if op in self.added.ops:
+        if isinstance(op, str) and op in self.added.ops:
             return await self._answer(self.added.handle(str(op), run or Run(owner, ""), message), message, owner)
         use = self._uses.get(op) if isinstance(op, str) else None
         if use is not None:
