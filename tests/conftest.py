@@ -17,7 +17,7 @@ from tests.support.processes import our_containers, sandbox_processes, wait_unti
 from tests.support.purity import forbid_processes_and_network
 
 # The security tally and the slow-test lines, kept where every xdist worker's reports meet (tests/support/tally.py).
-pytest_plugins = ["tests.support.tally"]
+pytest_plugins = ["tests.support.tally", "tests.support.grouping"]
 
 T = TypeVar("T")
 
