@@ -29,7 +29,9 @@ def test_two_faults_under_load_end_every_call_and_leave_nothing_behind(tmp_path:
                "--only", "kill_mid_call,fd_limit", "--out", str(out)]  # fmt: skip
     completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     document = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
-    assert completed.returncode == 0 and document.get("all_ok"), completed.stderr[-4000:]
+    failed = {name: check for name, check in document.get("checks", {}).items() if check is not True and not (
+        isinstance(check, dict) and check.get("ok"))}  # fmt: skip
+    assert completed.returncode == 0 and document.get("all_ok"), (failed, completed.stderr[-4000:])
     assert set(document["faults"]) == {"kill_mid_call", "fd_limit"}
     killed = document["faults"]["kill_mid_call"]["call"]
     assert killed["error"] == "is_error" and "state was lost" in killed["text"] and killed["in_time"]
