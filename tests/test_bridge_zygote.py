@@ -17,12 +17,9 @@ import pytest
 from tests.support.clients import STARTED_SERVERS, assert_no_orphans, clean_environ, require_bubblewrap
 from tests.support.patience import patient
 from tests.support.processes import wait_until_gone
-from tests.support.zygote import ON, bridge_pid, serve_command
+from tests.support.zygote import bridge_pid, serve_command
 
-pytestmark = [
-    pytest.mark.backend,
-    pytest.mark.skipif(not ON, reason="CODEMODE_TEST_ZYGOTE=0: every bridge is exec'd, there is no launcher"),
-]
+pytestmark = pytest.mark.backend
 HELLO: list[dict[str, Any]] = [
     {"jsonrpc": "2.0", "id": 1, "method": "initialize",
      "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
@@ -36,7 +33,7 @@ def started(log: Path) -> tuple[subprocess.Popen[bytes], int]:
     one; the launcher and the bridge's pid."""
     with log.open("wb") as errlog:
         launcher = subprocess.Popen(
-            serve_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog,
+            serve_command(launcher_always=True), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog,
             env=clean_environ(MCP_BRIDGE_WARM_POOL="0"), start_new_session=True,
         )  # fmt: skip
     STARTED_SERVERS.add(launcher.pid)

@@ -35,18 +35,19 @@ def _directory() -> Path:
     return _state["directory"]
 
 
-def launch_command(*args: str) -> list[str]:
+def launch_command(*args: str, launcher_always: bool = False) -> list[str]:
     """``python -m mcp_codemode ARGS`` as the tests run it: the launcher when the fork server is on (started here
-    the first time), else the real command."""
-    if not ON:
+    the first time), else the real command. ``launcher_always``: the launcher even when it is switched off, for
+    the tests of the launcher itself, which hold whichever way the rest of the run starts its bridges."""
+    if not ON and not launcher_always:
         return [sys.executable, "-m", "mcp_codemode", *args]
     _ensure_started()
     launcher = [sys.executable, "-I", "-S", str(HERE / "bridge_launcher.py")]
     return [*launcher, str(_directory() / "socket"), *args]
 
 
-def serve_command() -> list[str]:
-    return launch_command("serve")
+def serve_command(*, launcher_always: bool = False) -> list[str]:
+    return launch_command("serve", launcher_always=launcher_always)
 
 
 def _ensure_started() -> None:
