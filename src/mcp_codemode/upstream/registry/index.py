@@ -72,11 +72,20 @@ class RegistryIndex:
         self._http: httpx2.AsyncClient | None = None
         self._path = cache_dir / f"{hashlib.sha256(base.encode()).hexdigest()[:24]}.json"
         self._lock = asyncio.Lock()
-        self.state = self._load()
+        self._state: IndexState | None = (
+            None  # read from disk at first use: a bridge start that never finds pays nothing
+        )
         self._parsed: dict[str, ServerEntry] | None = None
         self._tried = 0.0  # when this bridge last asked (a failing registry is asked again after RETRY_AFTER)
 
     # ---------------------------------------------------------------------------------------- reading
+
+    @property
+    def state(self) -> IndexState:
+        """What is known of the registry: the cache file (up to MiBs of JSON), read the first time it is needed."""
+        if self._state is None:
+            self._state = self._load()
+        return self._state
 
     def entries(self) -> list[ServerEntry]:
         """Every server the index holds, read once per change (a bad stored entry is left out)."""
