@@ -4,9 +4,11 @@ read back, the call board, and its settings. Nothing here starts a process or op
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 from pathlib import Path
+from typing import cast
 
 import mcp_types as types
 import pytest
@@ -183,6 +185,63 @@ def test_the_board_keeps_calls_per_owner_and_only_their_owner_cancels_them(tmp_p
 
 async def _done() -> ExecutionResult:
     return ExecutionResult("ok")
+
+
+def test_a_console_cancel_is_taken_back_from_the_calls_task_and_a_callers_own_cancel_still_goes_up() -> None:
+    """The board cancels a call through the task it runs in (no cancel scope of its own, which cost every call):
+    the task goes on afterwards with nothing owed (``cancelling() == 0``, so its own scopes and timeouts behave),
+    whether the cancel ended the call or the code swallowed it; and a cancel of the caller's own, at the same
+    time, is never swallowed with it."""
+
+    async def scenario() -> None:
+        board = CallBoard(AuditLog(None), lambda key: True)
+        key = SessionKey.principal("t-a", "work")
+        started = asyncio.Event()
+
+        async def slow(swallow: bool = False) -> ExecutionResult:
+            started.set()
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                if not swallow:
+                    raise
+            return ExecutionResult("ok")
+
+        async def caller(call: str, swallow: bool) -> tuple[ExecutionResult, int]:
+            result = await board.track(slow(swallow), call, key, "t-a", "1")
+            task = asyncio.current_task()
+            assert task is not None
+            return result, task.cancelling()
+
+        for call, swallow, status in (("c1", False, "error"), ("c2", True, "ok")):
+            started.clear()
+            running = asyncio.ensure_future(caller(call, swallow))
+            await started.wait()
+            assert board.cancel(call, "t-a") and board.cancel(call, "t-a")  # a second click: still one cancel
+            result, owed = await running
+            assert (result.status, owed) == (status, 0), (call, result)
+        started.clear()
+        both = asyncio.ensure_future(board.track(slow(), "c3", key, "t-a", "1"))
+        await started.wait()
+        assert board.cancel("c3", "t-a")
+        both.cancel()  # the caller gives up too: that is its own, and goes on up
+        with pytest.raises(asyncio.CancelledError):
+            await both
+        ended = board.call("c3", "t-a")
+        assert ended is not None and ended.outcome == "cancelled" and ended.task is None
+
+    asyncio.run(scenario())
+
+
+def test_a_caller_told_through_the_board_keeps_every_other_field() -> None:
+    """``Caller.telling`` copies by hand (``dataclasses.replace`` costs several times as much on every call): a
+    field added to ``Caller`` and forgotten there would be dropped from every call with the console on."""
+    given = Caller(**{field.name: object() for field in dataclasses.fields(Caller)})  # type: ignore[arg-type]
+    news = cast(News, object())
+    told = given.telling(news)
+    assert told.news is news
+    assert all(getattr(told, field.name) is getattr(given, field.name) for field in dataclasses.fields(Caller)
+               if field.name != "news")  # fmt: skip
 
 
 def test_a_watcher_wakes_when_the_board_changes(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from mcp_codemode.policy.rules import Policy, canonical_json
+from mcp_codemode.runs import audit
 from mcp_codemode.runs.audit import AuditLog
 from mcp_codemode.runs.bridge import Bridge
 from mcp_codemode.runs.relay import Relay
@@ -133,6 +134,43 @@ async def test_on_an_event_loop_lines_wait_for_the_next_turn_and_keep_order_and_
     assert lines(path)[-1]["session"] == "last"
     await asyncio.sleep(0)
     assert [line["session"] for line in lines(path)].count("last") == 1
+
+
+@pytest.mark.anyio
+async def test_a_line_that_may_wait_shares_the_next_write_and_none_waits_past_its_linger_or_outlives_a_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The console's run lines (``soon=False``): calls that follow each other share one write instead of one each;
+    none waits longer than ``LINGER`` (an ordering of the loop's timers, not a measured time), none is left queued
+    when the bridge closes (``flush``), and a queue grown to ``MAX_PENDING`` is written on the next turn."""
+    monkeypatch.setattr(audit, "LINGER", 0.05)
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+
+    def written() -> list[str]:
+        return [line.get("call") or line["session"] for line in lines(path)] if path.exists() else []
+
+    log.write({"call": "run1"}, soon=False)
+    await asyncio.sleep(0)
+    assert written() == []  # not on the next turn, as a tool's line would be
+    record(log, session="tool")  # one that may not wait: the run line goes with it, in the order both came
+    await asyncio.sleep(0)
+    assert written() == ["run1", "tool"]
+    log.write({"call": "run2"}, soon=False)
+    log.write({"call": "run3"}, soon=False)
+    await asyncio.sleep(0)
+    assert written() == ["run1", "tool"]
+    await asyncio.sleep(2 * audit.LINGER)  # a timer due after the log's: the log's has run first
+    assert written() == ["run1", "tool", "run2", "run3"]
+    log.write({"call": "run4"}, soon=False)
+    log.flush()  # the bridge closing: nothing queued is left behind, and nothing is written twice
+    await asyncio.sleep(2 * audit.LINGER)
+    assert written() == ["run1", "tool", "run2", "run3", "run4"]
+    monkeypatch.setattr(audit, "MAX_PENDING", 3)
+    for number in range(3):
+        log.write({"call": f"burst{number}"}, soon=False)
+    await asyncio.sleep(0)
+    assert written()[-3:] == ["burst0", "burst1", "burst2"]
 
 
 def test_a_log_that_cannot_be_written_warns_once_and_never_raises(

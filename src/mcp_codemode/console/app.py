@@ -294,6 +294,7 @@ class Console:
         wanted = Search(**{name: query.get(name, "").strip()[:200]
                            for name in ("session", "server", "tool", "outcome", "since", "until")})  # fmt: skip
         path = self.settings.audit_path
+        self.board.written()  # the run lines of the calls that ended, which wait to share a write, read too
         finished = await anyio.to_thread.run_sync(search, path, visitor.principal, wanted) if path else []
         kept = [c for c in self.board.finished_of(visitor.principal) if _kept_matches(c, wanted)]
         body = pages.calls_page(self.board.running_of(visitor.principal), finished, kept, wanted, path is not None,
@@ -307,6 +308,7 @@ class Console:
         call = request.path_params["call"]
         seen = self.board.call(call, visitor.principal)
         path = self.settings.audit_path
+        self.board.written()
         audited = (await anyio.to_thread.run_sync(audited_calls, path, visitor.principal)).get(call) if path else None
         if seen is None and audited is None:
             return self._not_found(visitor)

@@ -18,6 +18,12 @@ concurrent calls share one ``write``; ``flush`` writes what is still pending (th
 closes). The file is reopened for every write, so an external rotation (logrotate) is simply followed. A
 failing disk never fails a call: the first failure is logged as a warning, later ones only at debug level
 until a write succeeds.
+
+A line written ``soon=False`` (the console's ``run`` line of each ``run_python`` call) waits up to
+``LINGER`` seconds instead, for the next write of any line: calls that follow each other closely then share
+one open, write and close, which would otherwise cost a call as much again as the console's own work on it.
+A bridge that is killed loses at most those seconds of such lines; a clean stop loses none (``flush``), and
+a page that reads the log flushes it first, so it never shows less than what ended.
 """
 
 from __future__ import annotations
@@ -38,6 +44,9 @@ from ..state_files import make_private_dir
 
 log = logging.getLogger("mcp_codemode.audit")  # the name log lines have always shown
 OUTCOMES = ("ok", "tool_error", "refused", "error", "timeout", "cancelled")
+LINGER = 0.25  # seconds a line written with soon=False may wait for others to share its write (docs say so)
+MAX_PENDING = 1024  # queued lines past which the queue is written on the next turn, whatever waited
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # made once: json.dumps builds one per line
 
 
 class _Call(NamedTuple):
@@ -71,6 +80,7 @@ class AuditLog:
         self._failing = False
         self._pending: list[_Entry] = []
         self._flush_soon: asyncio.Handle | None = None
+        self._flushing_soon = False  # whether ``_flush_soon`` runs on the next turn (else after LINGER)
         self._flush_loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -105,24 +115,29 @@ class AuditLog:
         self._queue(_Call(time.time(), session, owner, server, tool, arguments, outcome, duration, result_bytes, rule,
                           error, kind, approval, call, trace))  # fmt: skip
 
-    def write(self, record: dict[str, Any] | Callable[[], dict[str, Any]]) -> None:
+    def write(self, record: dict[str, Any] | Callable[[], dict[str, Any]], *, soon: bool = True) -> None:
         """Queue one line given as a whole, or the function that makes it when the queue is written (as a call's
         fields are: what a line costs to build is then paid after the reply); it reaches the file on the event
-        loop's next turn, or at once."""
+        loop's next turn (``soon=False``: within ``LINGER`` seconds, with the next line written), or at once."""
         if self.path is None:
             return
-        self._queue(record)
+        self._queue(record, soon)
 
-    def _queue(self, entry: _Entry) -> None:
+    def _queue(self, entry: _Entry, soon: bool = True) -> None:
         self._pending.append(entry)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             self.flush()
             return
-        if self._flush_soon is None or self._flush_loop is not loop:  # not one left behind by a closed loop
-            self._flush_soon = loop.call_soon(self.flush)
-            self._flush_loop = loop
+        soon = soon or len(self._pending) >= MAX_PENDING
+        waiting = self._flush_soon
+        if waiting is not None and self._flush_loop is loop and (self._flushing_soon or not soon):
+            return  # a write already comes, as soon as this line needs it
+        if waiting is not None:
+            waiting.cancel()  # a later one, or one left behind by a closed loop
+        self._flush_soon = loop.call_soon(self.flush) if soon else loop.call_later(LINGER, self.flush)
+        self._flushing_soon, self._flush_loop = soon, loop
 
     def flush(self) -> None:
         """Write every queued line, in as few writes as the size bound allows; a no-op when nothing waits."""
@@ -226,4 +241,4 @@ def _encoded(entry: _Entry) -> bytes:
         line["result_bytes"] = entry.result_bytes
         if entry.trace[0]:
             line["trace_id"], line["span_id"] = entry.trace
-    return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")
+    return (_JSON.encode(line) + "\n").encode("utf-8", "replace")

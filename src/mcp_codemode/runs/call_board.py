@@ -4,7 +4,11 @@ the console may cancel), and the last calls that ended, with their code and resu
 Why a part of the run service: every call, whatever face it came through, passes ``Bridge.run``, which is the one
 place that knows a call's session, owner, code and result together; the console (console/) only reads this board
 through the bridge. The bridge builds a board only when the console is on: with it off, a call pays for nothing of
-this. With it on and nobody watching, a call costs two dictionary writes, one append and one audit line.
+this. With it on and nobody watching, a call costs a few dictionary writes, one entry and one audit line, which
+waits to share a write with the lines of the calls that follow (``AuditLog.write(soon=False)``): a page flushes the
+log before it reads it. A call is cancelled from the console through its own task (``Task.cancel``, taken back with
+``Task.uncancel`` once the call has ended with the result that says so), not through a cancel scope of its own,
+which would cost every call more than all the rest of the board together.
 
 Everything here is kept per owner (an HTTP principal, or "local"), and every question names the owner asking, so
 one token's holder never learns of another's sessions or calls. The finished calls' code and results are kept in
@@ -39,7 +43,7 @@ CANCELLED_NOTE = "The call was cancelled from the web console; the session's sta
 CANCELLED = "Cancelled"  # the error type a call cancelled from the console ends with, as its client reads it
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class SessionSeen:
     """A session a call ran in, as the console shows it."""
 
@@ -51,7 +55,7 @@ class SessionSeen:
     fresh_next: str = ""  # why its next call starts fresh (reset from the console), "" otherwise
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class CallSeen:
     """One call, running or ended; ``result`` is set once it ended."""
 
@@ -61,7 +65,7 @@ class CallSeen:
     code: str
     started: float  # time.time()
     trace_id: str = ""
-    scope: anyio.CancelScope | None = dataclasses.field(default=None, repr=False)
+    task: asyncio.Task[Any] | None = dataclasses.field(default=None, repr=False)  # the one it runs in, while it runs
     cancelled_by_console: bool = False
     result: ExecutionResult | None = None
     outcome: str = ""
@@ -97,32 +101,39 @@ class CallBoard:
             seen = self.sessions[key] = SessionSeen(key, owner, now, now)
         seen.last_call, seen.fresh_next = now, ""
         seen.calls += 1
-        entry = CallSeen(call, key, owner, code, now, trace_id=SPAN_IDS.get()[0])
+        task = asyncio.current_task()
+        entry = CallSeen(call, key, owner, code, now, SPAN_IDS.get()[0], task)
         self.running[call] = entry
         self._bump()
-        outcome, result = "bridge_error", None
+        outcome, result, owed = "bridge_error", None, True  # owed: the console's cancel, once it made one
         began = time.perf_counter()
         try:
-            with anyio.CancelScope() as entry.scope:
-                result = await work
-            if result is None:  # the scope was cancelled by the console, not by the caller
-                result = ExecutionResult("error", error=GuestError(CANCELLED, CANCELLED_NOTE, ""),
-                                         notice=CANCELLED_NOTE)  # fmt: skip
-                outcome = "cancelled"
-            else:
-                outcome = result.status
+            result = await work
+            outcome = result.status
             return result
         except asyncio.CancelledError:
             outcome = "cancelled"
-            raise
+            if not entry.cancelled_by_console or task is None:
+                raise
+            owed = False
+            if task.uncancel() > 0:
+                raise  # the caller cancelled too: that goes on up
+            result = ExecutionResult("error", error=GuestError(CANCELLED, CANCELLED_NOTE, ""), notice=CANCELLED_NOTE)
+            return result
         finally:
-            entry.scope = None
+            if owed and entry.cancelled_by_console and task is not None:
+                task.uncancel()  # the call ended before the cancel reached it, or swallowed it: taken back all the same
+            entry.task = None
             entry.result, entry.outcome, entry.duration = result, outcome, time.perf_counter() - began
             self.running.pop(call, None)
             self.finished.append(entry)
-            if self.audit.enabled:
-                self.audit.write(functools.partial(_run_line, entry))  # built after the reply, with the queue
+            if self.audit.enabled:  # built when the log is written, with the lines of the calls that follow
+                self.audit.write(functools.partial(_run_line, entry), soon=False)
             self._bump()
+
+    def written(self) -> None:
+        """The lines of the calls that ended are in the audit log now, for a page about to read it."""
+        self.audit.flush()
 
     def relaying(self, call: str, caller: Caller | None) -> Caller:
         """``caller`` with its news (upstream progress and log lines, an approval's wait) kept as call ``call``'s
@@ -141,15 +152,16 @@ class CallBoard:
             if passed_on is not None:
                 await passed_on(line)
 
-        return dataclasses.replace(given, news=news)
+        return given.telling(news)
 
     def cancel(self, call: str, owner: str) -> bool:
         """Cancel ``owner``'s running call ``call``; False when there is none such (ended, or another's)."""
         entry = self.running.get(call)
-        if entry is None or entry.owner != owner or entry.scope is None:
+        if entry is None or entry.owner != owner or entry.task is None:
             return False
-        entry.cancelled_by_console = True
-        entry.scope.cancel()
+        if not entry.cancelled_by_console:  # once: the task owes one uncancel per cancel
+            entry.cancelled_by_console = True
+            entry.task.cancel(CANCELLED_NOTE)
         return True
 
     def cancel_in(self, key: SessionKey, owner: str) -> int:
