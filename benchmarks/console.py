@@ -13,9 +13,13 @@ What is measured
         guards and router alone, the baseline of the same run). The sessions are listed as reset from the console
         (their sandboxes closed) so that 100 of them fit a machine whose session cap is 16: a row costs the same.
     run_python
-        ``Bridge.run`` of ``1`` in one session, ``--calls`` times, on two bridges in this process: the console off
-        (the baseline: no board is built) and on with nobody watching; in alternating blocks of 10 calls, so load on
-        the machine falls on both alike. ``ratio``: the medians, on / off.
+        ``Bridge.run`` of ``1`` in one session, ``--calls`` times, on three bridges in this process: the console off
+        (the baseline: no board is built), on with nobody watching, and off again (``off_again``: the noise of the
+        same run); in rotating blocks of 10 calls, so load on the machine falls on all alike. ``ratio_on_over_off``:
+        the medians, on / off; ``noise_off_again_over_off``: off again / off, what a ratio of 1 looks like here.
+        ``mean_ms`` too: the console's audit lines are written in batches (runs/audit.py), whose cost lands on few
+        calls, so a median alone would hide it. ``cpu``: the same for the CPU time this thread (the bridges' event
+        loop) spent on each call, which the other work on a shared machine disturbs far less than wall time.
 
 Caveats
     The machine is shared (``load_average_1_5_15``); compare the ratios, not the milliseconds, across runs.
@@ -32,6 +36,7 @@ import contextlib
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -117,21 +122,39 @@ async def pages(settings: Settings, records: int, sessions: int, fetches: int) -
 
 
 async def run_cost(settings: Settings, calls: int) -> dict[str, Any]:
-    samples: dict[str, list[float]] = {"off": [], "on": []}
-    async with Bridge(settings.replace(console=False)) as off, Bridge(settings.replace(console=True)) as on:
-        bridges = {"off": off, "on": on}
+    samples: dict[str, list[float]] = {"off": [], "on": [], "off_again": []}
+    cpu: dict[str, list[float]] = {name: [] for name in samples}
+    async with (
+        Bridge(settings.replace(console=False)) as off,
+        Bridge(settings.replace(console=True)) as on,
+        Bridge(settings.replace(console=False)) as off_again,
+    ):
+        bridges = list(zip(samples, (off, on, off_again), strict=True))
         key = SessionKey.cli("bench")
-        for bridge in bridges.values():
+        for _, bridge in bridges:
             for _ in range(5):  # the session's sandbox started, and warm
                 await bridge.run(RunRequest("1"), key)
-        for _ in range(max(calls // BLOCK, 1)):
-            for name, bridge in bridges.items():
+        for block in range(max(calls // BLOCK, 1)):
+            for name, bridge in bridges[block % 3 :] + bridges[: block % 3]:  # each goes first in turn
                 for _ in range(BLOCK):
-                    began = time.perf_counter()
+                    began, used = time.perf_counter(), time.thread_time()
                     await bridge.run(RunRequest("1"), key)
                     samples[name].append((time.perf_counter() - began) * 1000)
-    found: dict[str, Any] = {name: summarize(values) for name, values in samples.items()}
-    found["ratio_on_over_off"] = round(float(found["on"]["median_ms"]) / float(found["off"]["median_ms"]), 3)
+                    cpu[name].append((time.thread_time() - used) * 1000)
+    found = compared(samples)
+    found["cpu"] = compared(cpu)
+    return found
+
+
+def compared(samples: dict[str, list[float]]) -> dict[str, Any]:
+    """Each variant's summary with its mean, and the ratios to ``off``: on's, and off_again's (the noise)."""
+    found: dict[str, Any] = {name: summarize(values) | {"mean_ms": round(statistics.fmean(values), 3)}
+                             for name, values in samples.items()}  # fmt: skip
+    median = {name: float(found[name]["median_ms"]) for name in samples}
+    found["ratio_on_over_off"] = round(median["on"] / median["off"], 3)
+    found["noise_off_again_over_off"] = round(median["off_again"] / median["off"], 3)
+    found["mean_ratio_on_over_off"] = round(found["on"]["mean_ms"] / found["off"]["mean_ms"], 3)
+    found["mean_noise_off_again_over_off"] = round(found["off_again"]["mean_ms"] / found["off"]["mean_ms"], 3)
     return found
 
 
@@ -162,6 +185,8 @@ def main() -> None:
         }
     emit(document, args.out)
     print(json.dumps({name: found["median_ms"] for name, found in document["pages"].items()}), file=sys.stderr)
+    for costs in (document["run_python"], document["run_python"]["cpu"]):
+        print(json.dumps({name: value for name, value in costs.items() if "_over_" in name}), file=sys.stderr)
 
 
 if __name__ == "__main__":
