@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -18,8 +20,8 @@ from mcp_codemode.console.guards import host_ok, origin_ok
 from mcp_codemode.console.pages import calls_page, esc, output_blocks, sessions_page, size
 from mcp_codemode.console.signins import CODE_TTL, SESSION_IDLE, SignIns, cookie, csrf_ok
 from mcp_codemode.errors import SettingsError
-from mcp_codemode.runs.audit import AuditLog
-from mcp_codemode.runs.call_board import CANCELLED, CallBoard, SessionSeen
+from mcp_codemode.runs.audit import AuditLog, stamp
+from mcp_codemode.runs.call_board import CANCELLED, CallBoard, CallSeen, SessionSeen, _run_line
 from mcp_codemode.runs.relay_run import Caller, News
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.session_keys import SessionKey
@@ -231,6 +233,30 @@ def test_a_console_cancel_is_taken_back_from_the_calls_task_and_a_callers_own_ca
         assert ended is not None and ended.outcome == "cancelled" and ended.task is None
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("traced", [True, False])
+def test_a_run_line_written_by_hand_is_the_json_line_its_fields_make(traced: bool) -> None:
+    """``_run_line`` writes its JSON by hand (``json.dumps`` cost every call three times as much): whatever a
+    session's name, an owner or the output hold (quotes, a newline, a script tag, other scripts, a lone
+    surrogate), the line is one line of JSON with the documented fields in their order, as ``json`` would write it."""
+    hostile = 'a"b\\c\n</script>\u2028é\x00'
+    key = SessionKey.principal("t-a", hostile)
+    entry = CallSeen("c1", key, hostile, "print('x')\n# \udcff", 1764331875.0625, "ab" * 16 if traced else "")
+    entry.result = ExecutionResult("ok", stdout="é\udcff\n", stderr="w")
+    entry.outcome, entry.duration = "ok", 0.12345
+    raw = _run_line(entry)
+    assert raw.endswith(b"}\n") and raw.count(b"\n") == 1
+    code = entry.code.encode("utf-8", "surrogatepass")
+    expected = {"time": "2025-11-28T12:11:15.062+00:00", "call": "c1", "session": str(key), "owner": hostile,
+                "kind": "run", "outcome": "ok", "duration_ms": round(0.12345 * 1000, 1),
+                "code_sha256": hashlib.sha256(code).hexdigest(), "code_bytes": len(code), "output_bytes": 7,
+                "images": 0} | ({"trace_id": "ab" * 16} if traced else {})  # fmt: skip
+    line = json.loads(raw)
+    assert line == expected and list(line) == list(expected)
+    assert raw == (json.dumps(expected, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    for when in (0.0, 1764331875.0625, 1764331875.999, 1e9 + 0.0005, 4102444800.5):
+        assert stamp(when) == datetime.datetime.fromtimestamp(when, datetime.UTC).isoformat(timespec="milliseconds")
 
 
 def test_a_caller_told_through_the_board_keeps_every_other_field() -> None:

@@ -21,11 +21,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import datetime
 import functools
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
+from json.encoder import encode_basestring as _text  # json's own escaping of a string, quotes and all
 from typing import Any
 
 import anyio
@@ -34,7 +34,7 @@ from ..sandbox.results import ExecutionResult, GuestError
 from ..session_keys import SessionKey
 from ..telemetry.tracing import SPAN_IDS
 from .approvals import Approvals
-from .audit import AuditLog
+from .audit import AuditLog, stamp
 from .relay_run import Caller
 
 SEEN_BOUND = 1000  # sessions remembered before those that ended are forgotten
@@ -213,21 +213,21 @@ class CallBoard:
             self._changed = None
 
 
-def _run_line(entry: CallSeen) -> dict[str, Any]:
-    """The call's ``run`` line: what the console lists of finished calls, beside its tool lines."""
+def _run_line(entry: CallSeen) -> bytes:
+    """The call's ``run`` line: what the console lists of finished calls, beside its tool lines.
+
+    Written out here rather than by ``json``, which costs a line three times as much and the console's calls would
+    be its only users: the fields are fixed, the numbers are Python's own reprs (as ``json`` writes them), and the
+    text that comes from outside (the session's name, the owner) is escaped by ``json``'s own function."""
     code = entry.code.encode("utf-8", "surrogatepass")
     result = entry.result
-    line: dict[str, Any] = {
-        "time": _stamp(entry.started), "call": entry.call, "session": str(entry.key), "owner": entry.owner,
-        "kind": "run", "outcome": entry.outcome, "duration_ms": round(entry.duration * 1000, 1),
-        "code_sha256": hashlib.sha256(code).hexdigest(), "code_bytes": len(code),
-        "output_bytes": len((result.stdout + result.stderr).encode()) if result is not None else None,
-        "images": len(result.images) if result is not None else 0,
-    }  # fmt: skip
+    output = len((result.stdout + result.stderr).encode("utf-8", "surrogatepass")) if result is not None else None
+    sizes = f'"code_bytes":{len(code)},"output_bytes":{"null" if output is None else output},'
+    images = len(result.images) if result is not None else 0
+    line = (f'{{"time":"{stamp(entry.started)}","call":{_text(entry.call)},"session":{_text(str(entry.key))},'
+            f'"owner":{_text(entry.owner)},"kind":"run","outcome":{_text(entry.outcome)},'
+            f'"duration_ms":{round(entry.duration * 1000, 1)!r},"code_sha256":"{hashlib.sha256(code).hexdigest()}",'
+            f'{sizes}"images":{images}')  # fmt: skip
     if entry.trace_id:
-        line["trace_id"] = entry.trace_id
-    return line
-
-
-def _stamp(when: float) -> str:
-    return datetime.datetime.fromtimestamp(when, datetime.UTC).isoformat(timespec="milliseconds")
+        line += f',"trace_id":{_text(entry.trace_id)}'
+    return (line + "}\n").encode("utf-8", "replace")
