@@ -97,6 +97,11 @@ def test_stop_words_and_urls() -> None:
         ("sequential thinking", "sequential-thinking/sequentialthinking"),  # a run-together name
         ("read several files", "filesystem/read_multiple_files"),  # a plural, and a synonym of "multiple"
         ("print the value of DATABASE_URL", "everything/get-env"),  # a variable's name: the environment
+        ("scrape a web page", "fetch/fetch"),  # general words for what tools call fetch, zip, tree, simulated
+        ("shrink a file", "everything/gzip-file-as-resource"),
+        ("outline of the folders", "filesystem/directory_tree"),
+        ("fake logging", "everything/toggle-simulated-logging"),
+        ("Asia/Tokyo to Europe/Paris at 9:00", "time/convert_time"),  # two zones: a conversion
     ],
 )
 def test_each_kind_of_query_finds_its_tool_first(query: str, expected: str) -> None:
@@ -107,16 +112,24 @@ def test_each_kind_of_query_finds_its_tool_first(query: str, expected: str) -> N
     ("query", "expected"),
     [
         ("3pm in New York", ["time", "newyork", "timezone"]),  # a place stays one word and adds "timezone"
-        ("noon in sao paulo and Lima", ["noon", "saopaulo", "timezone", "lima", "timezone"]),
+        ("noon in sao paulo and Lima", ["noon", "saopaulo", "timezone", "lima", "timezone", "convert"]),
         ("lima beans", ["lima", "bean"]),  # a short name is a place only when written as one
         ("plan the Christmas party", ["plan", "christma", "party"]),  # the database's ordinary words are not
         ("read src/paris/app.py", ["read", "file"]),  # a path is a file, whatever its folders are called
         ("is OPENAI_API_KEY set", ["environment", "variable", "set"]),
         ("echo $HOME and ${PATH}", ["echo", "environment", "variable", "environment", "variable"]),
         ("list HTTP headers", ["list", "http", "header"]),  # capitals without an underscore are a word
+        ("noon in Lisbon, what is it in Denver", ["noon", "lisbon", "timezone", "denver", "timezone", "convert"]),
+        ("Asia/Tokyo to Europe/Paris", ["timezone", "timezone", "convert"]),  # two places or zones: a conversion
+        ("the timezone of Tokyo", ["timezone", "tokyo", "timezone"]),  # the word itself is no second place
+        ("diff HEAD~3..HEAD", ["diff", "commit"]),  # git's names of commits: HEAD, ancestors, ranges, hashes
+        ("show 3f2a9c1e", ["show", "commit"]),
+        ("send a HEAD request", ["send", "head", "request"]),  # HEAD alone is a word (HTTP's HEAD)
+        ("uuid 550e8400-e29b", ["uuid", "550e8400", "e29b"]),  # hex in another shape is not a commit
+        ("color #ff00aa1", ["color", "ff00aa1"]),
     ],
 )
-def test_places_and_variable_names_in_a_query_are_data(query: str, expected: list[str]) -> None:
+def test_places_variable_names_and_commits_in_a_query_are_data(query: str, expected: list[str]) -> None:
     assert query_terms(query) == expected
 
 

@@ -27,7 +27,7 @@ show display view print
 directory folder dir
 create make new add generate
 delete remove erase destroy drop unlink rm del trash purge forget
-get fetch retrieve obtain download grab pull load
+get fetch retrieve obtain download grab pull load scrape crawl
 read open view cat contents load show
 write save store put persist record dump overwrite
 edit modify update change patch alter replace
@@ -54,7 +54,7 @@ branch branches
 status state
 info information metadata stat stats details properties attributes
 size length bytes
-tree hierarchy nested recursive structure
+tree hierarchy nested recursive structure outline
 entity node object item
 relation relationship edge connection link
 observation fact note
@@ -69,6 +69,8 @@ tail last end bottom
 init initialize initialise setup bootstrap
 allowed permitted accessible
 multiple many several batch bulk
+compress zip gzip shrink archive
+fake simulated simulate mock dummy
 """.strip().splitlines()
 
 # Phrases whose words mean little alone: "change the name" is a rename, "disk space" a size.
@@ -133,6 +135,13 @@ _NOT_PLACES = frozenset(
     {"center", "north", "south", "west", "christmas", "easter", "reunion", "wake", "midway", "resolute", "oral"}
     | {"virgin", "victoria", "regina"}
 )
+# A commit as git names it: an ancestor of HEAD (HEAD~3, HEAD^), an abbreviated or full hash (seven hex digits or
+# more, letters and digits both), and ranges of them (HEAD~3..HEAD). HEAD alone stays a word (an HTTP HEAD).
+_REF = r"(?:\.\.\.?(?:HEAD|[\w/.-]+)(?:[~^]\d*)*)"
+_REVISION = re.compile(
+    rf"(?<![\w.~^/#-])(?:(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{{7,40}}(?:[~^]\d*)*{_REF}?"
+    rf"|HEAD(?:(?:[~^]\d*)+{_REF}?|{_REF}))(?![\w~^-])"
+)
 _URL = re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+", re.IGNORECASE)
 _FILE_NAME = re.compile(
     r"(?<![\w./~*-])(?:[~.]?/[\w.@~/*-]*[\w*]|(?:[\w.*-]+/)*[\w*-]+(?:\.[\w*-]+)*\.[A-Za-z][A-Za-z0-9]{1,4})(?![\w/])"
@@ -170,13 +179,19 @@ def query_terms(query: str) -> list[str]:
     """A query's terms. What the agent works on is data, not a description of the tool: a URL stands for the
     word "url", a file name or path for "file" (config.yaml is no config tool), a clock time for "time", an IANA
     zone (Asia/Tokyo) for "timezone", a variable's name (OPENAI_API_KEY, $HOME) for "environment variable", a
-    city (Tokyo, New York) adds "timezone", and quoted text ('bump version to 1.2') is left out."""
+    city (Tokyo, New York) adds "timezone", git's name of a commit (HEAD~3, a hash, a range of them) stands for
+    "commit", and quoted text ('bump version to 1.2') is left out. Two places or zones in one request add
+    "convert": naming both ends asks what a time in one is in the other."""
     unquoted = _QUOTED.sub(" ", query)
     if unquoted.strip():  # quoted text is data (a commit message, a fact), unless it is the whole query
         query = unquoted
-    query = _CLOCK.sub(" time ", _TIME_ZONE.sub(" timezone ", _URL.sub(" url ", query)))
+    query, zones = _TIME_ZONE.subn(" timezone ", _URL.sub(" url ", query))
+    query = _CLOCK.sub(" time ", query)
+    query = _REVISION.sub(" commit ", query)
     query = _ENV_VAR.sub(" environment variable ", query)
-    query = _mark_places(_DIRECTORY.sub(" directory ", _FILE_NAME.sub(" file ", query)))
+    query, places = _mark_places(_DIRECTORY.sub(" directory ", _FILE_NAME.sub(" file ", query)))
+    if zones + places >= 2:
+        query += " convert "
     for phrase, meaning in _PHRASES:
         query = phrase.sub(meaning, query)
     return terms(query)
@@ -208,8 +223,9 @@ def _places() -> dict[str, str]:
     }
 
 
-def _mark_places(query: str) -> str:
-    """Each place in a query stays a word of it (a tool may be named after it), joined, and adds "timezone".
+def _mark_places(query: str) -> tuple[str, int]:
+    """Each place in a query stays a word of it (a tool may be named after it), joined, and adds "timezone";
+    with how many places there were.
 
     A place says the agent asks about where something happens, which for tools means a time zone far more
     often than anything else ("3pm in Chicago"). A name of four letters or fewer counts only when written
@@ -234,7 +250,7 @@ def _mark_places(query: str) -> str:
             position += 1
     for start, end, joined in reversed(found):
         query = f"{query[:start]} {joined} timezone {query[end:]}"
-    return query
+    return query, len(found)
 
 
 def word_forms(word: str) -> frozenset[str]:
