@@ -121,7 +121,17 @@ class BM25:
     B = 0.75
 
     def __init__(self, catalog: Catalog) -> None:
-        documents = [tokens(search_text(tool)) for _, tool in catalog]
+        self._index([search_text(tool) for _, tool in catalog])
+
+    @classmethod
+    def from_texts(cls, texts: Sequence[str]) -> BM25:
+        """The same BM25 over any texts, one per document: ``registry_search.py`` ranks registry entries with it."""
+        bm25 = cls.__new__(cls)
+        bm25._index(texts)
+        return bm25
+
+    def _index(self, texts: Sequence[str]) -> None:
+        documents = [tokens(text) for text in texts]
         self.count = len(documents)
         lengths = [len(doc) for doc in documents]
         average = sum(lengths) / self.count if self.count else 1.0

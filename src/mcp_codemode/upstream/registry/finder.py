@@ -3,8 +3,8 @@
 Each call brings every registry's index up to date at once (``index.py``: conditional, incremental, resumed), all of
 them within one deadline, so a registry that hangs costs a call ``registry_timeout`` seconds at most; a registry that
 fails is answered from its cache, and a notice says which one, what it did and since when. The candidates are ranked
-by the tool search's ranker (``tools/ranking.py``) over their names, titles, descriptions, package identifiers and the
-variables they need, and what the model reads of each is ``candidates.py``'s.
+by the tool search's ranker (``tools/ranking.py``) over what ``documents.py`` makes of each entry, and what the model
+reads of each is ``candidates.py``'s.
 
 ``FinderSource`` is the adder's way in (``source.EntrySource``): the same registries in order, then the catalogs, by
 exact name only, asked afresh (a cached entry only when its registry cannot be reached).
@@ -27,6 +27,7 @@ from ..model import ServerConfig
 from ..tools.ranking import Document, Ranker
 from .candidates import available_as, configured_candidate, registry_candidate, resembles
 from .catalog import Catalogs
+from .documents import searchable, server_document
 from .entries import RegistryDataError, ServerEntry
 from .index import RegistryIndex
 from .source import ServerNotFound
@@ -195,18 +196,8 @@ class Finder:
 
 
 def _entries(entries: Sequence[ServerEntry], found_in: str, seen: set[str], catalog: bool = False) -> list[_Candidate]:
-    found = []
-    for entry in entries:
-        if entry.name in seen or entry.status == "deleted":
-            continue
-        seen.add(entry.name)
-        identifiers = " ".join(package.identifier for package in entry.packages)
-        needs = tuple((need.name, need.description) for package in entry.packages for need in package.environment)
-        namespace, _, short = entry.name.rpartition("/")
-        document = Document(name=short, description=entry.description, title=f"{entry.title} {identifiers}".strip(),
-                            parameters=needs, group=namespace)  # fmt: skip
-        found.append(_Candidate(entry.name, document, entry=entry, found_in=entry.source if catalog else found_in))
-    return found
+    return [_Candidate(entry.name, server_document(entry), entry=entry, found_in=entry.source if catalog else found_in)
+            for entry in searchable(entries, seen)]  # fmt: skip
 
 
 def _index_notices(index: RegistryIndex) -> list[str]:
