@@ -13,6 +13,7 @@ from mcp_codemode.upstream.model import ServerConfig
 from mcp_codemode.upstream.registry.candidates import available_as, plain, public_url, resembles
 from mcp_codemode.upstream.registry.catalog import read_catalog
 from mcp_codemode.upstream.registry.entries import parse_server_json
+from mcp_codemode.upstream.suggest import close_matches
 from tests.support.registry_stand_in import recorded_servers
 
 
@@ -69,3 +70,23 @@ def test_the_guest_checks_its_arguments_and_prints_an_answer_a_model_can_read() 
         "  resembles (not the same): time",
         "note: the registry https://o.example could not be reached",
     ])  # fmt: skip
+
+
+def test_resembling_is_difflibs_close_match_of_the_whole_name_or_of_its_last_part() -> None:
+    """``resembles`` reuses one matcher per name for speed; what it finds must stay ``close_matches``'s answer."""
+    names = ["io.github.acme/fs", "io.github.acrne/fs", "filesystem", "io.example/filesystem", "io.github.acme/fss",
+             "io.github.acme/weather", "io.github.acme/weathr", "com.example/weather-mcp", "a/b", "a/c",
+             "io.github.domdomegg/airtable-mcp-server", "io.github.domdomeg/airtable-mcp-server",
+             "io.github.felores/airtable-mcp", "io.github.x/mcp-server-kubernetes",
+             "io.github.y/kubernetes-mcp-server"]  # fmt: skip
+    for name in names:
+        short = name.rsplit("/", 1)[-1].lower()
+        expected = [
+            other for other in names
+            if other != name and (other.rsplit("/", 1)[-1].lower() == short
+                                  or close_matches(name.lower(), [other.lower()], n=1, cutoff=0.9)
+                                  or (len(short) > 3 and close_matches(short, [other.rsplit("/", 1)[-1].lower()],
+                                                                       n=1, cutoff=0.85)))
+        ]  # fmt: skip
+        assert resembles(name, names) == expected, name
+    assert resembles("io.github.acme/weather", names) == ["io.github.acme/weathr"]
