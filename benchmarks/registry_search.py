@@ -51,14 +51,13 @@ from typing import Any
 
 from catalogs import Query
 from common import emit, fill_defaults, machine_info, positive, summarize
-from registry_corpus import FILES, REGISTRY_CORPUS, load_corpus, modern
-from search import BM25, first_relevant, metrics
-
 from mcp_codemode.upstream.registry.catalog import Catalogs
 from mcp_codemode.upstream.registry.documents import searchable, server_document
 from mcp_codemode.upstream.registry.entries import ServerEntry
 from mcp_codemode.upstream.registry.finder import Configured, Finder
 from mcp_codemode.upstream.tools.ranking import Ranker
+from registry_corpus import FILES, REGISTRY_CORPUS, load_corpus, modern
+from search import BM25, first_relevant, metrics
 
 QUERIES_FILE = REGISTRY_CORPUS / "queries.json"
 DEFAULT_N = 1000
@@ -143,8 +142,12 @@ def quality(queries: Sequence[Query], ranked: Callable[[str], list[str]]) -> dic
         ranks.append(rank)
         if (rank is None or rank > 5) and query.half == "tuning":
             misses.append({"query": query.text, "relevant": list(query.relevant), "rank": rank, "top_5": found[:5]})
-    scoped = {"all": lambda q: True, "typo": lambda q: q.typo, "tuning": lambda q: q.half == "tuning",
-              "held_out": lambda q: q.half == "held_out"}  # fmt: skip
+    scoped: dict[str, Callable[[Query], bool]] = {
+        "all": lambda q: True,
+        "typo": lambda q: q.typo,
+        "tuning": lambda q: q.half == "tuning",
+        "held_out": lambda q: q.half == "held_out",
+    }
     result: dict[str, Any] = {
         scope: metrics([rank for rank, query in zip(ranks, queries, strict=True) if keep(query)])
         for scope, keep in scoped.items()
@@ -198,7 +201,9 @@ def table(document: dict[str, Any]) -> str:
     lines.append("latency (ms): median / p95 (n)")
     for name, stats in document["latency"].items():
         lines.append(f"  {name:<16}{stats['median_ms']:>8.3f} / {stats['p95_ms']:<8.3f} ({stats['n']})")
-    lines += [f"  [{'PASS' if row['met'] else 'FAIL'}] {row['target']}: {row['measured']}" for row in document["targets"]]
+    lines += [
+        f"  [{'PASS' if row['met'] else 'FAIL'}] {row['target']}: {row['measured']}" for row in document["targets"]
+    ]
     return "\n".join(lines)
 
 
@@ -248,9 +253,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "entries_accepted": len(corpus.entries),
             "entries_refused": len(corpus.refused),
             "servers": len(entries),
-            "queries": {"all": len(queries), "typo": sum(1 for q in queries if q.typo),
-                        **{half: sum(1 for q in queries if q.half == half) for half in ("tuning", "held_out")}},
-        },  # fmt: skip
+            "queries": {
+                "all": len(queries),
+                "typo": sum(1 for q in queries if q.typo),
+                **{half: sum(1 for q in queries if q.half == half) for half in ("tuning", "held_out")},
+            },
+        },
         "rankers": {
             "ours": "mcp_codemode.upstream.registry.finder.Finder.find over a catalog of the seed entries",
             "bm25": "benchmarks/search.py BM25 over name, title, description, package identifiers, environment "
