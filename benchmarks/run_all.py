@@ -13,8 +13,8 @@ Usage
     python benchmarks/run_all.py [--quick] [--only NAMES] [--skip NAMES] [--out DIR] [--timeout S] [--render-only]
 
     ``--quick`` passes each benchmark its smoke-run options (too few samples to compare; the summary says so).
-    ``--only`` / ``--skip`` take comma-separated names among sandbox, mcp_face, proxy, search, tokens, sessions,
-    channel, remote, replicas, startup.
+    ``--only`` / ``--skip`` take comma-separated names among sandbox, mcp_face, proxy, search, registry_search,
+    tokens, sessions, channel, remote, replicas, startup.
     ``--render-only`` re-renders the summary and plots from the JSON already in DIR. The exit status is 0 when
     every benchmark that ran succeeded, 1 otherwise (the summary then says which failed and why).
 """
@@ -58,6 +58,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "mcp_face": Benchmark("mcp_face.py", quick=("--n", "30", "--cold-n", "3")),
     "proxy": Benchmark("proxy.py"),
     "search": Benchmark("search.py"),
+    "registry_search": Benchmark("registry_search.py"),
     "tokens": Benchmark("tokens.py"),
     "sessions": Benchmark("sessions.py"),
     "channel": Benchmark("channel.py"),
