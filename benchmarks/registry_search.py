@@ -184,7 +184,7 @@ def build_targets(document: dict[str, Any]) -> list[dict[str, Any]]:
         for metric, limit in (("recall_at_5", RECALL_AT_5_TARGET), ("mrr_at_10", MRR_AT_10_TARGET))
     ]  # fmt: skip
     p95 = document["latency"]["ours_find"]["p95_ms"]
-    rows.append({"target": f"p95 find_servers() ranking ≤ {FIND_P95_TARGET_MS:g} ms over the seed set",
+    rows.append({"target": f"p95 of a whole find_servers() call ≤ {FIND_P95_TARGET_MS:g} ms over the seed set",
                  "limit": FIND_P95_TARGET_MS, "measured": p95, "met": p95 <= FIND_P95_TARGET_MS})  # fmt: skip
     return rows
 
