@@ -96,6 +96,8 @@ class Settings:
     tmp_size: int = 64 << 20
     workspace_size: int = 128 << 20
     capture_limit: int = 1 << 20
+    sandbox_nice: int = 10  # the worker's CPU priority (guest/worker_priority.py)
+    sandbox_batch: bool = True
     file_read_max: int = 32 << 20  # one session file taken out (runs/session_files.py)
     file_read_budget: int = 64 << 20  # session-file bytes all reads hold at once (runs/read_budget.py)
     max_sessions: int = 16

@@ -204,6 +204,8 @@ FIELDS: tuple[Field, ...] = (
     Field("sandbox_uid", "MCP_BRIDGE_SANDBOX_UID", _int_in(1, 2**31 - 2), "a non-root uid", "65534"),
     Field("tmp_size", "MCP_BRIDGE_TMP_SIZE", parse_size, "a size such as 64m", "64m"),
     Field("workspace_size", "MCP_BRIDGE_WORKSPACE_SIZE", parse_size, "a size such as 128m", "128m"),
+    Field("sandbox_nice", "MCP_BRIDGE_SANDBOX_NICE", _int_in(0, 19), "a nice value from 0 to 19", "10"),
+    Field("sandbox_batch", "MCP_BRIDGE_SANDBOX_BATCH", _bool, "on or off (on: SCHED_BATCH, no preempting)", "on"),
     Field("capture_limit", "MCP_BRIDGE_CAPTURE_LIMIT", _size_in(1 << 10, 16 << 20), "a size from 1k to 16m", "1m"),
     Field("file_read_max", "MCP_BRIDGE_FILE_READ_MAX", _size_in(1 << 10, 1 << 30), "a size from 1k to 1g", "32m"),
     Field("file_read_budget", "MCP_BRIDGE_FILE_READ_BUDGET", _size_in(1 << 10, 64 << 30), "a size such as 64m", "64m"),

@@ -18,6 +18,7 @@ Backend differences (asserted precisely where they appear):
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -253,6 +254,42 @@ def test_cpu_loop_past_the_timeout_is_interrupted_and_the_session_kept(target: T
         discard(target, session)
     assert_still_serving(target)
     assert_nothing_left(target)
+
+
+PRIORITY_PROBE = """
+import os, threading
+seen = {"nice": os.getpriority(os.PRIO_PROCESS, 0), "batch": os.sched_getscheduler(0) == os.SCHED_BATCH}
+try:
+    os.setpriority(os.PRIO_PROCESS, 0, 0)
+    seen["lowered"] = "yes"
+except OSError as exc:
+    seen["lowered"] = type(exc).__name__
+def in_thread():
+    seen["thread_nice"] = os.getpriority(os.PRIO_PROCESS, 0)
+worker = threading.Thread(target=in_thread)
+worker.start()
+worker.join()
+try:
+    seen["autogroup"] = open("/proc/self/autogroup").read().split()[-1]
+except OSError:
+    seen["autogroup"] = None
+seen
+"""
+
+
+def test_sandboxed_code_runs_at_the_lowered_priority_and_cannot_raise_it(target: Target) -> None:
+    """MCP_BRIDGE_SANDBOX_NICE (10) and _BATCH (on) by default: code that spins cannot outweigh the bridge where
+    the kernel ranks tasks by nice, and may not lower its nice again (guest/worker_priority.py)."""
+    probed = target.run(PRIORITY_PROBE)
+    assert probed.status == "ok", explain(probed)
+    seen = ast.literal_eval(probed.value or "")
+    assert seen["nice"] == 10, seen
+    if target.name == "gvisor":  # its kernel keeps the value unchecked and uninherited, and schedules no host task
+        return  # by it: the sentry's threads are the host's tasks (docs/configuration.md, sandbox_nice)
+    assert seen["thread_nice"] == 10 and seen["batch"] is True, seen
+    assert seen["lowered"] == "PermissionError", seen
+    if target.name == "bubblewrap" and seen["autogroup"] is not None:  # a session of its own: its group too
+        assert seen["autogroup"] == "10", seen
 
 
 def test_code_that_ignores_sigterm_sigint_and_keyboardinterrupt_is_still_stopped(target: Target) -> None:

@@ -50,6 +50,7 @@ if __package__:  # imported on the host (tests) as mcp_codemode.guest.worker
     from .worker_channel import READ_CHUNK, Channel, control_loop
     from .worker_files import answer as answer_files
     from .worker_json import loads
+    from .worker_priority import lower as lower_priority
     from .worker_site import set_up as set_up_site
     from .worker_tracebacks import GUEST_DIR, clip, describe_exception
 else:  # in the sandbox boot.py imports this file as the top-level module ``worker``, its folder on sys.path
@@ -66,6 +67,7 @@ else:  # in the sandbox boot.py imports this file as the top-level module ``work
     from worker_channel import READ_CHUNK, Channel, control_loop  # type: ignore[import-not-found,no-redef]
     from worker_files import answer as answer_files  # type: ignore[import-not-found,no-redef]
     from worker_json import loads  # type: ignore[import-not-found,no-redef]
+    from worker_priority import lower as lower_priority  # type: ignore[import-not-found,no-redef]
     from worker_site import set_up as set_up_site  # type: ignore[import-not-found,no-redef]
     from worker_tracebacks import GUEST_DIR, clip, describe_exception  # type: ignore[import-not-found,no-redef]
 
@@ -133,6 +135,7 @@ def main(argv: list[str]) -> int:
     set_up_site()  # started with -S: the site-packages folders and exit()/help(), before any user code
     config: dict[str, Any] = loads(argv[1]) if len(argv) > 1 else {}
     apply_rlimits(config.get("rlimits", {}))
+    lower_priority(config)  # before any thread: the control and capture threads, and the user's, inherit it
     runtime = load_runtime()
     control_in = os.dup(0)
     control_out = os.dup(1)

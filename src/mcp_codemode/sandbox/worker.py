@@ -137,6 +137,8 @@ class Worker:
             "capture_limit": self.settings.capture_limit,
             "image_limit": self.settings.image_limit,
             "max_images": self.settings.max_images,
+            "nice": self.settings.sandbox_nice,
+            "batch": self.settings.sandbox_batch,
         }
         launch = await self._launch_uncancelled(config)
         self._launch = launch
