@@ -492,6 +492,8 @@ async def measure(args: argparse.Namespace, launch: Launch) -> dict[str, Any]:
 
 def bridge_launch(args: argparse.Namespace, scratch: Path) -> Launch:
     env = {
+        # the run's own MCP_BRIDGE_* settings reach the stdio bridges too (the SDK gives those a bare environment)
+        **{name: value for name, value in os.environ.items() if name.startswith("MCP_BRIDGE_")},
         "MCP_SERVERS_CONFIG": str(upstream_config(scratch)),
         "MCP_BRIDGE_MAX_SESSIONS": str(args.clients + 8),  # every client's session fits, and the warm pool
         "MCP_BRIDGE_STATE_DIR": str(scratch / "state"),
