@@ -216,6 +216,22 @@ def test_guest_sink_keeps_head_and_tail_and_counts_the_rest(chunks, limit):
     assert len(head) <= limit // 2 and len(tail) <= limit - limit // 2
 
 
+def test_guest_sink_sends_a_burst_of_writes_as_one_frame() -> None:
+    """Unbuffered, each print is several writes; one frame per write cost the bridge's event loop a decode each."""
+    channel = _Collect()
+    sink = worker_capture.StreamSink("stdout", channel, head_limit=1 << 20, tail_limit=1 << 20)  # type: ignore[arg-type]
+    for number in range(21):
+        for piece in ("line", " ", str(number), "\n"):
+            sink.feed(piece.encode())
+    assert channel.sent == []  # the drain thread flushes it STREAM_DELAY_SECONDS later, or the result does
+    sink.flush()
+    assert [m["data"] for m in channel.sent] == ["".join(f"line {n}\n" for n in range(21))]
+    sink.feed(b"x" * worker_capture.STREAM_FRAME_CHARS)  # a large burst does not wait
+    assert len(channel.sent) == 2
+    sink.feed(b"tail")
+    assert sink.finish() == ("", 0) and channel.sent[-1]["data"] == "tail"
+
+
 def test_guest_clip_keeps_both_ends():
     clipped = worker_tracebacks.clip("a" * 100 + "b" * 100, limit=20)
     assert clipped.startswith("a" * 10) and clipped.endswith("b" * 10)

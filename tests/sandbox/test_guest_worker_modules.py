@@ -115,3 +115,32 @@ def test_a_starved_capture_thread_still_delivers_the_cells_output_before_its_res
     done = subprocess.run([sys.executable, "-c", _STARVED_READER], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == ["the cell's output\n"]
+
+
+_STREAMING = """
+import json, os, time
+from mcp_codemode.guest import worker_capture
+
+class Sent(list):
+    def send(self, message):
+        self.append(message)
+
+real = os.dup(1)
+sent = Sent()
+capture = worker_capture.Capture(sent, 1 << 20)
+for number in range(21):
+    print("line", number)
+for _ in range(30000):  # no fence: the drain thread alone must let the burst out
+    if "".join(m["data"] for m in sent).count("\\n") == 21:
+        break
+    time.sleep(0.01)
+os.write(real, json.dumps([m["data"] for m in sent]).encode())
+"""
+
+
+@pytest.mark.backend  # starts a Python process
+def test_output_still_streams_before_the_cell_ends() -> None:
+    """A burst waits STREAM_DELAY_SECONDS for company, then leaves without the result's flush (the CLI echoes it)."""
+    done = subprocess.run([sys.executable, "-c", _STREAMING], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "".join(json.loads(done.stdout)) == "".join(f"line {n}\n" for n in range(21))

@@ -1,8 +1,9 @@
 """The capture of the user's output: the pipes behind fds 1 and 2, the thread that drains them, the bounds.
 
 Apart from the worker because it is one mechanism with its own rule, bounded at the source: each stream sends
-its head to the host as it comes and keeps only a tail ring afterwards, counting what it dropped, so a flood
-costs the host at most the configured cap; ``fence`` closes one cell's capture once what it wrote is drained.
+its head to the host as it comes (a burst of writes as one frame, ``STREAM_DELAY_SECONDS`` late at most) and keeps
+only a tail ring afterwards, counting what it dropped, so a flood costs the host at most the configured cap;
+``fence`` closes one cell's capture once what it wrote is drained, and sends what still waited.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ else:  # in the sandbox the guest folder is on sys.path
 # slow, not stuck. Only the bytes in the pipe when the cell ended are waited for, so a writer that never stops (a
 # background flood) does not hold the result back; this bound is for a reader that cannot run at all.
 FENCE_WAIT_SECONDS = 10.0
+# How long streamed output waits for more to join it in one frame. Unbuffered (``-u``), each ``print`` is several
+# writes, and the drain thread woke for many of them: a cell printing 21 lines sent the host about 27 frames, each
+# decoded on the bridge's event loop, which every session shares (issue 35). A burst now leaves as one frame (or one
+# per STREAM_FRAME_CHARS), at most this late, and the cell's result always flushes what is left first.
+STREAM_DELAY_SECONDS = 0.02
+STREAM_FRAME_CHARS = 32768
 
 
 class StreamSink:
@@ -54,6 +61,8 @@ class StreamSink:
         self.tail: deque[str] = deque()
         self.tail_chars = 0
         self.dropped = 0
+        self.pending: list[str] = []  # head text not yet sent: at most head_limit characters in all
+        self.pending_chars = 0
 
     def feed(self, data: bytes) -> None:
         text = self._decoder.decode(data)
@@ -62,7 +71,10 @@ class StreamSink:
         if self.head_left > 0:
             head, text = text[: self.head_left], text[self.head_left :]
             self.head_left -= len(head)
-            self._channel.send({"type": OUTPUT, "stream": self.name, "data": head})
+            self.pending.append(head)
+            self.pending_chars += len(head)
+            if self.pending_chars >= STREAM_FRAME_CHARS:
+                self.flush()
         if not text:
             return
         if len(text) >= self.tail_limit:
@@ -84,10 +96,19 @@ class StreamSink:
                 self.tail_chars -= excess
                 self.dropped += excess
 
+    def flush(self) -> None:
+        """Send the head text that waited for company, as one frame."""
+        if self.pending:
+            data = "".join(self.pending)
+            self.pending.clear()
+            self.pending_chars = 0
+            self._channel.send({"type": OUTPUT, "stream": self.name, "data": data})
+
     def finish(self) -> tuple[str, int]:
         rest = self._decoder.decode(b"", final=True)
         if rest:
             self.feed(rest.encode("utf-8"))
+        self.flush()
         return "".join(self.tail), self.dropped
 
 
@@ -126,8 +147,10 @@ class Capture:
         poller = select.poll()
         for fd in names:
             poller.register(fd, select.POLLIN)
+        due: float | None = None  # when the pending head text must leave
         while names:
-            for fd, _ in poller.poll():
+            wait = None if due is None else max(0, int((due - time.monotonic()) * 1000) + 1)
+            for fd, _ in poller.poll(wait):
                 with self._lock:
                     try:
                         data = os.read(fd, READ_CHUNK)
@@ -139,6 +162,13 @@ class Capture:
                         continue
                     poller.unregister(fd)  # its write end is closed (the user's code closed fd 1 or 2)
                     del names[fd]
+            with self._lock:
+                waiting = any(sink.pending for sink in self._sinks.values())
+                if waiting and due is not None and time.monotonic() >= due:
+                    for sink in self._sinks.values():
+                        sink.flush()
+                    waiting = False
+            due = (due or time.monotonic() + STREAM_DELAY_SECONDS) if waiting else None
 
     def fence(self) -> dict[str, Any]:
         """Wait until everything written so far is drained, then close this execution's capture."""
