@@ -48,6 +48,7 @@ from tests.support.cells import (
     time_and_everything,
 )
 from tests.support.clients import images_of, require_bubblewrap, stdio_client_for, text_of
+from tests.support.patience import patient
 
 if TYPE_CHECKING:
     from mcp_codemode.guest.protocol import CallFrame, CellContext
@@ -969,7 +970,9 @@ async def test_a_loaded_server_whose_start_fails_is_left_out_and_the_others_are_
     require_bubblewrap()
     silent = dataclasses.replace(upstreams.time(name="silent"), command="/bin/sleep", args=("60",))
     with private_state_dir() as state:
-        settings = sandbox_settings(runtime="bubblewrap", state_dir=state, connect_timeout=5.0)
+        # A hang guard for ``time`` (a real server, whose start has taken over 5 s on a starved machine) that is still
+        # what ends ``silent``'s start: lengthened by the machine's slowness, as every hang guard is.
+        settings = sandbox_settings(runtime="bubblewrap", state_dir=state, connect_timeout=patient(5.0))
         async with Bridge(settings, Discovery(servers=(silent, upstreams.time()))) as bridge:
             await run(bridge, "pass", "silent")  # the session's sandbox is up before the hint starts the servers
             code = """
