@@ -17,9 +17,10 @@ import pytest
 from tests.support.clients import STARTED_SERVERS, assert_no_orphans, clean_environ, require_bubblewrap
 from tests.support.patience import patient
 from tests.support.processes import wait_until_gone
-from tests.support.zygote import bridge_pid, serve_command
+from tests.support.zygote import bridge_pid, launch_command, serve_command
 
 pytestmark = pytest.mark.backend
+ROOT = Path(__file__).resolve().parents[1]
 HELLO: list[dict[str, Any]] = [
     {"jsonrpc": "2.0", "id": 1, "method": "initialize",
      "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
@@ -81,3 +82,17 @@ def test_signals_reach_the_bridge_and_the_launcher_ends_as_it_did(tmp_path: Path
     assert launcher.wait(timeout=patient(60)) == -signal.SIGUSR1
     assert wait_until_gone(lambda: gone(bridge)) == []
     assert_no_orphans()
+
+
+def test_a_test_support_module_is_launched_as_python_m_would_run_it_and_no_other_module_is(tmp_path: Path) -> None:
+    """The conformance suite's sign-in client runs through the fork server too: its arguments, working directory,
+    environment and exit status are what ``python -m`` would give it, and the fork server runs nothing else."""
+    probe = launch_command("-m", "tests.support.launched_probe", "a b", "--c", launcher_always=True)
+    done = subprocess.run(probe, capture_output=True, text=True, timeout=patient(60), check=False,
+                          cwd=ROOT, env=clean_environ(PROBE="seen"))  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert json.loads(done.stdout) == {"argv": ["a b", "--c"], "cwd": str(ROOT), "probe": "seen", "forked": True}
+
+    other = launch_command("-m", "json.tool", "--help", launcher_always=True)
+    refused = subprocess.run(other, capture_output=True, text=True, timeout=patient(60), check=False, cwd=tmp_path)
+    assert refused.returncode == 1 and "neither the bridge nor a test support module" in refused.stderr, refused

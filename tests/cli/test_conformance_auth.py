@@ -28,8 +28,8 @@ ones (the SDK's OAuth client targets the 2025-06-18 authorization spec onward).
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -37,6 +37,7 @@ import pytest
 from tests.support.clients import require_bubblewrap
 from tests.support.inspector import CONFORMANCE, ROOT, node_command
 from tests.support.patience import patient
+from tests.support.zygote import launch_module_command
 
 pytestmark = pytest.mark.backend  # each scenario starts servers on loopback, the bridge's CLI and a sandbox
 
@@ -62,7 +63,7 @@ def test_the_bridges_sign_in_passes_the_conformance_suites_client_auth_scenario(
     scenario: str, version: str, tmp_path: Path
 ) -> None:
     require_bubblewrap()
-    client = f"{sys.executable} -m tests.support.conformance_auth_client"
+    client = shlex.join(launch_module_command("tests.support.conformance_auth_client"))
     command = [
         *node_command(CONFORMANCE), "client", "--command", client, "--scenario", scenario, "--spec-version", version,
         "--timeout", str(int(SCENARIO_SECONDS * 1000)), "--output-dir", str(tmp_path),

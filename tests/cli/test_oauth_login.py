@@ -13,7 +13,6 @@ import os
 import re
 import stat
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,11 +25,11 @@ from tests.support.cli_here import cli_here
 from tests.support.clients import free_port, require_bubblewrap
 from tests.support.conformance_auth_client import start_login
 from tests.support.patience import patient
+from tests.support.zygote import launch_command
 
 pytestmark = pytest.mark.backend  # a bridge, a sandbox and an HTTP server per test
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-m", "mcp_codemode"]
 WHOAMI = """
 try:
     print(await mcp_signed.whoami())
@@ -81,7 +80,7 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 def sign_in(env: dict[str, str], *options: str) -> str:
     """Run ``login`` as a person would: open the printed address (here with httpx), follow the redirect home."""
-    command = [*CLI, "login", "signed", "--no-browser", *options, "--no-discover", "--config", env["CONFIG"]]
+    command = launch_command("login", "signed", "--no-browser", *options, "--no-discover", "--config", env["CONFIG"])
     login, seen, address = start_login(command, env)
     assert address is not None and address.startswith("http://") and "/authorize?" in address, seen
     consent = httpx2.get(address, follow_redirects=False, timeout=patient(30))

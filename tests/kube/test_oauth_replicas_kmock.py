@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import re
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -40,6 +39,7 @@ from tests.support.clients import free_port
 from tests.support.conformance_auth_client import sign_in
 from tests.support.kube_deps import KUBE_TEST_DEPS_PROBLEM, require_kube_test_deps
 from tests.support.patience import patient
+from tests.support.zygote import launch_command
 
 if not KUBE_TEST_DEPS_PROBLEM:
     from tests.support.kube_emulator import ClusterEmulator, emulated_cluster, shared_state_objects
@@ -95,8 +95,7 @@ async def signed_in(
     config_file = tmp_path / "servers.json"
     config_file.write_text(json.dumps({"mcpServers": {"signed": {"type": "http", "url": server_url}}}))
     env = operator_env(tmp_path, kubeconfig)
-    command = [sys.executable, "-m", "mcp_codemode", "login", "signed", "--no-browser", "--no-discover",
-               "--config", str(config_file)]  # fmt: skip
+    command = launch_command("login", "signed", "--no-browser", "--no-discover", "--config", str(config_file))
     code = await anyio.to_thread.run_sync(sign_in, command, env)
     assert code == 0
     assert not (tmp_path / "operator-state" / "oauth").exists(), "login wrote files instead of the cluster's Secret"
@@ -262,7 +261,7 @@ async def test_logout_from_the_cluster_signs_every_replica_out(
     """(It signs out: the last test of the module.)"""
     config, kubeconfig = signed_in
     env = operator_env(tmp_path, kubeconfig)
-    command = [sys.executable, "-m", "mcp_codemode", "logout", "signed", "--no-discover", "--config", config.source]
+    command = launch_command("logout", "signed", "--no-discover", "--config", config.source)
     done = await anyio.run_process(command, env=env, check=False)
     assert done.returncode == 0, done.stderr
     assert b"Signed out of signed" in done.stdout and b"Secret mcp-codemode/mcp-codemode-oauth" in done.stdout

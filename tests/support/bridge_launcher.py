@@ -25,9 +25,9 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signa
 LOST = 121  # the fork server went away before it said how the bridge ended
 
 
-def real_command(args: list[str]) -> None:
-    """Become ``python -m mcp_codemode ARGS`` (without -I/-S), as a test without the fork server would run it."""
-    os.execv(sys.executable, [sys.executable, "-m", "mcp_codemode", *args])
+def real_command(module: str, args: list[str]) -> None:
+    """Become ``python -m MODULE ARGS`` (without -I/-S), as a test without the fork server would run it."""
+    os.execv(sys.executable, [sys.executable, "-m", module, *args])
 
 
 def receive_exactly(channel: socket.socket, size: int) -> bytes | None:
@@ -42,6 +42,9 @@ def receive_exactly(channel: socket.socket, size: int) -> bytes | None:
 
 def main(argv: list[str]) -> None:
     address, args = argv[1], argv[2:]
+    module = "mcp_codemode"
+    if args[:1] == ["-m"]:  # another module the fork server has what it needs of (``zygote.launch_module_command``)
+        module, args = args[1], args[2:]
     pending: list[int] = []
     child = 0
 
@@ -61,8 +64,9 @@ def main(argv: list[str]) -> None:
         channel.close()
         for signum in FORWARDED:
             signal.signal(signum, signal.SIG_DFL)
-        real_command(args)
-    request = json.dumps({"args": args, "env": dict(os.environ), "cwd": os.getcwd(), "umask": os.umask(0o022)}).encode()
+        real_command(module, args)
+    asked = {"module": module, "args": args, "env": dict(os.environ), "cwd": os.getcwd(), "umask": os.umask(0o022)}
+    request = json.dumps(asked).encode()
     me = os.pidfd_open(os.getpid())
     socket.send_fds(channel, [struct.pack("!Q", len(request))], [0, 1, 2, me])
     channel.sendall(request)

@@ -80,7 +80,8 @@ def launcher_of(channel: socket.socket) -> int:
 
 
 def become_bridge(request: dict[str, Any], fds: list[int], closing: list[socket.socket | int]) -> None:
-    """In the child: take the launcher's place and run ``python -m mcp_codemode ARGS``; never returns."""
+    """In the child: take the launcher's place and run ``python -m mcp_codemode ARGS`` (or the test support module
+    the launcher names, which imports what the bridge does); never returns."""
     for held in closing:  # a socket object is detached first, so that no finalizer closes a number reused later
         os.close(held.detach() if isinstance(held, socket.socket) else held)
     stdin, stdout, stderr, launcher = fds
@@ -93,13 +94,16 @@ def become_bridge(request: dict[str, Any], fds: list[int], closing: list[socket.
     os.umask(request["umask"])
     os.environ.clear()
     os.environ.update(request["env"])
+    module = request.get("module", "mcp_codemode")
+    if module != "mcp_codemode" and not module.startswith("tests.support."):
+        raise SystemExit(f"bridge_zygote: {module!r} is neither the bridge nor a test support module")
     sys.argv = ["-m", *request["args"]]  # runpy puts the module's path in argv[0], as -m does
-    sys.orig_argv = [sys.executable, "-m", "mcp_codemode", *request["args"]]
+    sys.orig_argv = [sys.executable, "-m", module, *request["args"]]
     sys.path[0] = request["cwd"]  # -m puts the working directory first, where a script puts its own folder
     threading.Thread(target=watch, args=(launcher,), name="launcher-watch", daemon=True).start()
     import runpy
 
-    runpy._run_module_as_main("mcp_codemode")  # type: ignore[attr-defined]  # ends in sys.exit, as -m does
+    runpy._run_module_as_main(module)  # type: ignore[attr-defined]  # ends in sys.exit, as -m does
     raise SystemExit(0)
 
 

@@ -46,6 +46,14 @@ def launch_command(*args: str, launcher_always: bool = False) -> list[str]:
     return [*launcher, str(_directory() / "socket"), *args]
 
 
+def launch_module_command(module: str, *args: str) -> list[str]:
+    """``python -m MODULE ARGS`` for a test support module that runs the bridge's commands in its own process (the
+    conformance suite's sign-in client): forked from the fork server as a bridge is, unless it is switched off."""
+    if not ON:
+        return [sys.executable, "-m", module, *args]
+    return launch_command("-m", module, *args)
+
+
 def serve_command(*, launcher_always: bool = False) -> list[str]:
     return launch_command("serve", launcher_always=launcher_always)
 
