@@ -13,6 +13,7 @@ import http.server
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -39,6 +40,7 @@ from mcp_codemode.upstream.servers.restart import backoff_delay
 from tests.support import upstreams
 from tests.support.processes import wait_until_gone
 from tests.support.upstreams import GROWER
+from tests.support.zygote import serve_command
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
@@ -546,7 +548,7 @@ def test_stdio_servers_get_only_the_default_environment_and_their_own_env(
 def bridge_behind_a_wrapper(tmp_path: Path, protocol: str = "legacy") -> ServerConfig:
     """This bridge started by a script whose name says nothing, which ``launches_bridge`` cannot see through."""
     script = tmp_path / "assistant-tools"
-    script.write_text(f'#!/bin/sh\nexec {sys.executable} -m mcp_codemode serve "$@"\n')
+    script.write_text(f'#!/bin/sh\nexec {shlex.join(serve_command())} "$@"\n')  # the fork server's, as a test's
     script.chmod(0o755)
     settings = {
         "MCP_BRIDGE_STATE_DIR": str(tmp_path / "nested-state"),

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import select
+import shlex
 import signal
 import subprocess
 import textwrap
@@ -45,7 +46,7 @@ from tests.support.inspector import BRIDGE, inspector, result_of
 from tests.support.patience import patient
 from tests.support.processes import Proc, descendants
 from tests.support.upstreams import write_config
-from tests.support.zygote import REAL_SERVE
+from tests.support.zygote import REAL_SERVE, launch_command
 
 pytestmark = pytest.mark.backend
 
@@ -413,7 +414,7 @@ def test_servers_no_connect_starts_nothing_and_the_self_server_is_used_only_when
 def wrapped_bridge(where: Path) -> Path:
     """A script with another name that starts this bridge, as a user may write one: only serverInfo tells."""
     script = where / "team-assistant"
-    script.write_text(f'#!/bin/sh\nexec {BRIDGE} "$@"\n')
+    script.write_text(f'#!/bin/sh\nexec {shlex.join(launch_command())} "$@"\n')  # the fork server's, as a test's
     script.chmod(0o755)
     return script
 
