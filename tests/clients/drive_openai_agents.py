@@ -23,7 +23,7 @@ from agents.tool_context import ToolContext
 
 from tests.clients.scenario import IMAGE, STATE_GET, STATE_SET, TRACEBACK, Target, report, target
 
-SLOW = "import time\ntime.sleep(7)\n'slept'"  # longer than the 5 s default client timeout
+SLOW = "import time\ntime.sleep(6)\n'slept'"  # longer than the 5 s default client timeout (a sleep is never shorter)
 
 
 def server_for(where: Target, timeout: float | None) -> MCPServerStdio | MCPServerStreamableHttp:

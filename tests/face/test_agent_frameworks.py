@@ -39,7 +39,7 @@ pytestmark = pytest.mark.backend
 ROOT = Path(__file__).resolve().parents[2]
 CLIENTS_PYTHON = ROOT / ".cache" / "clients" / "bin" / "python"
 LANGCHAIN_PYTHON = ROOT / ".cache" / "clients-langchain" / "bin" / "python"  # mcp 1.x: scripts/setup-clients.sh
-DRIVER_DEADLINE = patient(240)  # seconds for one driver's whole run (the openai-agents one waits out two 7 s calls)
+DRIVER_DEADLINE = patient(240)  # seconds for one driver's whole run (the openai-agents one waits out two 6 s calls)
 
 STATE = "state kept: 42"
 ERROR_LINE = "ZeroDivisionError: division by zero"
@@ -145,7 +145,7 @@ def test_openai_agents_strict_calls_with_an_empty_session_run_and_its_timeout_is
     assert STATE in found["state"], found["state"]
     assert_traceback(found["traceback"].replace("\\n", "\n"))
     assert "data:image/png;base64," in found["image"], found["image"]
-    # The library's 5 s default cuts a 7 s call; client_session_timeout_seconds (as docs/clients.md says) does not.
+    # The library's 5 s default cuts a 6 s call; client_session_timeout_seconds (as docs/clients.md says) does not.
     assert "'slept'" in found["slow_with_timeout"], found["slow_with_timeout"]
     assert found["default_timeout"] == 5
     if where["transport"] == "http":  # over stdio the default would also cut a slow machine's start (the driver says)
