@@ -63,6 +63,7 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+import load_figures as figures
 import load_work as work
 from common import BenchmarkError, emit, fill_defaults, free_port, machine_info, positive, stop_server, wait_listening
 from mcp_codemode.errors import CodemodeError
@@ -74,25 +75,8 @@ HERE = Path(__file__).resolve().parent
 WARMUP = ("cell", "print", "image", "everything", "time", "cell")  # every kind once: upstreams started
 OPENING_AT_ONCE = 8  # clients that connect (and start a sandbox or a stdio bridge) together
 SAMPLE_EVERY_S = 5.0  # the peak's sampling: it runs in the clients' process, so it must stay cheap
-QUICK = {"clients": 6, "stdio": 2, "seconds": 4.0}
-FULL = {"clients": 64, "stdio": 8, "seconds": 30.0}
-TARGET_THROUGHPUT = 0.8
-TARGET_P99 = 1.5
-SOAK_SETTLE_S = 600.0
-SOAK_LIMIT_PCT = 5.0
-
-
-def percentiles(samples: Sequence[float]) -> dict[str, float | int]:
-    """p50, p95, p99 (nearest rank) and the maximum of ``samples`` (ms)."""
-    ordered = sorted(samples)
-    if not ordered:
-        return {"n": 0}
-
-    def rank(share: float) -> float:
-        return round(ordered[max(1, math.ceil(share * len(ordered))) - 1], 3)
-
-    return {"p50_ms": rank(0.5), "p95_ms": rank(0.95), "p99_ms": rank(0.99), "max_ms": round(ordered[-1], 3),
-            "n": len(ordered)}  # fmt: skip
+QUICK = {"clients": 6, "stdio": 2, "seconds": 4.0, "windows": 2}
+FULL = {"clients": 64, "stdio": 8, "seconds": 30.0, "windows": 6}
 
 
 # -- the processes each side runs, and what they cost ------------------------------------------------------------
@@ -119,14 +103,14 @@ def descendants(roots: Sequence[int]) -> list[int]:
     return found
 
 
-def usage(pss: bool = True) -> dict[str, Any]:
-    """CPU seconds and memory (KiB) so far: of the server processes, of what they started, and of this process.
+def usage(servers: Sequence[int], pss: bool = True) -> dict[str, Any]:
+    """CPU seconds and memory (KiB) so far: of one side's server processes, of what they started, and of this
+    process (which runs both sides' clients, but only the side whose window is open calls).
 
     ``pss=False`` reads RSS alone (PSS reported as 0): reading smaps_rollup walks every mapping of every process,
     which for the bridge's 200 sandbox processes cost the clients' process more CPU than the floor's 9 did, and the
     clients share that process.
     """
-    servers = servers_of_this_process()
     below = descendants(servers)
     own = os.times()
 
@@ -156,10 +140,11 @@ def open_fds(pid: int) -> int:
 
 
 class Sampler:
-    """Memory of the servers (and what they started) every SAMPLE_EVERY_S while the window is open: the peak, and
-    with ``every`` a point every so many seconds (the soak's series: memory and file descriptors over time)."""
+    """Memory of one side's servers (and what they started) every SAMPLE_EVERY_S while the windows run: the peak,
+    and with ``every`` a point every so many seconds (the soak's series: memory and file descriptors over time)."""
 
-    def __init__(self, every: float | None = None) -> None:
+    def __init__(self, servers: Sequence[int], every: float | None = None) -> None:
+        self.servers = servers
         self.peak_rss_kib = {"servers": 0, "started": 0}
         self.every = every
         self.points: list[dict[str, Any]] = []
@@ -170,7 +155,7 @@ class Sampler:
         while True:
             now = time.perf_counter()
             point = self.every is not None and (not self.points or now - last >= self.every)
-            found = await asyncio.to_thread(usage, point)
+            found = await asyncio.to_thread(usage, self.servers, point)
             for part, value in found["rss_kib"].items():
                 self.peak_rss_kib[part] = max(self.peak_rss_kib[part], value)
             if point:
@@ -243,23 +228,20 @@ async def open_client(state: work.ClientState, served: Served, launch: Launch) -
 
 
 class Window:
-    """The timed window every client shares: ready, go, stop, and the clients' release once all are done."""
+    """One timed window of one side: go, the clients' stop, and what was read around it."""
 
     def __init__(self, clients: int, seconds: float) -> None:
         self.seconds = seconds
-        self.ready = 0
-        self.all_ready = asyncio.Event()
-        self.go = asyncio.Event()
-        self.done = asyncio.Event()
         self.clients = clients
-        self.opened = 0.0
+        self.go = asyncio.Event()
+        self.opened = -math.inf  # closed until it opens: a client released by an abort makes no call
+        self.finished = 0.0
         self.stopped = 0
         self.all_stopped = asyncio.Event()
-
-    def arrived(self) -> None:
-        self.ready += 1
-        if self.ready == self.clients:
-            self.all_ready.set()
+        self.outcomes: list[work.Outcome] = []
+        self.before: dict[str, Any] = {}
+        self.after: dict[str, Any] = {}
+        self.load_1m = 0.0
 
     def stopped_calling(self) -> None:
         self.stopped += 1
@@ -271,13 +253,57 @@ class Window:
         return time.perf_counter() < self.opened + self.seconds
 
 
-async def drive(state: work.ClientState, served: Served, launch: Launch, window: Window, gate: asyncio.Semaphore,
-                outcomes: list[work.Outcome]) -> None:  # fmt: skip
-    """One client: connect, first call and warm-up, then calls back to back while the window is open."""
+class Fleet:
+    """One side's clients, connected and warm from before its first window to after its last, and its windows."""
+
+    def __init__(self, side: work.Side, eras: Sequence[work.Era], served: Served, launch: Launch, rounds: int,
+                 seconds: float) -> None:  # fmt: skip
+        self.side = side
+        self.served = served
+        self.launch = launch
+        self.states = [work.ClientState(index, era, side) for index, era in enumerate(eras)]
+        self.windows = [Window(len(eras), seconds) for _ in range(rounds)]
+        self.ready = 0
+        self.all_ready = asyncio.Event()
+        self.done = asyncio.Event()
+        self.tasks: list[asyncio.Task[None]] = []
+        self.servers: list[int] = []
+        self.first: dict[str, Any] = {}
+        self.last: dict[str, Any] = {}
+        self.sampler = Sampler([])
+
+    def arrived(self) -> None:
+        self.ready += 1
+        if self.ready == len(self.states):
+            self.all_ready.set()
+
+    async def start(self, known: set[int]) -> None:
+        """Connect and warm every client; the side's server processes are then this process's children not in
+        ``known`` (the other side's, started before)."""
+        gate = asyncio.Semaphore(OPENING_AT_ONCE)
+        self.tasks = [asyncio.create_task(drive(state, self, gate)) for state in self.states]
+        waiting = asyncio.create_task(self.all_ready.wait())
+        await asyncio.wait([waiting, *self.tasks], return_when=asyncio.FIRST_COMPLETED)
+        failed = [task for task in self.tasks if task.done() and task.exception() is not None]
+        if failed:
+            raise BenchmarkError(f"{self.side}: {failed[0].exception()}")
+        self.servers = sorted(set(servers_of_this_process()) - known)
+
+    async def stop(self) -> None:
+        """Release every client (an aborted run's too) and wait for them to disconnect."""
+        for window in self.windows:
+            window.go.set()
+        self.done.set()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+async def drive(state: work.ClientState, fleet: Fleet, gate: asyncio.Semaphore) -> None:
+    """One client: connect, first call and warm-up, then in each of its side's windows calls back to back."""
+    arrived = False
     try:
         async with contextlib.AsyncExitStack() as stack:
             async with gate:
-                client = await stack.enter_async_context(open_client(state, served, launch))
+                client = await stack.enter_async_context(open_client(state, fleet.served, fleet.launch))
                 first = await work.one_call(client, state, "init" if state.side == "bridge" else "cell", 0.0)
                 warm = [await work.one_call(client, state, kind, 0.0) for kind in WARMUP]
             for outcome in (first, *warm):
@@ -286,124 +312,120 @@ async def drive(state: work.ClientState, served: Served, launch: Launch, window:
                         f"client {state.ident} ({state.era}): a {outcome.kind} call before the "
                         f"window failed ({outcome.error}): {outcome.detail}"
                     )
-            window.arrived()
-            await window.go.wait()
+            arrived = True
+            fleet.arrived()
             index = 0
-            while window.open:
-                outcomes.append(await work.one_call(client, state, work.kind_of(index, state.offset), window.opened))
-                index += 1
-            window.stopped_calling()
-            await window.done.wait()
+            for window in fleet.windows:
+                await window.go.wait()
+                while window.open:
+                    window.outcomes.append(
+                        await work.one_call(client, state, work.kind_of(index, state.offset), window.opened)
+                    )
+                    index += 1
+                window.stopped_calling()
+            await fleet.done.wait()
     finally:
-        if window.ready < window.clients:
-            window.arrived()  # a client that failed to start must not keep the others waiting
+        if not arrived:
+            fleet.arrived()  # a client that failed to start must not keep the others waiting
 
 
-async def run_side(side: work.Side, eras: Sequence[work.Era], seconds: float, launch: Launch, served: Served,
-                   soak_every: float | None = None, opened: asyncio.Event | None = None) -> dict[str, Any]:  # fmt: skip
-    window = Window(len(eras), seconds)
-    gate = asyncio.Semaphore(OPENING_AT_ONCE)
-    states = [work.ClientState(index, era, side) for index, era in enumerate(eras)]
-    outcomes: list[work.Outcome] = []
-    tasks = [asyncio.create_task(drive(state, served, launch, window, gate, outcomes)) for state in states]
-    waiting = asyncio.create_task(window.all_ready.wait())
-    await asyncio.wait([waiting, *tasks], return_when=asyncio.FIRST_COMPLETED)
-    failed = [task for task in tasks if task.done() and task.exception() is not None]
-    if failed:
-        window.go.set()
-        window.done.set()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise BenchmarkError(f"{side}: {failed[0].exception()}")
-    sampler = Sampler(soak_every)
-    before = await asyncio.to_thread(usage)
-    sampler.start()
+async def run_window(fleet: Fleet, window: Window, label: str, opened: asyncio.Event | None) -> None:
+    """Open one window of one side, close it, and wait until its clients' last calls have ended (each is bounded
+    by its timeout plus grace), so that no call of one side runs in the other side's window."""
+    window.before = await asyncio.to_thread(usage, fleet.servers, False)
+    window.load_1m = os.getloadavg()[0]
     window.opened = time.perf_counter()
     window.go.set()
     if opened is not None:
         opened.set()  # the fault harness injects its faults from here on
-    print(f"[load] {side}: {len(states)} clients, window open for {seconds:g} s", file=sys.stderr, flush=True)
+    print(f"[load] {fleet.side} {label}: {len(fleet.states)} clients for {window.seconds:g} s", file=sys.stderr,
+          flush=True)  # fmt: skip
     while window.open:
         await asyncio.sleep(0.05)
-    after = await asyncio.to_thread(usage)  # at the window's end: the calls still in flight are not counted in it
-    await sampler.stop()
-    await window.all_stopped.wait()  # every client's last call has ended (each is bounded by its timeout + grace)
-    finished = time.perf_counter()
-    window.done.set()
-    await asyncio.gather(*tasks)
-    return summarize_side(side, states, outcomes, window, before, after, sampler, finished)
+    window.after = await asyncio.to_thread(usage, fleet.servers, False)  # the calls still in flight are not in it
+    await window.all_stopped.wait()
+    window.finished = time.perf_counter()
+
+
+async def run_fleets(fleets: Sequence[Fleet], soak_every: float | None = None,
+                     opened: asyncio.Event | None = None) -> dict[str, Any]:  # fmt: skip
+    """Every side's windows in the alternating order of ``load_figures.schedule``, then each side's figures."""
+    by_side: dict[str, Fleet] = {fleet.side: fleet for fleet in fleets}
+    rounds = len(fleets[0].windows)
+    for fleet in fleets:
+        fleet.first = await asyncio.to_thread(usage, fleet.servers)
+        fleet.sampler = Sampler(fleet.servers, soak_every if fleet.side == "bridge" else None)
+        fleet.sampler.start()
+    for index, side in figures.schedule(list(by_side), rounds):
+        await run_window(by_side[side], by_side[side].windows[index], f"window {index + 1}/{rounds}", opened)
+    for fleet in fleets:
+        await fleet.sampler.stop()
+        fleet.last = await asyncio.to_thread(usage, fleet.servers)
+    for fleet in fleets:
+        await fleet.stop()
+    return {fleet.side: summarize_side(fleet) for fleet in fleets}
+
+
+async def run_side(side: work.Side, eras: Sequence[work.Era], seconds: float, launch: Launch, served: Served,
+                   soak_every: float | None = None, opened: asyncio.Event | None = None) -> dict[str, Any]:  # fmt: skip
+    """One side alone in one window (the soak, and the fault harness's background load)."""
+    fleet = Fleet(side, eras, served, launch, 1, seconds)
+    try:
+        await fleet.start(set())
+        figured: dict[str, Any] = (await run_fleets([fleet], soak_every, opened))[side]
+        return figured
+    finally:
+        await fleet.stop()
 
 
 # -- the figures -------------------------------------------------------------------------------------------------
 
 
-def throughput(states: Sequence[work.ClientState], outcomes: Sequence[work.Outcome], window: float) -> float:
-    """Calls per second, the deliberate waits taken out: the sum of each client's rate over its busy time."""
-    total = 0.0
-    for state in states:
-        mine = [outcome for outcome in outcomes if outcome.client == state.index]
-        if not mine:
-            continue
-        span = max(window, max(outcome.started + outcome.latency_ms / 1000 for outcome in mine))
-        waited = sum(min(outcome.latency_ms / 1000, work.TIMEOUT_S) for outcome in mine if outcome.kind == "timeout")
-        calls = sum(1 for outcome in mine if outcome.kind != "timeout")
-        total += calls / max(span - waited, 1e-9)
-    return round(total, 1)
-
-
-def calls_ended_in(outcomes: Sequence[work.Outcome], window: float) -> int:
-    """The calls whose whole cost fell inside the window the CPU was read over (deliberate timeouts included)."""
-    return sum(1 for outcome in outcomes if outcome.started + outcome.latency_ms / 1000 <= window)
-
-
-def per_call(cpu: dict[str, float], calls: int) -> dict[str, float]:
-    """CPU ms per call of each part and in all: the figure a busy machine moves least, unlike calls per second.
-
-    On saturated cores a side's throughput follows its total CPU per call (servers, what they started and the
-    clients), so this is what says which side does more work per call, however busy the machine was.
-    """
-    parts = {part: round(value * 1000 / calls, 3) if calls else 0.0 for part, value in cpu.items()}
-    return {**parts, "total": round(sum(cpu.values()) * 1000 / calls, 3) if calls else 0.0}
-
-
-def errors_by_kind(outcomes: Sequence[work.Outcome]) -> dict[str, Any]:
-    counted: dict[str, int] = {}
-    details: dict[str, list[str]] = {}
-    for outcome in outcomes:
-        if outcome.error is None:
-            continue
-        counted[outcome.error] = counted.get(outcome.error, 0) + 1
-        if len(details.setdefault(outcome.error, [])) < 3:
-            details[outcome.error].append(f"{outcome.era} {outcome.kind} at {outcome.started:.1f} s: {outcome.detail}")
-    return {"count": sum(counted.values()), "by_kind": counted, "examples": details}
-
-
-def summarize_side(side: work.Side, states: Sequence[work.ClientState], outcomes: Sequence[work.Outcome],
-                   window: Window, before: dict[str, Any], after: dict[str, Any], sampler: Sampler,
-                   finished: float) -> dict[str, Any]:  # fmt: skip
+def summarize_side(fleet: Fleet) -> dict[str, Any]:
+    side, states, windows = fleet.side, fleet.states, fleet.windows
+    outcomes = [outcome for window in windows for outcome in window.outcomes]
+    seconds = sum(window.seconds for window in windows)
     timed = [outcome for outcome in outcomes if outcome.kind != "timeout" and outcome.error is None]
     warm_upstream = sum(1 for kind in WARMUP if kind in work.UPSTREAM_KINDS) if side == "bridge" else 0
     timeouts = [outcome for outcome in outcomes if outcome.kind == "timeout"]
-    cpu = {part: round(after["cpu"][part] - before["cpu"][part], 3) for part in before["cpu"]}
-    ended = calls_ended_in(outcomes, window.seconds)
+    cpu = {
+        part: round(sum(window.after["cpu"][part] - window.before["cpu"][part] for window in windows), 3)
+        for part in fleet.first["cpu"]
+    }
+    ended = sum(figures.calls_ended_in(window.outcomes, window.seconds) for window in windows)
+    first, last = fleet.first, fleet.last
     return {
         "side": side,
         "calls": len(outcomes),
-        "window_s": window.seconds,
-        "drain_s": round(finished - window.opened - window.seconds, 3),
-        "throughput_per_s": throughput(states, outcomes, window.seconds),
-        "latency": percentiles([outcome.latency_ms for outcome in timed]),
+        "window_s": round(seconds, 3),  # all its windows together
+        "drain_s": round(sum(window.finished - window.opened - window.seconds for window in windows), 3),
+        "throughput_per_s": figures.throughput_over(states, [(window.outcomes, window.seconds) for window in windows]),
+        "latency": figures.percentiles([outcome.latency_ms for outcome in timed]),
         "latency_by_kind": {
-            kind: percentiles([o.latency_ms for o in timed if o.kind == kind])
+            kind: figures.percentiles([o.latency_ms for o in timed if o.kind == kind])
             for kind in sorted({o.kind for o in timed})
         },
         "latency_by_era": {
-            era: percentiles([o.latency_ms for o in timed if o.era == era]) for era in sorted({o.era for o in timed})
+            era: figures.percentiles([o.latency_ms for o in timed if o.era == era])
+            for era in sorted({o.era for o in timed})
         },
+        "windows": [
+            {
+                "seconds": window.seconds,
+                "load_average_1m": round(window.load_1m, 2),
+                "calls": len(window.outcomes),
+                "throughput_per_s": figures.throughput(states, window.outcomes, window.seconds),
+                "latency": figures.percentiles(
+                    [o.latency_ms for o in window.outcomes if o.kind != "timeout" and o.error is None]
+                ),
+            }
+            for window in windows
+        ],
         "timeouts": {
             "calls": len(timeouts),
-            "past_timeout_ms": percentiles([o.latency_ms - work.TIMEOUT_S * 1000 for o in timeouts]),
+            "past_timeout_ms": figures.percentiles([o.latency_ms - work.TIMEOUT_S * 1000 for o in timeouts]),
         },
-        "errors": errors_by_kind(outcomes),
+        "errors": figures.errors_by_kind(outcomes),
         "upstream_calls": {  # the warm-up's (one of each upstream kind per client, all answered) included
             "issued": sum(1 for o in outcomes if o.kind in work.UPSTREAM_KINDS) + warm_upstream * len(states),
             "ok": sum(1 for o in outcomes if o.kind in work.UPSTREAM_KINDS and o.error is None)
@@ -413,81 +435,44 @@ def summarize_side(side: work.Side, states: Sequence[work.ClientState], outcomes
         "cross_session": sum(1 for outcome in outcomes if outcome.error == "wrong_session"),
         "cpu": {
             "seconds": cpu,
-            "cores": {part: round(value / window.seconds, 3) for part, value in cpu.items()},
+            "cores": {part: round(value / seconds, 3) for part, value in cpu.items()},
             "calls_ended_in_window": ended,
-            "ms_per_call": per_call(cpu, ended),
+            "ms_per_call": figures.per_call(cpu, ended),
         },
         "memory": {
             "rss_mb": {
-                "before": {k: mib(v) for k, v in before["rss_kib"].items()},
-                "after": {k: mib(v) for k, v in after["rss_kib"].items()},
-                "peak": {k: mib(v) for k, v in sampler.peak_rss_kib.items()},
+                "before": {k: mib(v) for k, v in first["rss_kib"].items()},
+                "after": {k: mib(v) for k, v in last["rss_kib"].items()},
+                "peak": {k: mib(v) for k, v in fleet.sampler.peak_rss_kib.items()},
             },
-            "pss_mb": {"after": {k: mib(v) for k, v in after["pss_kib"].items()}},
-            "processes": after["processes"],
-            "fds": {"before": before["fds"], "after": after["fds"]},
+            "pss_mb": {"after": {k: mib(v) for k, v in last["pss_kib"].items()}},
+            "processes": last["processes"],
+            "fds": {"before": first["fds"], "after": last["fds"]},
         },
-        **({"soak": soak_figures(sampler.points, window.seconds)} if sampler.points else {}),
+        **({"soak": figures.soak_figures(fleet.sampler.points, seconds)} if fleet.sampler.points else {}),
     }
-
-
-def soak_figures(points: Sequence[dict[str, Any]], seconds: float) -> dict[str, Any]:
-    """Growth of the servers' memory and file descriptors from the end of the settling (a third of the window, at
-    most SOAK_SETTLE_S: pools fill, caches warm) to the window's end; the issue's target is under 5 %."""
-    settle = min(SOAK_SETTLE_S, seconds / 3)
-    base = next(point for point in points if point["t_s"] >= settle or point is points[-1])
-    end = points[-1]
-
-    def growth(key: str) -> float:
-        return round((end[key] - base[key]) * 100 / base[key], 2) if base[key] else 0.0
-
-    memory = max(growth("servers_pss_mb"), growth("servers_rss_mb"))
-    fds = growth("servers_fds")
-    return {
-        "settle_s": round(settle, 1),
-        "from": base,
-        "to": end,
-        "pss_growth_pct": growth("servers_pss_mb"),
-        "rss_growth_pct": growth("servers_rss_mb"),
-        "fds_growth_pct": fds,
-        "fds_max_after_settle": max(point["servers_fds"] for point in points if point["t_s"] >= base["t_s"]),
-        "targets": [
-            {"target": f"memory grows under {SOAK_LIMIT_PCT:g} %", "measured": memory, "met": memory < SOAK_LIMIT_PCT},
-            {
-                "target": f"file descriptors grow under {SOAK_LIMIT_PCT:g} %",
-                "measured": fds,
-                "met": fds < SOAK_LIMIT_PCT,
-            },
-        ],
-        "points": list(points),
-    }
-
-
-def targets(bridge: dict[str, Any], floor: dict[str, Any]) -> list[dict[str, Any]]:
-    ratio = bridge["throughput_per_s"] / floor["throughput_per_s"] if floor["throughput_per_s"] else 0.0
-    p99 = bridge["latency"].get("p99_ms", math.inf) / max(floor["latency"].get("p99_ms", math.inf), 1e-9)
-    return [
-        {"target": f"throughput >= {TARGET_THROUGHPUT}x the no-op floor's", "measured": round(ratio, 3),
-         "met": ratio >= TARGET_THROUGHPUT},
-        {"target": f"p99 <= {TARGET_P99}x the no-op floor's p99", "measured": round(p99, 3), "met": p99 <= TARGET_P99},
-        {"target": "no answer from another session", "measured": bridge["cross_session"],
-         "met": bridge["cross_session"] == 0},
-    ]  # fmt: skip
 
 
 # -- the run -------------------------------------------------------------------------------------------------------
 
 
 async def measure(args: argparse.Namespace, launch: Launch) -> dict[str, Any]:
+    """Start each side's server and connect its clients (the floor's first), then run the windows."""
     eras = work.eras_for(args.clients, args.stdio)
-    sides: dict[str, Any] = {}
-    if "floor" in args.sides:
-        async with floor_server(launch.scratch) as served:
-            sides["floor"] = await run_side("floor", eras, args.seconds, launch, served)
-    if "bridge" in args.sides:
-        async with http_server(launch, "bridge-http") as served:
-            sides["bridge"] = await run_side("bridge", eras, args.seconds, launch, served, args.soak_every)
-    return sides
+    rounds = args.windows if len(args.sides) == 2 else 1
+    fleets: list[Fleet] = []
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            for side in sorted(args.sides, key=["floor", "bridge"].index):
+                known = set(servers_of_this_process())
+                server = floor_server(launch.scratch) if side == "floor" else http_server(launch, "bridge-http")
+                served = await stack.enter_async_context(server)
+                fleets.append(Fleet(side, eras, served, launch, rounds, args.seconds / rounds))
+                await fleets[-1].start(known)
+            return await run_fleets(fleets, args.soak_every)
+        finally:
+            for fleet in fleets:
+                await fleet.stop()
 
 
 def bridge_launch(args: argparse.Namespace, scratch: Path) -> Launch:
@@ -516,7 +501,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--clients", type=positive, default=None, help=f"concurrent clients (default {FULL['clients']})"
     )
     parser.add_argument("--stdio", type=int, default=None, help=f"of them over stdio (default {FULL['stdio']})")
-    parser.add_argument("--seconds", type=float, default=None, help=f"window per side (default {FULL['seconds']:g})")
+    parser.add_argument(
+        "--seconds", type=float, default=None, help=f"measured time per side (default {FULL['seconds']:g})"
+    )
+    parser.add_argument(
+        "--windows",
+        type=positive,
+        default=None,
+        help=f"alternating windows per side, the --seconds split among them (default {FULL['windows']})",
+    )
     parser.add_argument(
         "--backend", choices=AUTO_ORDER, default="bubblewrap", help="sandbox backend (default: %(default)s)"
     )
@@ -540,6 +533,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def alternation(args: argparse.Namespace, sides: dict[str, Any]) -> dict[str, Any]:
+    """How the two sides took turns, and the bridge's figures over the floor's pair by pair."""
+    return {
+        "windows_per_side": args.windows,
+        "window_s": round(args.seconds / args.windows, 3),
+        "order": [side for _, side in figures.schedule(["floor", "bridge"], args.windows)],
+        **figures.pairs(sides["floor"]["windows"], sides["bridge"]["windows"]),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     began = time.perf_counter()
@@ -559,8 +562,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "backend": args.backend,
         "mix": {"cycle": list(work.CYCLE), "timeout_every": work.TIMEOUT_EVERY, "timeout_s": work.TIMEOUT_S},
         **sides,
+        **({"alternation": alternation(args, sides)} if len(sides) == 2 else {}),
         "targets": [
-            *(targets(sides["bridge"], sides["floor"]) if len(sides) == 2 else []),
+            *(figures.targets(sides["bridge"], sides["floor"], alternation(args, sides)) if len(sides) == 2 else []),
             *sides.get("bridge", {}).get("soak", {}).get("targets", []),
         ],
         "machine": machine_info(),
