@@ -50,6 +50,7 @@ import anyio
 from mcp import Client
 
 import load
+import load_usage
 import load_work as work
 from common import BenchmarkError, emit, machine_info, positive
 from mcp_codemode.errors import CodemodeError
@@ -125,20 +126,20 @@ class Harness:
 
     def guest(self, state: work.ClientState) -> int:
         """The victim's guest Python on the host: the descendant of the bridge that sees its marker."""
-        for pid in load.descendants([self.bridge]):
+        for pid in load_usage.descendants([self.bridge]):
             if os.path.exists(f"/proc/{pid}/root/workspace/.victim-{state.ident}") and comm(pid).startswith("python"):
                 return pid
         raise BenchmarkError(f"no sandbox of session {state.ident} was found below the bridge (pid {self.bridge})")
 
     def upstream_server(self, needle: str) -> int:
         """The upstream server itself, not the launcher shell the bridge starts it under (whose argv names it too)."""
-        for pid in load.descendants([self.bridge]):
+        for pid in load_usage.descendants([self.bridge]):
             if needle in cmdline(pid) and comm(pid) != "sh":
                 return pid
         raise BenchmarkError(f"no upstream process matching {needle!r} runs below the bridge")
 
     def track(self) -> None:
-        for pid in load.descendants([self.bridge]):
+        for pid in load_usage.descendants([self.bridge]):
             self.seen.setdefault(pid, start_time(pid))
 
 

@@ -6,7 +6,7 @@ Why this exists
     the wrong session.
 
 What runs
-    The same N clients, one after the other, against two sides, each for ``--seconds`` on 127.0.0.1:
+    N clients on each of two sides, both up for the whole run on 127.0.0.1:
     floor   the MCP SDK's own server with a no-op tool (``load_floor.py``: ``bare_server.py`` plus ``wait``), over
             Streamable HTTP for the HTTP clients and one stdio process per stdio client;
     bridge  ``mcp-codemode serve --transport http`` (bubblewrap by default) with two real upstream servers
@@ -14,12 +14,22 @@ What runs
             and one ``mcp-codemode serve`` over stdio per stdio client, with the same upstreams.
     Clients are the SDK's ``mcp.Client``, each with its own connection (its own HTTP pool, or its own process):
     ``--stdio`` of them over stdio, the rest over HTTP, alternately in the handshake era (2025-11-25: the
-    connection's own default session) and the stateless era (2026-07-28: a session named after the client).
-    Each client makes its first call (which creates its session's counter), ``WARMUP`` untimed calls, then calls
-    back to back until the window closes. The mix is load_work.CYCLE (warm cells, calls to the two upstream
-    servers, prints, an image) with one deliberate 1 s timeout per ``load_work.TIMEOUT_EVERY`` calls; on the floor
-    every call is ``noop`` but the timeout, which is ``wait(1)``. Every answer is checked (load_work.py): its id and
-    count must be the client's own.
+    connection's own default session) and the stateless era (2026-07-28: a session named after the client). Each
+    client makes its first call (which creates its session's counter) and ``WARMUP`` untimed calls; both sides'
+    clients then stay connected and warm while the sides take turns in ``--windows`` short windows each
+    (``--seconds`` split among them; floor, bridge, then bridge, floor, and so on), and in its side's window each
+    client calls back to back until the window closes. A window ends when its clients' last calls have: the two
+    sides never call at once. The mix is load_work.CYCLE (warm cells, calls to the two upstream servers, prints, an
+    image) with one deliberate 1 s timeout per ``load_work.TIMEOUT_EVERY`` calls; on the floor every call is
+    ``noop`` but the timeout, which is ``wait(1)``. Every answer is checked (load_work.py): its id and count must be
+    the client's own.
+
+Why alternating windows
+    This machine's other load changes within a minute by more than the gap being measured: with one 30 s window
+    per side, one after the other, the same code's throughput ratio came out 1.06, 0.82, 1.04 and 0.54. In windows
+    of a few seconds taken in turn, a slow spell of the machine falls on both sides; the order is reversed every
+    other round (ABBA) so that a steady drift within the run cancels too. The clients of the side that waits are
+    idle, and each side's CPU is read over its own windows only.
 
 How the mix is compared with the floor (the decision the issue left to us)
     The deliberate timeout's second is the workload's, not the bridge's: both sides wait it (the floor's ``wait``),
@@ -30,18 +40,22 @@ How the mix is compared with the floor (the decision the issue left to us)
     calls with a no-op, so the ratios are what a code-mode call costs next to an MCP call that does nothing.
 
 What is reported
-    Per side: ``throughput_per_s``, ``latency`` (p50, p95, p99, max over the non-timeout calls, ms) and per kind and
-    per era, ``errors`` by kind (with a few details), ``cross_session`` (answers with another client's id: must be
-    0), ``cpu`` (seconds and cores used during the window by the server processes, by what they started, and by this
-    process, which runs all clients; ``ms_per_call`` divides them by the calls that ended in the window: on a shared
-    machine the steadiest figure of the two sides' work) and ``memory`` (RSS/PSS of the server processes and what
-    they started, before, after and at the peak). ``targets``: throughput >= 0.8x the floor's, p99 <= 1.5x the
-    floor's p99, no answer from another session. The clients share the machine with both servers: on 2 cores both
-    sides are measured with the same clients in the same run, so the ratios, not the absolute figures, are what to
-    compare.
+    Per side, over all its windows: ``throughput_per_s``, ``latency`` (p50, p95, p99, max over the non-timeout calls,
+    ms) and per kind and per era, ``windows`` (each window's throughput, latency and load average), ``errors`` by
+    kind (with a few details), ``cross_session`` (answers with another client's id: must be 0), ``cpu`` (seconds and
+    cores used during the side's windows by its server processes, by what they started, and by this process, which
+    runs all clients; ``ms_per_call`` divides them by the calls that ended in those windows: on a shared machine the
+    steadiest figure of the two sides' work) and ``memory`` (RSS/PSS of the server processes and what they started,
+    before, after and at the peak). ``alternation``: the windows' order and, per window pair (the two windows of a
+    round), the bridge's throughput and p99 over the floor's, with their median, least and greatest. ``targets``:
+    throughput >= 0.8x the floor's, p99 <= 1.5x the floor's p99 (each side over all its windows, the per-pair median
+    beside it), no answer from another session. The clients share the machine with both servers: on 2 cores the
+    ratios, not the absolute figures, are what to compare. With one side (``--sides``), as in the soak, it runs in
+    one window of ``--seconds``.
 
 Usage
-    python benchmarks/load.py [--clients 64] [--stdio 8] [--seconds 30] [--backend NAME] [--quick] [--out FILE]
+    python benchmarks/load.py [--clients 64] [--stdio 8] [--seconds 30] [--windows 6] [--backend NAME] [--quick]
+                              [--out FILE]
 """
 
 from __future__ import annotations
@@ -66,118 +80,17 @@ from mcp.client.stdio import stdio_client
 import load_figures as figures
 import load_work as work
 from common import BenchmarkError, emit, fill_defaults, free_port, machine_info, positive, stop_server, wait_listening
+from load_usage import Sampler, idle_cpu, servers_of_this_process, usage
 from mcp_codemode.errors import CodemodeError
 from mcp_codemode.sandbox.select import AUTO_ORDER
 from proxy import BUILDERS
-from sessions import Launch, Served, client_for, cpu_seconds, http_server, memory_of, mib, process_table, read_kib
+from sessions import Launch, Served, client_for, http_server, mib
 
 HERE = Path(__file__).resolve().parent
 WARMUP = ("cell", "print", "image", "everything", "time", "cell")  # every kind once: upstreams started
 OPENING_AT_ONCE = 8  # clients that connect (and start a sandbox or a stdio bridge) together
-SAMPLE_EVERY_S = 5.0  # the peak's sampling: it runs in the clients' process, so it must stay cheap
 QUICK = {"clients": 6, "stdio": 2, "seconds": 4.0, "windows": 2}
 FULL = {"clients": 64, "stdio": 8, "seconds": 30.0, "windows": 6}
-
-
-# -- the processes each side runs, and what they cost ------------------------------------------------------------
-
-
-def servers_of_this_process() -> list[int]:
-    """This process's direct children: the HTTP server and each stdio server."""
-    own = os.getpid()
-    return sorted(proc.pid for proc in process_table().values() if proc.ppid == own and proc.state != "Z")
-
-
-def descendants(roots: Sequence[int]) -> list[int]:
-    """Every live process below ``roots`` (sandboxes, upstream servers): what the servers started."""
-    table = process_table()
-    children: dict[int, list[int]] = {}
-    for proc in table.values():
-        children.setdefault(proc.ppid, []).append(proc.pid)
-    found, stack = [], [pid for root in roots for pid in children.get(root, [])]
-    while stack:
-        pid = stack.pop()
-        if table[pid].state != "Z":
-            found.append(pid)
-        stack.extend(children.get(pid, []))
-    return found
-
-
-def usage(servers: Sequence[int], pss: bool = True) -> dict[str, Any]:
-    """CPU seconds and memory (KiB) so far: of one side's server processes, of what they started, and of this
-    process (which runs both sides' clients, but only the side whose window is open calls).
-
-    ``pss=False`` reads RSS alone (PSS reported as 0): reading smaps_rollup walks every mapping of every process,
-    which for the bridge's 200 sandbox processes cost the clients' process more CPU than the floor's 9 did, and the
-    clients share that process.
-    """
-    below = descendants(servers)
-    own = os.times()
-
-    def of(pid: int) -> tuple[int, int]:
-        return memory_of(pid) if pss else (read_kib(f"/proc/{pid}/status", "VmRSS"), 0)
-
-    memory = {"servers": [of(pid) for pid in servers], "started": [of(pid) for pid in below]}
-    return {
-        "cpu": {
-            "servers": sum(map(cpu_seconds, servers)),
-            "started": sum(map(cpu_seconds, below)),
-            "clients": own.user + own.system,
-        },
-        "rss_kib": {part: sum(rss for rss, _ in values) for part, values in memory.items()},
-        "pss_kib": {part: sum(pss for _, pss in values) for part, values in memory.items()},
-        "processes": {"servers": len(servers), "started": len(below)},
-        "fds": {"servers": sum(map(open_fds, servers))},
-    }
-
-
-def open_fds(pid: int) -> int:
-    """How many file descriptors a process holds (0 when it is gone)."""
-    try:
-        return len(os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        return 0
-
-
-class Sampler:
-    """Memory of one side's servers (and what they started) every SAMPLE_EVERY_S while the windows run: the peak,
-    and with ``every`` a point every so many seconds (the soak's series: memory and file descriptors over time)."""
-
-    def __init__(self, servers: Sequence[int], every: float | None = None) -> None:
-        self.servers = servers
-        self.peak_rss_kib = {"servers": 0, "started": 0}
-        self.every = every
-        self.points: list[dict[str, Any]] = []
-        self._task: asyncio.Task[None] | None = None
-
-    async def _run(self) -> None:
-        began = last = time.perf_counter()
-        while True:
-            now = time.perf_counter()
-            point = self.every is not None and (not self.points or now - last >= self.every)
-            found = await asyncio.to_thread(usage, self.servers, point)
-            for part, value in found["rss_kib"].items():
-                self.peak_rss_kib[part] = max(self.peak_rss_kib[part], value)
-            if point:
-                last = now
-                self.points.append({
-                    "t_s": round(now - began, 1),
-                    "servers_rss_mb": mib(found["rss_kib"]["servers"]),
-                    "servers_pss_mb": mib(found["pss_kib"]["servers"]),
-                    "started_rss_mb": mib(found["rss_kib"]["started"]),
-                    "servers_fds": found["fds"]["servers"],
-                    "started_processes": found["processes"]["started"],
-                })  # fmt: skip
-            await asyncio.sleep(SAMPLE_EVERY_S)
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
 
 # -- the two sides -----------------------------------------------------------------------------------------------
@@ -242,6 +155,7 @@ class Window:
         self.before: dict[str, Any] = {}
         self.after: dict[str, Any] = {}
         self.load_1m = 0.0
+        self.idle_cpu_s = 0.0
 
     def stopped_calling(self) -> None:
         self.stopped += 1
@@ -329,10 +243,13 @@ async def drive(state: work.ClientState, fleet: Fleet, gate: asyncio.Semaphore) 
             fleet.arrived()  # a client that failed to start must not keep the others waiting
 
 
-async def run_window(fleet: Fleet, window: Window, label: str, opened: asyncio.Event | None) -> None:
+async def run_window(fleet: Fleet, window: Window, label: str, opened: asyncio.Event | None,
+                     waiting: Sequence[int] = ()) -> None:  # fmt: skip
     """Open one window of one side, close it, and wait until its clients' last calls have ended (each is bounded
-    by its timeout plus grace), so that no call of one side runs in the other side's window."""
+    by its timeout plus grace), so that no call of one side runs in the other side's window. ``waiting``: the
+    other side's servers, whose CPU in the window is read too (it should be nearly none)."""
     window.before = await asyncio.to_thread(usage, fleet.servers, False)
+    window.idle_cpu_s = -await asyncio.to_thread(idle_cpu, waiting)
     window.load_1m = os.getloadavg()[0]
     window.opened = time.perf_counter()
     window.go.set()
@@ -343,6 +260,7 @@ async def run_window(fleet: Fleet, window: Window, label: str, opened: asyncio.E
     while window.open:
         await asyncio.sleep(0.05)
     window.after = await asyncio.to_thread(usage, fleet.servers, False)  # the calls still in flight are not in it
+    window.idle_cpu_s += await asyncio.to_thread(idle_cpu, waiting)
     await window.all_stopped.wait()
     window.finished = time.perf_counter()
 
@@ -357,7 +275,8 @@ async def run_fleets(fleets: Sequence[Fleet], soak_every: float | None = None,
         fleet.sampler = Sampler(fleet.servers, soak_every if fleet.side == "bridge" else None)
         fleet.sampler.start()
     for index, side in figures.schedule(list(by_side), rounds):
-        await run_window(by_side[side], by_side[side].windows[index], f"window {index + 1}/{rounds}", opened)
+        waiting = [pid for other in fleets if other.side != side for pid in other.servers]
+        await run_window(by_side[side], by_side[side].windows[index], f"window {index + 1}/{rounds}", opened, waiting)
     for fleet in fleets:
         await fleet.sampler.stop()
         fleet.last = await asyncio.to_thread(usage, fleet.servers)
@@ -438,6 +357,7 @@ def summarize_side(fleet: Fleet) -> dict[str, Any]:
             "cores": {part: round(value / seconds, 3) for part, value in cpu.items()},
             "calls_ended_in_window": ended,
             "ms_per_call": figures.per_call(cpu, ended),
+            "other_side_waiting_s": round(sum(window.idle_cpu_s for window in windows), 3),
         },
         "memory": {
             "rss_mb": {
