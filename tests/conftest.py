@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -20,6 +21,12 @@ from tests.support.purity import forbid_processes_and_network
 pytest_plugins = ["tests.support.tally", "tests.support.grouping"]
 
 T = TypeVar("T")
+
+# The security tests plant a honey file at the real ~/.netrc and fail when anything opens it while they run; pip,
+# uv and httpx read that file on their own, and the suite runs pip (the add_server installs) on another worker at
+# the same time, which the canary cannot tell from a sandbox reaching out. Every process the suite starts inherits
+# this, so none of them reads the real one; sandboxed code reads paths, not NETRC, so the canary is as strict.
+os.environ["NETRC"] = os.devnull
 
 # Hypothesis's defaults are wall-clock checks: a 200 ms deadline per example and a health check that fails a test
 # whose inputs take "too long" to generate. Both failed pure-logic tests on a starved machine (tests/face/
