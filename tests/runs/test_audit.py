@@ -137,6 +137,43 @@ async def test_on_an_event_loop_lines_wait_for_the_next_turn_and_keep_order_and_
 
 
 @pytest.mark.anyio
+async def test_lines_a_write_failed_to_write_are_kept_in_order_and_written_once_it_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A full file table (the bridge at its descriptor limit) or a full disk fails a write for a while: its lines
+    wait, ahead of later ones, and reach the file with the retry; past HELD_BYTES the newest are dropped, counted.
+    (Here the file's path is a directory for a while, which fails the open as EMFILE would: a real failure.)"""
+    monkeypatch.setattr(audit, "RETRY_SECONDS", 0.01)
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    record(log, session="before")
+    await asyncio.sleep(0)
+    path.rename(tmp_path / "kept.jsonl")
+    path.mkdir()  # from now on the open fails (EISDIR)
+    for number in range(3):
+        record(log, session=f"while-{number}")
+    await asyncio.sleep(0)
+    assert path.is_dir() and len(log._pending) == 3  # tried, failed, held
+    path.rmdir()
+    record(log, session="after")
+    await asyncio.sleep(0.2)  # the retry (0.01 s) comes first: no other line was needed
+    assert [line["session"] for line in lines(path)] == ["while-0", "while-1", "while-2", "after"]
+
+    one_line = len((path.read_bytes().splitlines(keepends=True))[0])
+    monkeypatch.setattr(audit, "HELD_BYTES", 2 * one_line + 10)
+    path.rename(tmp_path / "kept2.jsonl")
+    path.mkdir()
+    with caplog.at_level(logging.WARNING, logger="mcp_codemode.runs.audit"):
+        for number in range(5):
+            record(log, session=f"burst-{number}")
+            await asyncio.sleep(0.05)  # a retry comes between lines (0.01 s), fails and holds what fits
+        path.rmdir()
+        log.flush()  # what a console page or a closing bridge does
+    assert [line["session"] for line in lines(path)] == ["burst-0", "burst-1"]
+    assert "works again (3 lines that did not fit in the meantime were dropped)" in caplog.text
+
+
+@pytest.mark.anyio
 async def test_a_line_that_may_wait_shares_the_next_write_and_none_waits_past_its_linger_or_outlives_a_flush(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,7 +17,10 @@ reply that triggered a line is sent first, and the sandbox is not kept waiting o
 concurrent calls share one ``write``; ``flush`` writes what is still pending (the bridge calls it when it
 closes). The file is reopened for every write, so an external rotation (logrotate) is simply followed. A
 failing disk never fails a call: the first failure is logged as a warning, later ones only at debug level
-until a write succeeds.
+until a write succeeds. What a failed write could not write is kept, in order, and written ``RETRY_SECONDS``
+later (or at the next ``flush``), with the lines queued meanwhile: a bridge whose file table is full for a moment (every
+descriptor its limit allows in use) or whose disk filled loses no record once it can write again, unless the
+failure outlasts ``HELD_BYTES`` of lines (the oldest are kept; how many were dropped is logged).
 
 A line written ``soon=False`` (the console's ``run`` line of each ``run_python`` call) waits up to
 ``LINGER`` seconds instead, for the next write of any line: calls that follow each other closely then share
@@ -46,6 +49,8 @@ log = logging.getLogger("mcp_codemode.audit")  # the name log lines have always 
 OUTCOMES = ("ok", "tool_error", "refused", "error", "timeout", "cancelled")
 LINGER = 0.25  # seconds a line written with soon=False may wait for others to share its write (docs say so)
 MAX_PENDING = 1024  # queued lines past which the queue is written on the next turn, whatever waited
+RETRY_SECONDS = 1.0  # a write that failed is tried again this much later, if no other line comes first
+HELD_BYTES = 8 << 20  # what a write that keeps failing may hold for later; newer lines past it are dropped
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # made once: json.dumps builds one per line
 
 
@@ -78,6 +83,7 @@ class AuditLog:
         self.backups = backups
         self._ready = False
         self._failing = False
+        self._dropped = 0  # lines lost while writes failed and HELD_BYTES was full
         self._pending: list[_Entry] = []
         self._flush_soon: asyncio.Handle | None = None
         self._flushing_soon = False  # whether ``_flush_soon`` runs on the next turn (else after LINGER)
@@ -131,8 +137,10 @@ class AuditLog:
         except RuntimeError:
             self.flush()
             return
-        soon = soon or len(self._pending) >= MAX_PENDING
         waiting = self._flush_soon
+        if self._failing and waiting is not None and self._flush_loop is loop:
+            return  # writes fail: the retry writes this line too, and no turn pays for a write that fails
+        soon = soon or len(self._pending) >= MAX_PENDING
         if waiting is not None and self._flush_loop is loop and (self._flushing_soon or not soon):
             return  # a write already comes, as soon as this line needs it
         if waiting is not None:
@@ -153,23 +161,47 @@ class AuditLog:
             while count < len(lines) and size + len(lines[count]) <= self.max_bytes:
                 size += len(lines[count])
                 count += 1
-            self._write_chunk(self.path, b"".join(lines[:count]))
+            if not self._write_chunk(self.path, b"".join(lines[:count])):
+                self._hold(lines)
+                return
             lines = lines[count:]
 
-    def _write_chunk(self, path: Path, data: bytes) -> None:
+    def _hold(self, lines: list[bytes]) -> None:
+        """Keep the lines a write failed to write ahead of those queued since, within ``HELD_BYTES``, and try
+        again with the next line or after ``RETRY_SECONDS``."""
+        held: list[_Entry] = []
+        size = 0
+        for line in [*lines, *(_encoded(entry) for entry in self._pending)]:
+            size += len(line)
+            if size > HELD_BYTES:
+                self._dropped += 1
+            else:
+                held.append(line)
+        self._pending = held
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (a closing bridge's last flush): what is held is lost with the process
+        self._flush_soon = loop.call_later(RETRY_SECONDS, self.flush)
+        self._flushing_soon, self._flush_loop = False, loop
+
+    def _write_chunk(self, path: Path, data: bytes) -> bool:
         try:
             self._append(path, data)
         except OSError as exc:
             if not self._failing:
-                log.warning("audit log: cannot write to %s (%s); tool calls go on unrecorded until it works", self.path,
-                            exc)  # fmt: skip
+                log.warning("audit log: cannot write to %s (%s); its lines are kept and written once it works",
+                            self.path, exc)  # fmt: skip
             else:
                 log.debug("audit log: cannot write to %s: %s", self.path, exc)
             self._failing = True
-        else:
-            if self._failing:
-                log.warning("audit log: writing to %s works again", self.path)
-            self._failing = False
+            return False
+        if self._failing:
+            lost = f" ({self._dropped} lines that did not fit in the meantime were dropped)" if self._dropped else ""
+            log.warning("audit log: writing to %s works again%s", self.path, lost)
+            self._dropped = 0
+        self._failing = False
+        return True
 
     def _append(self, path: Path, data: bytes) -> None:
         if not self._ready:
@@ -204,7 +236,7 @@ class AuditLog:
         os.replace(path, path.with_name(f"{path.name}.1"))
 
 
-_Entry = dict[str, Any] | _Call | Callable[[], dict[str, Any] | bytes]
+_Entry = dict[str, Any] | _Call | Callable[[], dict[str, Any] | bytes] | bytes
 
 
 def stamp(when: float) -> str:
@@ -221,6 +253,8 @@ def _second(second: int) -> str:
 
 def _encoded(entry: _Entry) -> bytes:
     """One queued entry as its line: a record's fields in their documented order, or a whole line as given."""
+    if isinstance(entry, bytes):  # a line a failed write kept
+        return entry
     if isinstance(entry, dict):
         line = entry
     elif callable(entry):
