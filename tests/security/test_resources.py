@@ -272,10 +272,6 @@ def in_thread():
 worker = threading.Thread(target=in_thread)
 worker.start()
 worker.join()
-try:
-    seen["autogroup"] = open("/proc/self/autogroup").read().split()[-1]
-except OSError:
-    seen["autogroup"] = None
 seen
 """
 
@@ -291,8 +287,9 @@ def test_sandboxed_code_runs_at_the_lowered_priority_and_cannot_raise_it(target:
         return  # by it: the sentry's threads are the host's tasks (docs/configuration.md, sandbox_nice)
     assert seen["thread_nice"] == 10 and seen["batch"] is True, seen
     assert seen["lowered"] == "PermissionError", seen
-    if target.name == "bubblewrap" and seen["autogroup"] is not None:  # a session of its own: its group too
-        assert seen["autogroup"] == "10", seen
+    # Not the session's autogroup nice: the guest sets it too, but the kernel accepts one such write in 100 ms from
+    # a process without CAP_SYS_ADMIN, so sandboxes starting together may keep 0 (seen in CI); code may reset it
+    # anyway, so it is a default, not the bound this test is about (docs/security.md).
 
 
 def test_code_that_ignores_sigterm_sigint_and_keyboardinterrupt_is_still_stopped(target: Target) -> None:

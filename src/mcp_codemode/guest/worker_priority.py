@@ -10,7 +10,9 @@ and the user's code start later (Linux threads and children inherit nice and pol
   kernel ranks tasks by their nice. Where it groups processes by session first (``kernel.sched_autogroup_enabled``,
   and every bubblewrap sandbox is a session of its own), a task's nice only ranks it inside its group, so the
   group's nice (``/proc/self/autogroup``) is set too; but the kernel lets the group's owner set that back to 0 (it
-  refuses only values below 0), and ``setsid`` makes a new group, so there it is a default, not a bound. Neither
+  refuses only values below 0), ``setsid`` makes a new group, and the kernel accepts one such write in 100 ms
+  from processes without ``CAP_SYS_ADMIN`` (sandboxes starting together may keep 0), so there it is a default,
+  not a bound. Neither
   counts where the sandbox has a cpu cgroup of its own (bubblewrap as root): the group's weight decides, and all
   sandboxes' groups share one parent, which weighs as much as one session of the bridge's.
 * **SCHED_BATCH** is for throughput: a batch task does not preempt the running one when it wakes. A frame written
