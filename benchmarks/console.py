@@ -96,7 +96,8 @@ async def pages(settings: Settings, records: int, sessions: int, fetches: int) -
         assert board is not None
         for n in range(sessions):
             key = SessionKey.stdio(f"s{n}")
-            await board.track(_done(), f"{n:016x}", key, "local", "print('done')")
+            seen, _ = board.begin(f"{n:016x}", key, "local", "print('done')", None)
+            await board.track(_done(), seen)
             board.mark_fresh(key, "reset: starts fresh on its next call")
         console = Console(bridge, settings, loopback=True, doctor=lambda: "")
         cookie = console.signins.open("local")

@@ -9,6 +9,7 @@ import datetime
 import hashlib
 import json
 import re
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import cast
 
@@ -161,7 +162,7 @@ def test_the_board_keeps_calls_per_owner_and_only_their_owner_cancels_them(tmp_p
             await asyncio.sleep(3600)
             return ExecutionResult("ok")
 
-        task = asyncio.ensure_future(board.track(slow(), "c1", key, "t-a", "print('<b>')"))
+        task = asyncio.ensure_future(_track(board, slow(), "c1", key, "t-a", "print('<b>')"))
         await started.wait()
         assert [c.call for c in board.running_of("t-a")] == ["c1"] and board.running_of("t-b") == []
         assert board.call("c1", "t-b") is None and board.session(key, "t-b") is None
@@ -171,7 +172,7 @@ def test_the_board_keeps_calls_per_owner_and_only_their_owner_cancels_them(tmp_p
         assert result.status == "error" and result.error is not None and result.error.type == CANCELLED
         ended = board.call("c1", "t-a")
         assert ended is not None and ended.outcome == "cancelled" and ended.code == "print('<b>')"
-        assert await board.track(_done(), "c2", key, "t-a", "1") == ExecutionResult("ok")
+        assert await _track(board, _done(), "c2", key, "t-a", "1") == ExecutionResult("ok")
         assert [c.call for c in board.finished_of("t-a")] == ["c2", "c1"] and board.finished_of("t-b") == []
         assert board.sessions_of("t-a")[0].calls == 2
         audit.flush()
@@ -187,6 +188,13 @@ def test_the_board_keeps_calls_per_owner_and_only_their_owner_cancels_them(tmp_p
 
 async def _done() -> ExecutionResult:
     return ExecutionResult("ok")
+
+
+async def _track(board: CallBoard, work: Awaitable[ExecutionResult], call: str, key: SessionKey, owner: str,
+                 code: str) -> ExecutionResult:  # fmt: skip
+    """A call on the board as the bridge runs one: begun in the task it runs in, then tracked."""
+    entry, _ = board.begin(call, key, owner, code, None)
+    return await board.track(work, entry)
 
 
 def test_a_console_cancel_is_taken_back_from_the_calls_task_and_a_callers_own_cancel_still_goes_up() -> None:
@@ -210,7 +218,7 @@ def test_a_console_cancel_is_taken_back_from_the_calls_task_and_a_callers_own_ca
             return ExecutionResult("ok")
 
         async def caller(call: str, swallow: bool) -> tuple[ExecutionResult, int]:
-            result = await board.track(slow(swallow), call, key, "t-a", "1")
+            result = await _track(board, slow(swallow), call, key, "t-a", "1")
             task = asyncio.current_task()
             assert task is not None
             return result, task.cancelling()
@@ -223,7 +231,7 @@ def test_a_console_cancel_is_taken_back_from_the_calls_task_and_a_callers_own_ca
             result, owed = await running
             assert (result.status, owed) == (status, 0), (call, result)
         started.clear()
-        both = asyncio.ensure_future(board.track(slow(), "c3", key, "t-a", "1"))
+        both = asyncio.ensure_future(_track(board, slow(), "c3", key, "t-a", "1"))
         await started.wait()
         assert board.cancel("c3", "t-a")
         both.cancel()  # the caller gives up too: that is its own, and goes on up
@@ -276,7 +284,7 @@ def test_a_watcher_wakes_when_the_board_changes(tmp_path: Path) -> None:
         version = board.version
         waiting = asyncio.ensure_future(board.wait_change(version, 60))
         await asyncio.sleep(0)
-        await board.track(_done(), "c1", SessionKey.stdio("a"), "local", "1")
+        await _track(board, _done(), "c1", SessionKey.stdio("a"), "local", "1")
         return version, await asyncio.wait_for(waiting, 60)
 
     before, after = asyncio.run(scenario())
@@ -294,8 +302,8 @@ def test_a_running_calls_latest_progress_is_kept_on_the_board_and_passed_on_only
         async def told(line: str) -> None:
             heard.append(line)
 
-        silent = board.relaying("c1", None)  # a client that asked for no progress
-        asking = board.relaying("c2", Caller(news=told, asker="x"))
+        first, silent = board.begin("c1", key, "t-a", "1", None)  # a client that asked for no progress
+        second, asking = board.begin("c2", key, "t-a", "2", Caller(news=told, asker="x"))
         assert asking.asker == "x" and silent.news is not None and asking.news is not None
         go = asyncio.Event()
 
@@ -305,8 +313,8 @@ def test_a_running_calls_latest_progress_is_kept_on_the_board_and_passed_on_only
             await go.wait()
             return ExecutionResult("ok")
 
-        one = asyncio.ensure_future(board.track(reporting(silent.news), "c1", key, "t-a", "1"))
-        two = asyncio.ensure_future(board.track(reporting(asking.news), "c2", key, "t-a", "2"))
+        one = asyncio.ensure_future(board.track(reporting(silent.news), first))
+        two = asyncio.ensure_future(board.track(reporting(asking.news), second))
         await asyncio.sleep(0.01)
         running = {c.call: c.progress for c in board.running_of("t-a")}
         assert running == dict.fromkeys(("c1", "c2"), "everything/longRunningOperation: <b>step 2</b> (2/3)")

@@ -286,9 +286,9 @@ class Bridge:
         try:
             board = self.board
             if board is not None:  # seen on the console's board: running, its latest progress, then ended
-                caller = board.relaying(CALL_ID.get(), caller)
+                seen, caller = board.begin(CALL_ID.get(), key, owner, request.code, caller)
             work = self._run(request, key, on_output, owner, caller)
-            result = await (work if board is None else board.track(work, CALL_ID.get(), key, owner, request.code))
+            result = await (work if board is None else board.track(work, seen))
             outcome = call_outcome(result)
             return result
         except asyncio.CancelledError:

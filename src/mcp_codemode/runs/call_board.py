@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import functools
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
@@ -35,7 +34,7 @@ from ..session_keys import SessionKey
 from ..telemetry.tracing import SPAN_IDS
 from .approvals import Approvals
 from .audit import AuditLog, stamp
-from .relay_run import Caller
+from .relay_run import Caller, News
 
 SEEN_BOUND = 1000  # sessions remembered before those that ended are forgotten
 KEPT = 200  # finished calls whose code and result stay in memory for the console
@@ -70,7 +69,23 @@ class CallSeen:
     result: ExecutionResult | None = None
     outcome: str = ""
     duration: float = 0.0
-    progress: str = ""  # the latest progress line its client was sent, or would have been (``relaying``)
+    progress: str = ""  # the latest progress line its client was sent, or would have been (``begin``)
+    board: CallBoard | None = dataclasses.field(default=None, repr=False, compare=False)  # while it runs there
+    passed_on: News | None = dataclasses.field(default=None, repr=False, compare=False)  # its client's own news
+
+    async def __call__(self, line: str) -> None:
+        """The call's news: kept as its latest progress while it runs, and passed on as before (a client that
+        asked for no progress still gets none). The entry is its own news function, so that a call with the
+        console on makes no closure for it; kept, not queued: a page that watches reads the latest when drawn."""
+        board = self.board
+        if board is not None:
+            self.progress = line
+            board._bump()
+        if self.passed_on is not None:
+            await self.passed_on(line)
+
+    def run_line(self) -> bytes:
+        return _run_line(self)  # a bound method costs a call less than a ``functools.partial`` of the function
 
 
 class CallBoard:
@@ -89,10 +104,11 @@ class CallBoard:
         self._changed: asyncio.Event | None = None
         self.approvals = Approvals(approvers, self._bump)
 
-    async def track(self, work: Awaitable[ExecutionResult], call: str, key: SessionKey, owner: str,
-                    code: str) -> ExecutionResult:  # fmt: skip
-        """Run ``work`` (the call) on the board: seen running while it runs, cancellable from the console, and kept
-        once it ended. A cancel from the console ends it with a result that says so, which its client receives."""
+    def begin(self, call: str, key: SessionKey, owner: str, code: str,
+              caller: Caller | None) -> tuple[CallSeen, Caller]:  # fmt: skip
+        """Call ``call`` seen running, and ``caller`` with its news (upstream progress and log lines, an approval's
+        wait) kept as the call's latest progress too; ``track`` runs it. Apart from ``track`` so that the
+        bridge's one await of a call wraps nothing more than it must."""
         now = time.time()
         seen = self.sessions.get(key)
         if seen is None or seen.owner != owner:
@@ -101,11 +117,19 @@ class CallBoard:
             seen = self.sessions[key] = SessionSeen(key, owner, now, now)
         seen.last_call, seen.fresh_next = now, ""
         seen.calls += 1
-        task = asyncio.current_task()
-        entry = CallSeen(call, key, owner, code, now, SPAN_IDS.get()[0], task)
+        entry = CallSeen(call, key, owner, code, now, SPAN_IDS.get()[0], asyncio.current_task(), board=self,
+                         passed_on=caller.news if caller is not None else None)  # fmt: skip
         self.running[call] = entry
-        self._bump()
+        self.version += 1  # _bump's work, without its call: a page that watches is rare
+        if self._changed is not None:
+            self._bump()
+        return entry, caller.telling(entry) if caller is not None else Caller(entry)
+
+    async def track(self, work: Awaitable[ExecutionResult], entry: CallSeen) -> ExecutionResult:
+        """Run ``work`` (the call ``begin`` saw) on the board: cancellable from the console, and kept once it
+        ended. A cancel from the console ends it with a result that says so, which its client receives."""
         outcome, result, owed = "bridge_error", None, True  # owed: the console's cancel, once it made one
+        task = entry.task
         began = time.perf_counter()
         try:
             result = await work
@@ -123,36 +147,19 @@ class CallBoard:
         finally:
             if owed and entry.cancelled_by_console and task is not None:
                 task.uncancel()  # the call ended before the cancel reached it, or swallowed it: taken back all the same
-            entry.task = None
+            entry.task = entry.board = None
             entry.result, entry.outcome, entry.duration = result, outcome, time.perf_counter() - began
-            self.running.pop(call, None)
+            self.running.pop(entry.call, None)
             self.finished.append(entry)
             if self.audit.enabled:  # built when the log is written, with the lines of the calls that follow
-                self.audit.write(functools.partial(_run_line, entry), soon=False)
-            self._bump()
+                self.audit.write(entry.run_line, soon=False)
+            self.version += 1
+            if self._changed is not None:
+                self._bump()
 
     def written(self) -> None:
         """The lines of the calls that ended are in the audit log now, for a page about to read it."""
         self.audit.flush()
-
-    def relaying(self, call: str, caller: Caller | None) -> Caller:
-        """``caller`` with its news (upstream progress and log lines, an approval's wait) kept as call ``call``'s
-        latest progress too, and passed on as before (a client that asked for no progress still gets none).
-
-        Kept, not queued: a notification costs one dictionary lookup and a version bump, which wakes only a page
-        that watches; the page reads the latest line when it is drawn."""
-        given = caller or Caller()
-        passed_on = given.news
-
-        async def news(line: str) -> None:
-            entry = self.running.get(call)
-            if entry is not None:
-                entry.progress = line
-                self._bump()
-            if passed_on is not None:
-                await passed_on(line)
-
-        return given.telling(news)
 
     def cancel(self, call: str, owner: str) -> bool:
         """Cancel ``owner``'s running call ``call``; False when there is none such (ended, or another's)."""
