@@ -98,6 +98,7 @@ class CallBoard:
         self.audit = audit
         self.alive = alive
         self.sessions: dict[SessionKey, SessionSeen] = {}
+        self._uncounted: list[CallSeen] = []  # calls begun since the sessions were last counted (``_count``)
         self.running: dict[str, CallSeen] = {}
         self.finished: collections.deque[CallSeen] = collections.deque(maxlen=kept)
         self.version = 0
@@ -109,17 +110,12 @@ class CallBoard:
         """Call ``call`` seen running, and ``caller`` with its news (upstream progress and log lines, an approval's
         wait) kept as the call's latest progress too; ``track`` runs it. Apart from ``track`` so that the
         bridge's one await of a call wraps nothing more than it must."""
-        now = time.time()
-        seen = self.sessions.get(key)
-        if seen is None or seen.owner != owner:
-            if len(self.sessions) >= SEEN_BOUND:
-                self.sessions = {k: s for k, s in self.sessions.items() if self.alive(k) or s.fresh_next}
-            seen = self.sessions[key] = SessionSeen(key, owner, now, now)
-        seen.last_call, seen.fresh_next = now, ""
-        seen.calls += 1
-        entry = CallSeen(call, key, owner, code, now, SPAN_IDS.get()[0], asyncio.current_task(), board=self,
+        entry = CallSeen(call, key, owner, code, time.time(), SPAN_IDS.get()[0], asyncio.current_task(), board=self,
                          passed_on=caller.news if caller is not None else None)  # fmt: skip
         self.running[call] = entry
+        self._uncounted.append(entry)
+        if len(self._uncounted) >= KEPT:
+            self._count()
         self.version += 1  # _bump's work, without its call: a page that watches is rare
         if self._changed is not None:
             self._bump()
@@ -175,18 +171,37 @@ class CallBoard:
         """Cancel ``owner``'s calls running in ``key`` (a reset or end would wait for them); how many there were."""
         return sum(self.cancel(c.call, owner) for c in list(self.running.values()) if c.key == key)
 
+    def _count(self) -> None:
+        """The calls begun since a page last asked counted into their sessions: a page asks rarely, a call comes
+        often, and a session's bookkeeping (its key hashed, its entry found and updated) cost a call more than
+        anything else the board did for it, on a busy machine several microseconds, so it is done here in one go."""
+        for entry in self._uncounted:
+            key = entry.key
+            seen = self.sessions.get(key)
+            if seen is None or seen.owner != entry.owner:
+                if len(self.sessions) >= SEEN_BOUND:
+                    self.sessions = {k: s for k, s in self.sessions.items() if self.alive(k) or s.fresh_next}
+                seen = self.sessions[key] = SessionSeen(key, entry.owner, entry.started, entry.started)
+            seen.last_call, seen.fresh_next = entry.started, ""
+            seen.calls += 1
+        self._uncounted.clear()
+
     def sessions_of(self, owner: str) -> list[SessionSeen]:
+        self._count()
         return sorted((s for s in self.sessions.values() if s.owner == owner), key=lambda s: -s.last_call)
 
     def session(self, key: SessionKey, owner: str) -> SessionSeen | None:
+        self._count()
         seen = self.sessions.get(key)
         return seen if seen is not None and seen.owner == owner else None
 
     def forget(self, key: SessionKey) -> None:
+        self._count()
         if self.sessions.pop(key, None) is not None:
             self._bump()
 
     def mark_fresh(self, key: SessionKey, why: str) -> None:
+        self._count()
         seen = self.sessions.get(key)
         if seen is not None:
             seen.fresh_next = why
