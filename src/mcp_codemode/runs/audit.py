@@ -88,6 +88,7 @@ class AuditLog:
         self._flush_soon: asyncio.Handle | None = None
         self._flushing_soon = False  # whether ``_flush_soon`` runs on the next turn (else after LINGER)
         self._flush_loop: asyncio.AbstractEventLoop | None = None
+        self.queued = 0  # lines queued so far: whoever queued the last one knows whether one came after it
 
     @property
     def enabled(self) -> bool:
@@ -132,6 +133,7 @@ class AuditLog:
 
     def _queue(self, entry: _Entry, soon: bool = True) -> None:
         self._pending.append(entry)
+        self.queued += 1
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:

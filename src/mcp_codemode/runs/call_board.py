@@ -38,6 +38,7 @@ from .relay_run import Caller, News
 
 SEEN_BOUND = 1000  # sessions remembered before those that ended are forgotten
 KEPT = 200  # finished calls whose code and result stay in memory for the console
+BATCH = 64  # run lines queued in the audit log as one entry, at most (``_RunLines``)
 CANCELLED_NOTE = "The call was cancelled from the web console; the session's state was kept."
 CANCELLED = "Cancelled"  # the error type a call cancelled from the console ends with, as its client reads it
 
@@ -84,9 +85,6 @@ class CallSeen:
         if self.passed_on is not None:
             await self.passed_on(line)
 
-    def run_line(self) -> bytes:
-        return _run_line(self)  # a bound method costs a call less than a ``functools.partial`` of the function
-
 
 class CallBoard:
     """The sessions, running calls and recent calls of one bridge, per owner; ``changed`` wakes whoever watches."""
@@ -99,6 +97,8 @@ class CallBoard:
         self.alive = alive
         self.sessions: dict[SessionKey, SessionSeen] = {}
         self._uncounted: list[CallSeen] = []  # calls begun since the sessions were last counted (``_count``)
+        self._lines = _RunLines()  # the run lines queued last, while they wait and nothing was queued after them
+        self._queued = 0  # ``audit.queued`` once they were
         self.running: dict[str, CallSeen] = {}
         self.finished: collections.deque[CallSeen] = collections.deque(maxlen=kept)
         self.version = 0
@@ -147,8 +147,13 @@ class CallBoard:
             entry.result, entry.outcome, entry.duration = result, outcome, time.perf_counter() - began
             self.running.pop(entry.call, None)
             self.finished.append(entry)
-            if self.audit.enabled:  # built when the log is written, with the lines of the calls that follow
-                self.audit.write(entry.run_line, soon=False)
+            lines = self._lines
+            if not lines.written and len(lines) < BATCH and self.audit.queued == self._queued:
+                lines.append(entry)  # its line joins those still waiting, which no other line was queued after
+            elif self.audit.path is not None:  # built when the log is written, with the lines of calls that follow
+                self._lines = _RunLines(entry)
+                self.audit.write(self._lines, soon=False)
+                self._queued = self.audit.queued
             self.version += 1
             if self._changed is not None:
                 self._bump()
@@ -233,6 +238,23 @@ class CallBoard:
         if self._changed is not None:
             self._changed.set()
             self._changed = None
+
+
+class _RunLines(list[CallSeen]):
+    """The ``run`` lines of calls that ended one after another, queued in the audit log as one entry: a line
+    queued on its own cost a call more than the rest of what the board does for it. A call's line joins the
+    last such entry while that waits, is the last thing queued (so the log keeps its order) and holds fewer
+    than ``BATCH`` (so a write stays about as large as the size bound that rotates the log allows)."""
+
+    __slots__ = ("written",)
+
+    def __init__(self, *entries: CallSeen) -> None:
+        super().__init__(entries)
+        self.written = not entries  # an empty one stands for none: the next line starts its own
+
+    def __call__(self) -> bytes:
+        self.written = True
+        return b"".join([_run_line(entry) for entry in self])
 
 
 def _run_line(entry: CallSeen) -> bytes:
