@@ -22,7 +22,7 @@ from mcp_codemode.console.pages import calls_page, esc, output_blocks, sessions_
 from mcp_codemode.console.signins import CODE_TTL, SESSION_IDLE, SignIns, cookie, csrf_ok
 from mcp_codemode.errors import SettingsError
 from mcp_codemode.runs.audit import AuditLog, stamp
-from mcp_codemode.runs.call_board import CANCELLED, CallBoard, CallSeen, SessionSeen, _run_line
+from mcp_codemode.runs.call_board import BATCH, CANCELLED, CallBoard, CallSeen, SessionSeen, _run_line
 from mcp_codemode.runs.relay_run import Caller, News
 from mcp_codemode.sandbox.results import ExecutionResult
 from mcp_codemode.session_keys import SessionKey
@@ -265,6 +265,34 @@ def test_a_run_line_written_by_hand_is_the_json_line_its_fields_make(traced: boo
     assert raw == (json.dumps(expected, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
     for when in (0.0, 1764331875.0625, 1764331875.999, 1e9 + 0.0005, 4102444800.5):
         assert stamp(when) == datetime.datetime.fromtimestamp(when, datetime.UTC).isoformat(timespec="milliseconds")
+
+
+def test_run_lines_that_share_a_queue_entry_keep_the_logs_order_and_none_is_lost(tmp_path: Path) -> None:
+    """Calls that end one after another queue their run lines as one entry (``_RunLines``): a line queued by
+    anyone else in between starts a new one (the log keeps its order), a batch already written is never added
+    to (its line would be lost), and a batch holds at most ``BATCH`` lines; each line is the one ``_run_line``
+    makes."""
+    path = tmp_path / "audit.jsonl"
+
+    async def scenario() -> None:
+        audit = AuditLog(path)
+        board = CallBoard(audit, lambda key: True)
+        key = SessionKey.stdio("a")
+        for n in range(BATCH + 2):  # one batch full, and the next begun
+            await _track(board, _done(), f"r{n}", key, "local", "1")
+        assert len(audit._pending) == 2  # a full batch, and the next
+        audit.record(session=str(key), owner="local", server="s", tool="t", arguments=b"{}", outcome="ok",
+                     duration=0.0)  # fmt: skip
+        await _track(board, _done(), "after-tool", key, "local", "1")
+        board.written()
+        await _track(board, _done(), "after-flush", key, "local", "1")
+        assert len(audit._pending) == 1  # its own entry, not one already written
+        board.written()
+
+    asyncio.run(scenario())
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    expected = [f"r{n}" for n in range(BATCH + 2)] + ["tool", "after-tool", "after-flush"]
+    assert [line["call"] if line.get("kind") == "run" else "tool" for line in lines] == expected
 
 
 def test_a_caller_told_through_the_board_keeps_every_other_field() -> None:
