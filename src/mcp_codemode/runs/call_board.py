@@ -4,11 +4,13 @@ the console may cancel), and the last calls that ended, with their code and resu
 Why a part of the run service: every call, whatever face it came through, passes ``Bridge.run``, which is the one
 place that knows a call's session, owner, code and result together; the console (console/) only reads this board
 through the bridge. The bridge builds a board only when the console is on: with it off, a call pays for nothing of
-this. With it on and nobody watching, a call costs a few dictionary writes, one entry and one audit line, which
-waits to share a write with the lines of the calls that follow (``AuditLog.write(soon=False)``): a page flushes the
-log before it reads it. A call is cancelled from the console through its own task (``Task.cancel``, taken back with
-``Task.uncancel`` once the call has ended with the result that says so), not through a cancel scope of its own,
-which would cost every call more than all the rest of the board together.
+this. With it on and nobody watching, a call costs one entry (which is also its news function), a few dictionary
+and list writes and one audit line, which joins the lines of the calls that ended just before it in one queued
+entry and waits to share a write with them (``AuditLog.write(soon=False)``): a page flushes the log before it reads
+it. Its session is counted when a page asks (``_count``), not on the call. A call is cancelled from the console
+through its own task (``Task.cancel``, taken back with ``Task.uncancel`` once the call has ended with the result
+that says so), not through a cancel scope of its own, which would cost every call more than all the rest of the
+board together.
 
 Everything here is kept per owner (an HTTP principal, or "local"), and every question names the owner asking, so
 one token's holder never learns of another's sessions or calls. The finished calls' code and results are kept in
@@ -244,7 +246,7 @@ class _RunLines(list[CallSeen]):
     """The ``run`` lines of calls that ended one after another, queued in the audit log as one entry: a line
     queued on its own cost a call more than the rest of what the board does for it. A call's line joins the
     last such entry while that waits, is the last thing queued (so the log keeps its order) and holds fewer
-    than ``BATCH`` (so a write stays about as large as the size bound that rotates the log allows)."""
+    than ``BATCH`` (so one entry stays small beside the size bound that rotates the log)."""
 
     __slots__ = ("written",)
 
