@@ -7,6 +7,7 @@ that the launcher stands in for the bridge faithfully, so those tests prove what
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 from pathlib import Path
@@ -81,6 +82,13 @@ def test_signals_reach_the_bridge_and_the_launcher_ends_as_it_did(tmp_path: Path
     launcher.send_signal(signal.SIGUSR1)
     assert launcher.wait(timeout=patient(60)) == -signal.SIGUSR1
     assert wait_until_gone(lambda: gone(bridge)) == []
+    assert_no_orphans()
+    # A bridge SIGKILLed itself (as tests kill one, by its pid): SIGKILL has no handler to reset, and the launcher
+    # still dies of it rather than of a traceback.
+    launcher, bridge = started(tmp_path / "kill.log")
+    os.kill(bridge, signal.SIGKILL)
+    assert launcher.wait(timeout=patient(60)) == -signal.SIGKILL, (tmp_path / "kill.log").read_text()
+    assert "Traceback" not in (tmp_path / "kill.log").read_text()
     assert_no_orphans()
 
 

@@ -88,7 +88,8 @@ def main(argv: list[str]) -> None:
         os._exit(LOST)
     code = os.waitstatus_to_exitcode(struct.unpack("!q", status)[0])
     if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those two have no handler to reset (EINVAL)
+            signal.signal(-code, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [-code])
         os.kill(os.getpid(), -code)
     os._exit(code & 0xFF)
