@@ -49,7 +49,7 @@ log = logging.getLogger("mcp_codemode.audit")  # the name log lines have always 
 OUTCOMES = ("ok", "tool_error", "refused", "error", "timeout", "cancelled")
 LINGER = 0.25  # seconds a line written with soon=False may wait for others to share its write (docs say so)
 MAX_PENDING = 1024  # queued lines past which the queue is written on the next turn, whatever waited
-RETRY_SECONDS = 1.0  # a write that failed is tried again this much later, if no other line comes first
+RETRY_SECONDS = 1.0  # a write that failed is tried again this much later (a flush before then tries too)
 HELD_BYTES = 8 << 20  # what a write that keeps failing may hold for later; newer lines past it are dropped
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # made once: json.dumps builds one per line
 
@@ -170,7 +170,7 @@ class AuditLog:
 
     def _hold(self, lines: list[bytes]) -> None:
         """Keep the lines a write failed to write ahead of those queued since, within ``HELD_BYTES``, and try
-        again with the next line or after ``RETRY_SECONDS``."""
+        again after ``RETRY_SECONDS`` (lines queued meanwhile wait for that try: ``_queue``)."""
         held: list[_Entry] = []
         size = 0
         for line in [*lines, *(_encoded(entry) for entry in self._pending)]:

@@ -118,9 +118,9 @@ class CallBoard:
         self._uncounted.append(entry)
         if len(self._uncounted) >= KEPT:
             self._count()
-        self.version += 1  # _bump's work, without its call: a page that watches is rare
+        self.version += 1  # _bump's work inline: a page that watches is rare, a call is not
         if self._changed is not None:
-            self._bump()
+            self._wake()
         return entry, caller.telling(entry) if caller is not None else Caller(entry)
 
     async def track(self, work: Awaitable[ExecutionResult], entry: CallSeen) -> ExecutionResult:
@@ -158,7 +158,7 @@ class CallBoard:
                 self._queued = self.audit.queued
             self.version += 1
             if self._changed is not None:
-                self._bump()
+                self._wake()
 
     def written(self) -> None:
         """The lines of the calls that ended are in the audit log now, for a page about to read it."""
@@ -237,9 +237,13 @@ class CallBoard:
 
     def _bump(self) -> None:
         self.version += 1
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
+        self._wake()
+
+    def _wake(self) -> None:
+        """Wake the pages that wait for a change, if one does."""
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
 
 
 class _RunLines(list[CallSeen]):
